@@ -1,0 +1,1 @@
+"""Shared code of the GPU host audit: one file per concern, no Ansible imports below facts.py."""
