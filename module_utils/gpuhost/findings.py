@@ -24,6 +24,8 @@ CONSUMER_NAME_WORDS = ("geforce", "titan")
 # BAR1 is the window peers and the CPU map GPU memory through. Without Resizable
 # BAR / above-4G decoding it stays at 256 MiB.
 DEFAULT_MIN_BAR1_MIB = 1024
+# PCIe port type name for switch downstream ports, as pci_config reports it.
+DOWNSTREAM_PORT = "downstream_port"
 
 
 @dataclass
@@ -250,21 +252,22 @@ def rule_i440fx(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
 
 
 def rule_numa(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
-    group = set(tp_group(facts, options))
-    nodes: dict[str, int] = {}
+    group = tp_group(facts, options)
     by_bus = {d.get("pci_bus_id"): d.get("index") for d in gpu_devices(facts)}
-    for device in pci_gpus(facts):
-        index = by_bus.get(device.get("bdf"))
-        node = device.get("numa_node")
-        if index in group and isinstance(node, int):
-            nodes[f"GPU{index}"] = node
-    if len(set(nodes.values())) <= 1:
+    nodes = {by_bus[d.get("bdf")]: d["numa_node"] for d in pci_gpus(facts)
+             if by_bus.get(d.get("bdf")) in group and isinstance(d.get("numa_node"), int)}
+    topology = (facts.get("topology") or {}).get("matrix") or []
+    # Pairs joined by NVLink never touch the CPU interconnect; only PCIe pairs matter.
+    crossing = [(i, j, label) for i, j, label in matrix_pairs(topology, sorted(nodes))
+                if i < j and not label.startswith("NV") and nodes[i] != nodes[j]]
+    if not crossing and (topology or len(set(nodes.values())) <= 1):
         return []
     return [Finding(
         "gpus_on_several_numa_nodes", "warning",
-        f"The tensor-parallel GPUs sit on {len(set(nodes.values()))} NUMA nodes: traffic between them crosses the "
-        "CPU interconnect, which is slower and often blocks P2P.",
-        {"numa_node_by_gpu": nodes},
+        f"The tensor-parallel GPUs sit on {len(set(nodes.values()))} NUMA nodes and talk over PCIe across them: "
+        "that traffic crosses the CPU interconnect, which is slower and often blocks P2P.",
+        {"numa_node_by_gpu": {f"GPU{i}": n for i, n in sorted(nodes.items())},
+         "pcie_pairs_across_nodes": _pairs_text(crossing)},
         "Prefer tensor-parallel groups within one NUMA node (CUDA_VISIBLE_DEVICES), or check that "
         "`nvidia-smi topo -m` shows NV# or PIX/PXB between them. In a VM, give it vNUMA matching the host "
         "(Proxmox: numa: 1 and numaN lines) and pin vCPUs.")]
@@ -353,9 +356,11 @@ def rule_acs_redirect(facts: dict[str, Any], options: RuleOptions) -> list[Findi
         chain_b = [u["bdf"] for u in b["upstream"]]
         shared = set(chain_a) & set(chain_b)
         for bridge in a["upstream"] + b["upstream"]:
-            # Bridges below the common ancestor are on the P2P path; ACS redirect on
-            # them sends the traffic up to the root complex instead of across.
-            if bridge["bdf"] in shared:
+            # Switch ports below the common ancestor are on the P2P path; ACS redirect
+            # there sends traffic up to the root complex instead of across the switch.
+            # Root ports are left alone: traffic between root ports crosses the root
+            # complex anyway, and the kernel sets their ACS whenever the IOMMU is on.
+            if bridge["bdf"] in shared or bridge.get("port_type") != DOWNSTREAM_PORT:
                 continue
             acs = bridge.get("acs_ctrl") or {}
             if acs.get("RR") or acs.get("CR"):

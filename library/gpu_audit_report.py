@@ -1,0 +1,128 @@
+#!/usr/bin/python
+"""Ansible module: write the audit reports of many hosts in one go, on the controller."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_audit_report
+short_description: Write GPU host audit reports (JSON, Markdown) and the fleet summary
+description:
+  - Writes C(<dest>/<host>.json) and C(<dest>/<host>.md) for every host given, and C(<dest>/fleet.md)
+    with one row per host. Meant to run once, on the controller, with the facts of every host of the play,
+    so that a fleet of hundreds writes its reports in one task instead of hundreds.
+  - A file is rewritten only when its content differs, so a second run with the same facts reports no change.
+    Check mode says what would change and writes nothing; diff mode shows the changed files.
+version_added: "1.0.0"
+options:
+  dest:
+    description: Directory for the reports; created when missing.
+    type: path
+    required: true
+  hosts:
+    description: Mapping of inventory host name to its C(gpu_host) facts, as M(gpu_host_facts) returns them.
+    type: dict
+    required: true
+  fleet:
+    description: Also write C(fleet.md) covering the hosts given.
+    type: bool
+    default: true
+author:
+  - GPU host audit maintainers
+notes:
+  - Supports check mode and diff mode.
+"""
+
+EXAMPLES = r"""
+- name: Write the reports of every host of the play
+  gpu_audit_report:
+    dest: "{{ playbook_dir }}/../reports"
+    hosts: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, ['ansible_facts', 'gpu_host']))) }}"
+  run_once: true
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+written:
+  description: Paths that were (or in check mode would be) written because their content changed.
+  returned: always
+  type: list
+  elements: str
+  sample: [reports/gpu-node-1.json, reports/gpu-node-1.md, reports/fleet.md]
+reports:
+  description: Per host, the paths of its JSON and Markdown reports.
+  returned: always
+  type: dict
+"""
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuhost.report import fleet_markdown, host_markdown, report_json
+
+
+def get_argument_spec() -> dict:
+    return {
+        "dest": {"type": "path", "required": True},
+        "hosts": {"type": "dict", "required": True},
+        "fleet": {"type": "bool", "default": True},
+    }
+
+
+def planned_files(dest: str, hosts: dict, fleet: bool) -> dict[str, str]:
+    files = {}
+    for host, facts in sorted(hosts.items()):
+        files[os.path.join(dest, f"{host}.json")] = report_json(host, facts)
+        files[os.path.join(dest, f"{host}.md")] = host_markdown(host, facts)
+    if fleet:
+        files[os.path.join(dest, "fleet.md")] = fleet_markdown(hosts)
+    return files
+
+
+def current_content(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def write_atomically(module: AnsibleModule, path: str, content: str) -> None:
+    directory = os.path.dirname(path)
+    handle, tmp = tempfile.mkstemp(dir=directory, prefix=".gpu-audit-")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(content)
+    os.chmod(tmp, 0o644)
+    module.atomic_move(tmp, path)
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
+    dest, hosts = module.params["dest"], module.params["hosts"]
+    bad = sorted(h for h, facts in hosts.items() if not isinstance(facts, dict) or "summary" not in facts)
+    if bad:
+        module.fail_json(msg=f"no audit facts for {', '.join(bad)}: expected each host's ansible_facts.gpu_host "
+                             "from gpu_host_facts; run the audit on those hosts first")
+    files = planned_files(dest, hosts, module.params["fleet"])
+    changed = {path: content for path, content in files.items() if current_content(path) != content}
+    diffs = [{"before_header": path, "after_header": path, "before": current_content(path) or "",
+              "after": content} for path, content in changed.items()] if module._diff else []
+    if changed and not module.check_mode:
+        try:
+            os.makedirs(dest, exist_ok=True)
+            for path, content in changed.items():
+                write_atomically(module, path, content)
+        except OSError as exc:
+            module.fail_json(msg=f"cannot write the reports under {dest}: {exc.strerror or exc}; "
+                                 "set gpu_audit_report_dir to a writable directory")
+    reports = {host: {"json": os.path.join(dest, f"{host}.json"), "markdown": os.path.join(dest, f"{host}.md")}
+               for host in hosts}
+    result = {"changed": bool(changed), "written": sorted(changed), "reports": reports}
+    if diffs:
+        result["diff"] = diffs
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

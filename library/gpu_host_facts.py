@@ -1,0 +1,188 @@
+#!/usr/bin/python
+"""Ansible module: audit a GPU host (bare metal, VM guest or hypervisor) and return facts and findings."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_host_facts
+short_description: Audit a GPU host and say whether it is fit to serve, and why
+description:
+  - Gathers, in one invocation, the virtualization layer (bare metal, KVM/QEMU and Proxmox guests, VMware,
+    Hyper-V, Xen, Firecracker, containers) with the evidence for it, the IOMMU and its groups, every NVIDIA
+    PCI device with its driver, link, NUMA node, BARs and the ACS settings of the bridges above it, and the
+    GPUs through NVML (nvidia-ml-py) or, failing that, nvidia-smi, with the P2P and topology matrices.
+  - A rules engine turns the facts into findings, each with a severity, the evidence it used and a concrete
+    remedy (for a Proxmox guest without P2P, the exact x-nv-gpudirect-clique args line).
+  - Read-only. Nothing missing is fatal, no driver, no NVML library, an unreadable sysfs file; what could not
+    be read is listed under C(problems) and in an C(audit_incomplete) finding.
+  - Given O(capture), replays a saved capture instead of reading the system, and yields the same facts.
+version_added: "1.0.0"
+options:
+  gather_subset:
+    description:
+      - Which parts to gather, like M(ansible.builtin.setup). C(all), or any of C(virtualization), C(iommu),
+        C(pci), C(gpus); a name prefixed with C(!) leaves it out.
+    type: list
+    elements: str
+    default: [all]
+  capture:
+    description:
+      - Path of a capture (JSON, as saved by C(save_capture) and C(playbooks/capture.yml)) to replay instead
+        of reading the live system. The path is read where the module runs.
+    type: path
+  save_capture:
+    description:
+      - Also return, under C(capture), everything read from the system (files, directory listings, command
+        outputs, NVML readings), to be saved and replayed later.
+    type: bool
+    default: false
+  tensor_parallel_gpus:
+    description:
+      - GPU indexes that will share one tensor-parallel group. P2P and NUMA rules judge these pairs.
+      - Empty means every GPU.
+    type: list
+    elements: int
+    default: []
+  min_bar1_mib:
+    description: A BAR1 below this size (MiB) is reported as small.
+    type: int
+    default: 1024
+author:
+  - GPU host audit maintainers
+notes:
+  - Supports check mode; never changes anything.
+  - Run with privileges (C(become)) to read PCI extended config space (ACS, Resizable BAR) and dmesg.
+"""
+
+EXAMPLES = r"""
+- name: Audit this host
+  gpu_host_facts:
+
+- name: Audit, and keep everything read so that it can be replayed offline
+  gpu_host_facts:
+    save_capture: true
+  register: audit
+
+- name: Replay a capture taken on another host
+  gpu_host_facts:
+    capture: captures/gpu-node-1.json
+  delegate_to: localhost
+
+- name: Judge P2P for a TP4 group on the first four GPUs only
+  gpu_host_facts:
+    tensor_parallel_gpus: [0, 1, 2, 3]
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts under the key C(gpu_host).
+  returned: always
+  type: complex
+  contains:
+    gpu_host:
+      description: The audit of this host; the schema is documented in the README.
+      returned: always
+      type: complex
+      contains:
+        schema_version:
+          description: Version of this structure.
+          type: int
+          sample: 1
+        virtualization:
+          description: >-
+            Bare metal, VM or container (C(type)), the hypervisor, platform, container runtime, QEMU machine type
+            (q35, i440fx), virtual IOMMU, DMI strings and product_uuid, NUMA nodes, hugepages, and the evidence.
+          type: dict
+          sample: {type: vm, hypervisor: kvm, machine_type: q35, summary: "KVM virtual machine (machine q35)"}
+        iommu:
+          description: Whether the IOMMU is on, its mode (passthrough, translated), vendor, kernel parameters,
+            groups and members, and the vfio/nvidia/nouveau modules loaded.
+          type: dict
+        pci:
+          description: >-
+            Host bridges and every NVIDIA PCI device with kind (gpu, audio, nvswitch), driver, IOMMU group and
+            peers, link speed and width (current and max), NUMA node, BARs, Resizable BAR and the upstream bridges
+            with their port type and ACS control bits.
+          type: dict
+        gpus:
+          description: GPUs as NVML (or nvidia-smi) reports them, driver and CUDA driver versions.
+          type: dict
+        p2p:
+          description: P2P status matrices C(read), C(write), C(nvlink), C(atomics) with nvidia-smi's labels
+            X, OK, CNS, GNS, TNS, NS, DR, U.
+          type: dict
+          sample: {read: [["X", "NS"], ["NS", "X"]]}
+        topology:
+          description: The topology matrix (X, NV#, PIX, PXB, PHB, NODE, SYS) with CPU and NUMA affinity per GPU.
+          type: dict
+        problems:
+          description: What could not be read, and why.
+          type: list
+          elements: dict
+        findings:
+          description: Findings, worst first, each with C(id), C(severity) (critical, warning, info), C(summary),
+            C(evidence) and C(remedy).
+          type: list
+          elements: dict
+        summary:
+          description: Verdict (fit, fit with warnings, unfit), GPU count and models, P2P verdict, worst finding.
+          type: dict
+capture:
+  description: Everything read from the system, replayable with O(capture).
+  returned: when O(save_capture) is true
+  type: dict
+"""
+
+import json
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuhost.facts import SubsetError, audit, resolve_subsets
+from ansible.module_utils.gpuhost.findings import DEFAULT_MIN_BAR1_MIB, RuleOptions
+from ansible.module_utils.gpuhost.source import CaptureError, LiveSource, ReplaySource
+
+
+def get_argument_spec() -> dict:
+    return {
+        "gather_subset": {"type": "list", "elements": "str", "default": ["all"]},
+        "capture": {"type": "path"},
+        "save_capture": {"type": "bool", "default": False},
+        "tensor_parallel_gpus": {"type": "list", "elements": "int", "default": []},
+        "min_bar1_mib": {"type": "int", "default": DEFAULT_MIN_BAR1_MIB},
+    }
+
+
+def load_capture(path: str) -> ReplaySource:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except OSError as exc:
+        raise CaptureError(f"cannot read the capture {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise CaptureError(f"the capture {path} is not valid JSON ({exc}); expected the file that "
+                           "playbooks/capture.yml writes") from None
+    return ReplaySource(data)
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
+    params = module.params
+    try:
+        subsets = resolve_subsets(params["gather_subset"])
+        if params["capture"]:
+            source = load_capture(params["capture"])
+        else:
+            source = LiveSource(record=params["save_capture"])
+        options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
+                              min_bar1_mib=params["min_bar1_mib"])
+        facts = audit(source, subsets, options)
+    except (SubsetError, CaptureError) as exc:
+        module.fail_json(msg=str(exc))
+    result = {"changed": False, "ansible_facts": {"gpu_host": facts}}
+    if params["save_capture"] and isinstance(source, LiveSource):
+        result["capture"] = source.capture
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""One audit of one host: every gatherer over one Source, then the rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.module_utils.gpuhost import findings as rules
+from ansible.module_utils.gpuhost.gpus import gather_gpus
+from ansible.module_utils.gpuhost.iommu import Iommu, gather_iommu
+from ansible.module_utils.gpuhost.pci import gather_pci, read_ids, PCI_DIR
+from ansible.module_utils.gpuhost.source import Source
+from ansible.module_utils.gpuhost.virt import gather_virtualization
+
+SCHEMA_VERSION = 1
+SUBSETS = ("virtualization", "iommu", "pci", "gpus")
+
+
+class SubsetError(ValueError):
+    pass
+
+
+def resolve_subsets(requested: list[str]) -> list[str]:
+    """``setup``-style subsets: "all", names, and "!name" to leave one out."""
+    chosen: set[str] = set()
+    excluded: set[str] = set()
+    for item in requested or ["all"]:
+        name = item.strip()
+        negate = name.startswith("!")
+        name = name.lstrip("!")
+        if name == "all":
+            (excluded if negate else chosen).update(SUBSETS)
+        elif name in SUBSETS:
+            (excluded if negate else chosen).add(name)
+        else:
+            raise SubsetError(f"unknown gather_subset {item!r}: expected all, {', '.join(SUBSETS)} "
+                              "or one of them prefixed with '!'")
+    if not chosen and excluded:
+        chosen = set(SUBSETS)
+    return [s for s in SUBSETS if s in chosen and s not in excluded]
+
+
+def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
+    read = (facts.get("p2p") or {}).get("read") or []
+    pairs = rules.matrix_pairs(read, group)
+    if len(group) < 2:
+        return "n/a (fewer than 2 GPUs)"
+    if not pairs:
+        return "unknown"
+    ok = sum(1 for _i, _j, label in pairs if label == "OK")
+    if ok == len(pairs):
+        return "ok"
+    return "none" if ok == 0 else f"partial ({ok} of {len(pairs)} pairs)"
+
+
+def verdict(findings: list[dict[str, Any]]) -> str:
+    severities = {f.get("severity") for f in findings}
+    if "critical" in severities:
+        return "unfit"
+    if "warning" in severities:
+        return "fit, with warnings"
+    return "fit"
+
+
+def audit(source: Source, subsets: list[str], options: rules.RuleOptions) -> dict[str, Any]:
+    facts: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "gather_subset": subsets}
+
+    iommu = gather_iommu(source) if {"iommu", "pci", "virtualization"} & set(subsets) else Iommu()
+    if "iommu" in subsets:
+        facts["iommu"] = iommu.as_dict()
+
+    pci_ids: list[tuple[str, str, str]] = []
+    pci_facts: dict[str, Any] = {}
+    if "pci" in subsets or "gpus" in subsets:
+        pci_facts, pci_ids = gather_pci(source, iommu.groups)
+        if "pci" in subsets:
+            facts["pci"] = pci_facts
+    elif "virtualization" in subsets:
+        pci_ids = [(bdf, ids["vendor"] or "", ids["device"] or "")
+                   for bdf in source.listdir(PCI_DIR) or [] for ids in [read_ids(source, bdf)]]
+
+    if "virtualization" in subsets:
+        facts["virtualization"] = gather_virtualization(source, pci_ids, len(iommu.groups),
+                                                        iommu.hardware).as_dict()
+
+    if "gpus" in subsets:
+        facts["gpus"], facts["p2p"], facts["topology"] = gather_gpus(source, pci_facts)
+
+    facts["problems"] = list(source.problems)
+    facts["findings"] = rules.evaluate(facts, options)
+    group = rules.tp_group(facts, options)
+    worst = rules.worst(facts["findings"])
+    facts["summary"] = {
+        "verdict": verdict(facts["findings"]),
+        "virtualization": (facts.get("virtualization") or {}).get("summary"),
+        "gpu_count": len(rules.gpu_devices(facts)) or len(rules.pci_gpus(facts)),
+        "gpu_models": sorted({d.get("name") for d in rules.gpu_devices(facts) if d.get("name")}),
+        "p2p": p2p_verdict(facts, group),
+        "worst_finding": {"id": worst["id"], "severity": worst["severity"]} if worst else None,
+        "counts": {s: sum(1 for f in facts["findings"] if f["severity"] == s) for s in rules.SEVERITIES},
+    }
+    return facts
