@@ -32,8 +32,9 @@ class NvidiaSmiParseError(ValueError):
 # --------------------------------------------------------------------------------------------------
 # Text clean-up shared by all parsers
 
-# CSI sequences (colours, underline), OSC sequences (titles, links) and two-byte escapes.
-_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# CSI sequences (colours, underline), OSC sequences (titles, links), and the short escapes that are
+# ESC, optional intermediate bytes and one final byte (``ESC ( B`` selects a character set).
+_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[ -/]*[0-~]")
 # What is left of a broken escape, and other control characters that no format here uses.
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -192,6 +193,11 @@ class TopoMatrix:
     attributes: list[dict[str, str]] = field(default_factory=list)
     legend: dict[str, str] = field(default_factory=dict)
     nic_legend: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def matrix(self) -> list[list[str]]:
+        """The GPU x GPU labels; the same as ``links``."""
+        return self.links
 
     def link(self, first: int | str, second: int | str) -> str:
         """The label between two GPUs, by index (0) or name (``GPU0``)."""
@@ -417,6 +423,11 @@ class P2PMatrix:
     status: list[list[str]]
     legend: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def matrix(self) -> list[list[str]]:
+        """The GPU x GPU codes; the same as ``status``."""
+        return self.status
+
     def pair(self, first: int | str, second: int | str) -> str:
         return self.status[self._index(first)][self._index(second)]
 
@@ -510,11 +521,12 @@ def is_invalid_field_error(output: str) -> str | None:
     return match.group(1) if match else None
 
 
-def parse_query_gpu_csv(text: str, fields: Sequence[str]) -> list[dict[str, str]]:
+def split_query_gpu_csv(text: str, fields: Sequence[str]) -> list[dict[str, str]]:
     """Rows of ``--query-gpu=<fields> --format=csv[,noheader][,nounits]`` as dicts of the strings printed.
 
     A header line (``--format=csv`` without ``noheader``) is recognised and skipped. A line with another
-    number of values than ``fields`` raises ``NvidiaSmiParseError`` naming the line.
+    number of values than ``fields``, or a failure message in place of values, raises
+    ``NvidiaSmiParseError`` naming the line.
     """
     what = "nvidia-smi --query-gpu"
     fields = list(fields)
@@ -544,6 +556,21 @@ def parse_query_gpu_csv(text: str, fields: Sequence[str]) -> list[dict[str, str]
     return rows
 
 
+def parse_query_gpu_csv(text: str, fields: Sequence[str]) -> list[dict[str, Any]]:
+    """Rows of ``--query-gpu`` keyed by the queried field names, with typed values.
+
+    ``index``, the ``pcie.link.*`` fields and ``memory.total`` (MiB) are ints; ``persistence_mode`` and the
+    ``ecc.mode.*`` / ``mig.mode.*`` fields are booleans (Enabled/Disabled); what nvidia-smi could not give
+    (``[N/A]``, ``[Not Supported]``, ``N/A``, ``[Unknown Error]``...) is None; everything else is the string
+    printed (``compute_cap`` ``"12.0"``, ``driver_version``, ``pci.bus_id``). A value of the wrong form
+    raises ``NvidiaSmiParseError`` naming the line and the field.
+    """
+    typed_rows = []
+    for number, row in enumerate(split_query_gpu_csv(text, fields), start=1):
+        typed_rows.append({name: _typed_value(name, value, f"GPU row {number}") for name, value in row.items()})
+    return typed_rows
+
+
 def _csv_values(line: str) -> list[str]:
     try:
         values = next(csv.reader([line], skipinitialspace=True))
@@ -554,108 +581,101 @@ def _csv_values(line: str) -> list[str]:
 
 def pci_bus_id_to_sysfs(bus_id: str) -> str | None:
     """``00000000:18:00.0`` (nvidia-smi) -> ``0000:18:00.0`` (the name under /sys/bus/pci/devices)."""
-    match = re.fullmatch(r"\s*([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.([0-7])\s*", bus_id or "")
+    if not isinstance(bus_id, str):
+        return None
+    match = re.fullmatch(r"\s*([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.([0-7])\s*", bus_id)
     if not match:
         return None
     domain, bus, device, function = match.groups()
     return f"{int(domain, 16):04x}:{bus.lower()}:{device.lower()}.{function}"
 
 
-_INT_FIELDS = {
-    "index": "index",
-    "pcie.link.gen.current": "pcie_link_gen_current",
-    "pcie.link.gen.max": "pcie_link_gen_max",
-    "pcie.link.width.current": "pcie_link_width_current",
-    "pcie.link.width.max": "pcie_link_width_max",
-}
-_BOOL_FIELDS = {
-    "persistence_mode": "persistence_mode",
-    "ecc.mode.current": "ecc_mode",
-    "mig.mode.current": "mig_mode",
-    "mig.mode.pending": "mig_mode_pending",
-    "ecc.mode.pending": "ecc_mode_pending",
-}
+_INT_FIELDS = ("index", "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current",
+               "pcie.link.width.max", "memory.total")
+_BOOL_FIELDS = ("persistence_mode", "ecc.mode.current", "ecc.mode.pending", "mig.mode.current", "mig.mode.pending")
+_VERSION_FIELDS = {"compute_cap": r"\d{1,4}\.\d{1,4}", "driver_version": r"\d{1,6}(?:\.\d{1,6}){0,3}"}
 _BOOL_WORDS = {"enabled": True, "disabled": False, "on": True, "off": False}
 _MIB = 1024 * 1024
 
 
-def convert_query_gpu(row: dict[str, str]) -> dict[str, Any]:
-    """One ``parse_query_gpu_csv`` row with typed values.
+def _typed_value(name: str, raw: Any, where: str) -> Any:
+    """One --query-gpu value in its type; values already typed pass through."""
+    if raw is None or isinstance(raw, bool):
+        return raw
+    if isinstance(raw, int) and name in _INT_FIELDS:
+        return raw
+    if not isinstance(raw, str):
+        raise _error(f"nvidia-smi --query-gpu {where} field {name}", "the string printed", repr(raw),
+                     "Pass rows from split_query_gpu_csv() or parse_query_gpu_csv().")
+    value = raw.strip()
+    if _is_unavailable(value):
+        return None
+    if name in _INT_FIELDS:
+        # Without ``nounits`` memory comes as "81559 MiB".
+        number = _small_int(re.sub(r"\s*MiB$", "", value) if name == "memory.total" else value)
+        if number is None:
+            raise _error(f"nvidia-smi --query-gpu {where} field {name}", "a whole number", raw,
+                         "Query with --format=csv,noheader,nounits so numbers come without units.")
+        return number
+    if name in _BOOL_FIELDS:
+        if value.lower() not in _BOOL_WORDS:
+            raise _error(f"nvidia-smi --query-gpu {where} field {name}", "Enabled or Disabled", raw,
+                         "This nvidia-smi prints the mode differently; report the value so the parser learns it.")
+        return _BOOL_WORDS[value.lower()]
+    if name in _VERSION_FIELDS and not re.fullmatch(_VERSION_FIELDS[name], value):
+        raise _error(f"nvidia-smi --query-gpu {where} field {name}", "a dotted version number", raw,
+                     "Check that the field list matches the order of the values.")
+    return value
 
-    Keys: ``index``, ``name``, ``uuid``, ``pci_bus_id`` (as printed) and ``pci_address`` (sysfs form),
-    ``compute_cap`` (``"12.0"``) with ``compute_cap_major`` / ``compute_cap_minor``, ``memory_total_mib``
-    and ``memory_total_bytes``, ``driver_version`` with ``driver_branch`` (``570``), the four
-    ``pcie_link_*`` integers, and ``persistence_mode`` / ``ecc_mode`` / ``mig_mode`` booleans (and
-    ``ecc_mode_pending`` / ``mig_mode_pending``); only for
-    the fields queried. Values nvidia-smi could not give (``[N/A]``, ``[Not Supported]``, ...) are None
-    and listed in ``unavailable`` as printed. Other fields keep their string under their name with dots
-    as underscores.
+
+def convert_query_gpu(row: dict[str, Any]) -> dict[str, Any]:
+    """One row (from ``split_query_gpu_csv`` or ``parse_query_gpu_csv``) as a dict for facts.
+
+    Keys, for the fields queried: ``index``, ``name``, ``uuid``, ``pci_bus_id`` (as printed) and
+    ``pci_address`` (sysfs form), ``compute_cap`` (``"12.0"``) with ``compute_cap_major`` /
+    ``compute_cap_minor``, ``memory_total_mib`` and ``memory_total_bytes``, ``driver_version`` with
+    ``driver_branch`` (``570``), ``pcie_link_gen_current`` / ``_max`` and ``pcie_link_width_current`` /
+    ``_max``, ``persistence_mode`` / ``ecc_mode`` / ``mig_mode`` booleans (``ecc_mode_pending`` /
+    ``mig_mode_pending`` when asked). Other fields keep their value under their name with dots as
+    underscores. ``unavailable`` maps each field nvidia-smi could not give to what it printed
+    (``"[N/A]"``, ``"[Not Supported]"``; None when the row came already typed).
     """
     result: dict[str, Any] = {"unavailable": {}}
     for name, raw in row.items():
-        value = raw.strip()
-        if _is_unavailable(value):
-            result["unavailable"][name] = value
-            value = None
-        _convert_field(result, name, value, raw)
+        value = _typed_value(name, raw, "row")
+        if value is None:
+            result["unavailable"][name] = raw.strip() if isinstance(raw, str) else None
+        _derive(result, name, value)
     return result
 
 
-def _convert_field(result: dict[str, Any], name: str, value: str | None, raw: str) -> None:
-    if name in _INT_FIELDS:
-        result[_INT_FIELDS[name]] = _typed_int(name, value, raw)
-    elif name in _BOOL_FIELDS:
-        result[_BOOL_FIELDS[name]] = _typed_bool(name, value, raw)
-    elif name == "pci.bus_id":
-        result["pci_bus_id"] = value
-        result["pci_address"] = pci_bus_id_to_sysfs(value) if value else None
-    elif name == "compute_cap":
-        major, minor = _typed_version(name, value, raw, parts=2)
-        result.update(compute_cap=value, compute_cap_major=major, compute_cap_minor=minor)
+_RENAMED = {
+    "pci.bus_id": "pci_bus_id",
+    "memory.total": "memory_total_mib",
+    "ecc.mode.current": "ecc_mode",
+    "ecc.mode.pending": "ecc_mode_pending",
+    "mig.mode.current": "mig_mode",
+    "mig.mode.pending": "mig_mode_pending",
+}
+
+
+def _derive(result: dict[str, Any], name: str, value: Any) -> None:
+    result[_RENAMED.get(name, name.replace(".", "_"))] = value
+    if name == "pci.bus_id":
+        result["pci_address"] = pci_bus_id_to_sysfs(value)
     elif name == "memory.total":
-        mib = _typed_int(name, re.sub(r"\s*MiB$", "", value) if value else None, raw)
-        result.update(memory_total_mib=mib, memory_total_bytes=mib * _MIB if mib is not None else None)
+        result["memory_total_bytes"] = value * _MIB if value is not None else None
+    elif name == "compute_cap":
+        major, _, minor = value.partition(".") if value else (None, "", None)
+        result["compute_cap_major"] = int(major) if major else None
+        result["compute_cap_minor"] = int(minor) if minor else None
     elif name == "driver_version":
-        branch, _ = _typed_version(name, value, raw, parts=1)
-        result.update(driver_version=value, driver_branch=branch)
-    else:
-        result[name.replace(".", "_")] = value
-
-
-def _typed_int(name: str, value: str | None, raw: str) -> int | None:
-    if value is None:
-        return None
-    number = _small_int(value)
-    if number is None:
-        raise _error(f"nvidia-smi --query-gpu field {name}", "a whole number", raw,
-                     "Query with --format=csv,noheader,nounits so numbers come without units.")
-    return number
-
-
-def _typed_bool(name: str, value: str | None, raw: str) -> bool | None:
-    if value is None:
-        return None
-    if value.lower() not in _BOOL_WORDS:
-        raise _error(f"nvidia-smi --query-gpu field {name}", "Enabled or Disabled", raw,
-                     "This nvidia-smi prints the mode differently; report the value so the parser can learn it.")
-    return _BOOL_WORDS[value.lower()]
-
-
-def _typed_version(name: str, value: str | None, raw: str, parts: int) -> tuple[int | None, int | None]:
-    if value is None:
-        return None, None
-    match = re.fullmatch(r"(\d+)(?:\.\d+)*" if parts == 1 else r"(\d+)\.(\d+)", value)
-    major = _small_int(match.group(1)) if match else None
-    minor = _small_int(match.group(2)) if match and parts == 2 else None
-    if major is None or (parts == 2 and minor is None):
-        raise _error(f"nvidia-smi --query-gpu field {name}", "a dotted version number", raw,
-                     "Check that the field list matches the order of the values.")
-    return major, minor
+        result["driver_branch"] = int(value.split(".")[0]) if value else None
 
 
 def parse_query_gpu(text: str, fields: Sequence[str] = QUERY_GPU_FIELDS) -> list[dict[str, Any]]:
-    """``parse_query_gpu_csv`` then ``convert_query_gpu`` on each row."""
-    return [convert_query_gpu(row) for row in parse_query_gpu_csv(text, fields)]
+    """``split_query_gpu_csv`` then ``convert_query_gpu`` on each row: the facts form."""
+    return [convert_query_gpu(row) for row in split_query_gpu_csv(text, fields)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -749,7 +769,7 @@ def _failure_in(text: str) -> tuple[str, str, str] | None:
     for kind, pattern, remedy in _FAILURES:
         for position, line in enumerate(lines):
             if pattern.search(line):
-                message = line
+                message = " ".join(line.split())
                 # The mismatch report names the library version on the next line.
                 if kind == "version_mismatch" and position + 1 < len(lines) and "version" in lines[position + 1]:
                     message = f"{line} {lines[position + 1]}"

@@ -1,0 +1,83 @@
+# GPU host audit and SGLang deployment: developer and CI entry points.
+# `make` alone lists the targets. Everything runs from .venv (scripts/venv.sh makes it).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+VENV := $(CURDIR)/.venv
+PYTHON := $(VENV)/bin/python
+# The venv counts as activated: molecule shells out to ansible-config and friends.
+export VIRTUAL_ENV := $(VENV)
+export PATH := $(VENV)/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+# Podman settings for the test containers (runc, lowered ulimits); /etc stays untouched.
+export CONTAINERS_CONF := $(CURDIR)/molecule/containers.conf
+
+# Every molecule/<name>/molecule.yml is a scenario; `make molecule SCENARIO=audit` runs one.
+SCENARIOS := $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
+SCENARIO ?= $(SCENARIOS)
+INVENTORY ?= inventories/local/hosts.yml
+
+.PHONY: help venv system-deps image lint unit molecule test audit bench-audit clean
+
+help: ## List the targets
+	@echo "Targets:"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@echo "Molecule scenarios: $(or $(SCENARIOS),none)"
+
+venv: ## Create or refresh .venv from requirements-controller.txt
+	@scripts/venv.sh
+
+system-deps: ## Install podman, runc, debootstrap and friends with apt (root)
+	@scripts/system-deps.sh
+
+image: ## Build the cached test image localhost/gpuhost-debian:bookworm (root)
+	@scripts/test-image.sh
+
+lint: venv ## yamllint, ruff and ansible-lint (production profile)
+	yamllint --strict .
+	ruff check .
+	ansible-lint
+
+unit: venv ## Unit tests (pytest tests/unit); no tests collected is a failure
+	@rc=0; pytest tests/unit -q || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "unit: no tests were collected under tests/unit" >&2; fi; \
+	exit $$rc
+
+# Without a molecule/default scenario, molecule logs "CRITICAL 'molecule/default/molecule.yml'
+# glob failed" and carries on: that line is noise, not an error.
+molecule: venv ## Every molecule scenario, one after another (SCENARIO=name for one)
+	@[ -n "$(strip $(SCENARIO))" ] || { echo "molecule: no scenario under molecule/" >&2; exit 1; }
+	@failed=""; for s in $(SCENARIO); do \
+		echo "=== molecule test -s $$s"; start=$$SECONDS; \
+		if molecule test -s $$s; then echo "=== $$s passed in $$((SECONDS - start)) s"; \
+		else echo "=== $$s FAILED after $$((SECONDS - start)) s"; failed="$$failed $$s"; fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "molecule: failed:$$failed" >&2; exit 1; fi
+
+# Setup steps stop at the first failure; lint, unit and molecule all run, and the last line
+# says which passed.
+test: ## venv, system-deps, image, lint, unit, molecule (what CI runs)
+	@start=$$SECONDS; \
+	for t in venv system-deps image; do \
+		$(MAKE) $$t || { echo "make test: setup step '$$t' failed; nothing was tested" >&2; exit 1; }; \
+	done; \
+	passed=""; failed=""; \
+	for t in lint unit molecule; do \
+		echo "=== make $$t"; \
+		if $(MAKE) $$t; then passed="$$passed $$t"; else failed="$$failed $$t"; fi; \
+	done; \
+	echo "make test: passed:$${passed:- none}; failed:$${failed:- none} ($$((SECONDS - start)) s)"; \
+	[ -z "$$failed" ]
+
+audit: venv ## Audit the hosts in INVENTORY (default: this machine); reports under reports/
+	ansible-playbook playbooks/audit.yml -i $(INVENTORY)
+
+bench-audit: venv ## Time the audit (scripts/bench_audit.py)
+	$(PYTHON) scripts/bench_audit.py
+
+clean: ## Remove .venv, .cache and tool caches (reports/ and the test image stay)
+	rm -rf .venv .cache .pytest_cache .ruff_cache .hypothesis
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
