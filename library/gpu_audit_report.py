@@ -37,7 +37,8 @@ EXAMPLES = r"""
 - name: Write the reports of every host of the play
   gpu_audit_report:
     dest: "{{ playbook_dir }}/../reports"
-    hosts: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, ['ansible_facts', 'gpu_host']))) }}"
+    hosts: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, ['ansible_facts',
+                                                                                  'gpu_host']))) }}"
   run_once: true
   delegate_to: localhost
 """

@@ -169,10 +169,7 @@ def main() -> None:
     params = module.params
     try:
         subsets = resolve_subsets(params["gather_subset"])
-        if params["capture"]:
-            source = load_capture(params["capture"])
-        else:
-            source = LiveSource(record=params["save_capture"])
+        source = load_capture(params["capture"]) if params["capture"] else LiveSource(record=params["save_capture"])
         options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
                               min_bar1_mib=params["min_bar1_mib"])
         facts = audit(source, subsets, options)

@@ -7,7 +7,7 @@ from typing import Any
 from ansible.module_utils.gpuhost import findings as rules
 from ansible.module_utils.gpuhost.gpus import gather_gpus
 from ansible.module_utils.gpuhost.iommu import Iommu, gather_iommu
-from ansible.module_utils.gpuhost.pci import gather_pci, read_ids, PCI_DIR
+from ansible.module_utils.gpuhost.pci import PCI_DIR, gather_pci, read_ids
 from ansible.module_utils.gpuhost.source import Source
 from ansible.module_utils.gpuhost.virt import gather_virtualization
 

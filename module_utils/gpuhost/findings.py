@@ -9,9 +9,10 @@ and what to do (``remedy``: a command, a config line, a setting), never just
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
-from typing import Any, Callable
+from typing import Any
 
 SEVERITIES = ("critical", "warning", "info")
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}

@@ -8,6 +8,7 @@ pure. A field that one GPU does not support is recorded as such, never fatal.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 # nvmlDeviceGetP2PStatus capability indexes, in the order nvidia-smi's topo -p2p
@@ -50,10 +51,8 @@ def read_nvml() -> dict[str, Any]:
     try:
         return _read_initialised(pynvml)
     finally:
-        try:
+        with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass
 
 
 def classify_init_error(name: str) -> str:
@@ -277,7 +276,7 @@ def device_facts(raw: dict[str, Any]) -> dict[str, Any]:
         "persistence_mode": _flag(raw.get("persistence_mode")),
         "ecc": _flag(raw.get("ecc_current")),
         "mig": _flag(raw.get("mig_current")),
-        "brand": BRANDS.get(raw.get("brand"), None) if isinstance(raw.get("brand"), int) else None,
+        "brand": BRANDS.get(raw.get("brand")) if isinstance(raw.get("brand"), int) else None,
         "virtualization_mode": VIRTUALIZATION_MODES.get(raw.get("virtualization_mode"))
         if isinstance(raw.get("virtualization_mode"), int) else None,
         "nvlink": {

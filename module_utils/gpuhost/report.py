@@ -27,12 +27,11 @@ def _cell(value: Any) -> str:
 def table(headers: list[str], rows: list[list[Any]]) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return lines + [""]
+    return [*lines, ""]
 
 
 def matrix_table(names: list[str], matrix: list[list[str]]) -> list[str]:
-    return table([""] + names, [[names[i] if i < len(names) else f"GPU{i}"] + list(row)
-                                for i, row in enumerate(matrix)])
+    return table(["", *names], [[_at(names, i) or f"GPU{i}", *row] for i, row in enumerate(matrix)])
 
 
 def _gpu_line(summary: dict[str, Any], gpus: dict[str, Any]) -> str:
@@ -94,14 +93,14 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
     names = [f"GPU{d.get('index')}" for d in devices]
     for name, matrix in sorted((facts.get("p2p") or {}).items()):
         if matrix:
-            out += [f"## P2P {name} matrix", ""] + matrix_table(names, matrix)
+            out += [f"## P2P {name} matrix", "", *matrix_table(names, matrix)]
 
     topology = facts.get("topology") or {}
     if topology.get("matrix"):
         topo_names = topology.get("gpus") or names
         rows = [[_at(topo_names, i) or f"GPU{i}", *row, _at(topology.get("cpu_affinity"), i),
                  _at(topology.get("numa_affinity"), i)] for i, row in enumerate(topology["matrix"])]
-        out += ["## Topology", ""] + table(["", *topo_names, "CPU affinity", "NUMA"], rows)
+        out += ["## Topology", "", *table(["", *topo_names, "CPU affinity", "NUMA"], rows)]
 
     pci = (facts.get("pci") or {}).get("nvidia_devices") or []
     if pci:
@@ -118,8 +117,8 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
 
     problems = facts.get("problems") or []
     if problems:
-        out += ["## Could not read", ""] + table(["What", "Error"], [[p.get("what"), p.get("error")]
-                                                                   for p in problems])
+        out += ["## Could not read", "", *table(["What", "Error"], [[p.get("what"), p.get("error")]
+                                                                     for p in problems])]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 CAPTURE_FORMAT = "gpuhost-capture/1"
 

@@ -123,7 +123,7 @@ def test_bare_metal() -> None:
 
 
 def test_dmesg_refused_is_a_problem_not_an_error() -> None:
-    source = detect(files={"/proc/cpuinfo": CPUINFO_METAL},
-                    commands={"dmesg": {"rc": 1, "stderr": "dmesg: read kernel buffer failed: Operation not permitted"}})
+    refused = "dmesg: read kernel buffer failed: Operation not permitted"
+    source = detect(files={"/proc/cpuinfo": CPUINFO_METAL}, commands={"dmesg": {"rc": 1, "stderr": refused}})
     virt.gather_virtualization(source, [], 0, [])
-    assert source.problems == [{"what": "dmesg", "error": "dmesg: read kernel buffer failed: Operation not permitted"}]
+    assert source.problems == [{"what": "dmesg", "error": refused}]
