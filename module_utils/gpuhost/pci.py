@@ -101,27 +101,31 @@ class PciReader:
     def acs(self, bdf: str, config: Any) -> tuple[dict[str, bool] | None, str]:
         """ACS control bits of a bridge and where they came from."""
         if config is not None and config.extended_readable:
-            if config.acs is None:
-                return None, "absent"
-            return dict(config.acs.ctrl), "config"
+            return (acs_bits(config.acs.control), "config") if config.acs is not None else (None, "absent")
         listed = self.lspci().get(bdf)
-        if listed is not None and listed.acs_ctrl is not None:
-            return dict(listed.acs_ctrl), "lspci"
-        if listed is not None and listed.capabilities_readable:
+        if listed is not None and listed.acs is not None:
+            return acs_bits(listed.acs.control), "lspci"
+        if listed is not None and listed.pcie is not None and not listed.capabilities_access_denied:
             return None, "absent"
         return None, "unreadable"
+
+    def port_type(self, bdf: str, config: Any) -> str | None:
+        if config is not None and config.pcie is not None:
+            return config.pcie.port_type
+        # Unprivileged reads stop at 64 bytes, before the capability list.
+        listed = self.lspci().get(bdf)
+        return listed.pcie.port_type if listed is not None and listed.pcie is not None else None
 
     def bridge(self, bdf: str) -> dict[str, Any]:
         ids = read_ids(self.source, bdf)
         config = self.config_space(bdf)
         acs_ctrl, acs_source = self.acs(bdf, config)
-        port_type = config.pcie.port_type if config is not None and config.pcie is not None else None
         return {
             "bdf": bdf,
             "vendor_id": (ids["vendor"] or "")[2:] or None,
             "device_id": (ids["device"] or "")[2:] or None,
-            "description": pci_config.describe_pci_id(ids["vendor"], ids["device"]),
-            "port_type": port_type,
+            "description": describe(ids),
+            "port_type": self.port_type(bdf, config),
             "acs_ctrl": acs_ctrl,
             "acs_source": acs_source,
         }
@@ -136,7 +140,8 @@ class PciReader:
         bars: list[dict[str, Any]] = []
         if resource is not None:
             try:
-                bars = [bar_dict(bar) for bar in pci_config.parse_resource(resource) if bar.index <= 5]
+                bars = [bar_dict(bar) for bar in pci_config.parse_resource(resource)
+                        if bar.index <= 5 and bar.size]
             except pci_config.PciParseError as exc:
                 source.note_problem(f"{base}/resource", str(exc))
         speed_current = pci_config.parse_link_speed(source.read_value(f"{base}/current_link_speed") or "")
@@ -151,7 +156,7 @@ class PciReader:
             "vendor_id": (ids["vendor"] or "")[2:] or None,
             "device_id": (ids["device"] or "")[2:] or None,
             "class": class_code or None,
-            "kind": pci_config.device_kind(ids["vendor"] or "", class_code),
+            "kind": kind_of(ids),
             "driver": _basename_of_link(source, f"{base}/driver"),
             "iommu_group": group,
             "iommu_group_peers": [m for m in groups.get(group or "", []) if m != bdf],
@@ -166,20 +171,39 @@ class PciReader:
             "numa_node": _int_or_none(source.read_value(f"{base}/numa_node")),
             "local_cpulist": source.read_value(f"{base}/local_cpulist"),
             "bars": bars,
-            "resizable_bar": [rebar_dict(r) for r in config.resizable_bar] if config is not None
+            "resizable_bar": [rebar_dict(r) for r in config.resizable_bars] if config is not None
             and config.extended_readable else None,
             "upstream": [bridges[b] for b in chain],
         }
 
 
+def acs_bits(flags: Any) -> dict[str, bool]:
+    """ACS flags under the short names the PCIe spec and lspci use."""
+    return {"SV": flags.src_valid, "TB": flags.trans_blk, "RR": flags.req_redir, "CR": flags.cmplt_redir,
+            "UF": flags.upstream_fwd, "EC": flags.egress_ctrl, "DT": flags.direct_trans}
+
+
+def describe(ids: dict[str, str | None]) -> str | None:
+    """What a hypervisor-emulated device is; None for real hardware or garbled ids."""
+    try:
+        return pci_config.describe_pci_id(ids["vendor"] or "", ids["device"] or "")
+    except pci_config.PciParseError:
+        return None
+
+
+def kind_of(ids: dict[str, str | None]) -> str:
+    try:
+        return pci_config.device_kind(ids["vendor"] or "", ids["class"] or "")
+    except pci_config.PciParseError:
+        return "unknown"
+
+
 def bar_dict(bar: Any) -> dict[str, Any]:
-    return {"index": bar.index, "size_bytes": bar.size, "prefetchable": bar.prefetchable,
-            "is_64bit": bar.is_64bit}
+    return {"index": bar.index, "size_bytes": bar.size, "prefetchable": bar.prefetchable, "is_64bit": bar.mem64}
 
 
 def rebar_dict(rebar: Any) -> dict[str, Any]:
-    return {"bar": rebar.bar_index, "current_size_bytes": rebar.current_size,
-            "max_supported_bytes": max(rebar.supported_sizes) if rebar.supported_sizes else None}
+    return {"bar": rebar.index, "current_size_bytes": rebar.current_size, "max_supported_bytes": rebar.max_size}
 
 
 def gather_pci(source: Source, groups: dict[str, list[str]]) -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
@@ -189,7 +213,7 @@ def gather_pci(source: Source, groups: dict[str, list[str]]) -> tuple[dict[str, 
     all_ids = [(bdf, ids["vendor"] or "", ids["device"] or "") for bdf, ids in ids_by_bdf.items()]
     host_bridges = [
         {"bdf": bdf, "vendor_id": (ids["vendor"] or "")[2:], "device_id": (ids["device"] or "")[2:],
-         "description": pci_config.describe_pci_id(ids["vendor"], ids["device"])}
+         "description": describe(ids)}
         for bdf, ids in ids_by_bdf.items() if (ids["class"] or "").startswith(HOST_BRIDGE_CLASS)
     ]
     bridges: dict[str, dict[str, Any]] = {}

@@ -51,10 +51,13 @@ VIRTUAL_PCI_VENDORS = {
     "0x5853": ("xen", "Xen platform device"),
     "0x80ee": ("virtualbox", "VirtualBox guest device"),
 }
-# Host bridges QEMU emulates; they also give the machine type.
+# Host bridges that hypervisors emulate: (QEMU machine type, platform). Real Intel
+# chipsets share the first two ids, so they count only beside other signals... except
+# that no server built this decade has an ICH9 or i440FX, which is why they vote.
 EMULATED_HOST_BRIDGES = {
-    ("0x8086", "0x29c0"): "q35",
-    ("0x8086", "0x1237"): "i440fx",
+    ("0x8086", "0x29c0"): ("q35", None),
+    ("0x8086", "0x1237"): ("i440fx", None),
+    ("0x8086", "0x0d57"): (None, "rust-vmm"),
 }
 
 SYSTEMD_DETECT_VIRT_NAMES = {"microsoft": "hyperv", "oracle": "virtualbox", "qemu": "kvm"}
@@ -213,10 +216,11 @@ def gather_virtualization(source: Source, pci_ids: list[tuple[str, str, str]],
         virt.evidence.append(Evidence("DMI product_version", virt.dmi["product_version"] or "", "proxmox"))
 
     for bdf, vendor, device in pci_ids:
-        bridge = EMULATED_HOST_BRIDGES.get((vendor, device))
-        if bridge:
-            virt.machine_type = virt.machine_type or bridge
-            evidence = Evidence(f"PCI {bdf}", f"{vendor[2:]}:{device[2:]} {bridge} host bridge", "kvm")
+        if (vendor, device) in EMULATED_HOST_BRIDGES:
+            machine, platform = EMULATED_HOST_BRIDGES[(vendor, device)]
+            virt.machine_type = virt.machine_type or machine
+            virt.platform = virt.platform or platform
+            evidence = Evidence(f"PCI {bdf}", f"{vendor[2:]}:{device[2:]} {machine or platform} host bridge", "kvm")
             virt.evidence.append(evidence)
             vm_votes.append(evidence)
     virtual_vendors = sorted({vendor for _bdf, vendor, _device in pci_ids if vendor in VIRTUAL_PCI_VENDORS})
@@ -229,7 +233,7 @@ def gather_virtualization(source: Source, pci_ids: list[tuple[str, str, str]],
 
     cmdline = source.read_value("/proc/cmdline") or ""
     if "firecracker" in cmdline:
-        virt.platform = virt.platform or "firecracker"
+        virt.platform = "firecracker"  # more precise than the rust-vmm host bridge
         evidence = Evidence("/proc/cmdline", "names firecracker", "kvm")
         virt.evidence.append(evidence)
         vm_votes.append(evidence)
