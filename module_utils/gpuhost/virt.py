@@ -51,9 +51,9 @@ VIRTUAL_PCI_VENDORS = {
     "0x5853": ("xen", "Xen platform device"),
     "0x80ee": ("virtualbox", "VirtualBox guest device"),
 }
-# Host bridges that hypervisors emulate: (QEMU machine type, platform). Real Intel
-# chipsets share the first two ids, so they count only beside other signals... except
-# that no server built this decade has an ICH9 or i440FX, which is why they vote.
+# Host bridges that hypervisors emulate: (QEMU machine type, platform). The first two
+# are also the ids of Intel chipsets from 1996 and 2007; no GPU server has those, so
+# they count as VM signals.
 EMULATED_HOST_BRIDGES = {
     ("0x8086", "0x29c0"): ("q35", None),
     ("0x8086", "0x1237"): ("i440fx", None),
