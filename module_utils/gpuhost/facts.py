@@ -42,8 +42,10 @@ def resolve_subsets(requested: list[str]) -> list[str]:
 def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
     read = (facts.get("p2p") or {}).get("read") or []
     pairs = rules.matrix_pairs(read, group)
+    if not group:
+        return "n/a (no GPU usable here)"
     if len(group) < 2:
-        return "n/a (fewer than 2 GPUs)"
+        return "n/a (one GPU)"
     if not pairs:
         return "unknown"
     ok = sum(1 for _i, _j, label in pairs if label == "OK")

@@ -9,6 +9,7 @@ without it the gatherer asks ``lspci -vvv`` once, and failing that says so.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from ansible.module_utils.gpuhost import pci_config
@@ -75,6 +76,18 @@ class PciReader:
         self.source = source
         self._lspci: dict[str, Any] | None = None
         self._lspci_tried = False
+
+    def attribute(self, bdf: str, name: str, parse: Callable[[str], Any]) -> Any:
+        """One parsed sysfs attribute; absent or garbled gives None, and garbled is noted."""
+        path = f"{PCI_DIR}/{bdf}/{name}"
+        text = self.source.read_value(path)
+        if text is None:
+            return None
+        try:
+            return parse(text)
+        except pci_config.PciParseError as exc:
+            self.source.note_problem(path, str(exc))
+            return None
 
     def config_space(self, bdf: str) -> Any:
         data = self.source.read_bytes(f"{PCI_DIR}/{bdf}/config")
@@ -144,8 +157,8 @@ class PciReader:
                         if bar.index <= 5 and bar.size]
             except pci_config.PciParseError as exc:
                 source.note_problem(f"{base}/resource", str(exc))
-        speed_current = pci_config.parse_link_speed(source.read_value(f"{base}/current_link_speed") or "")
-        speed_max = pci_config.parse_link_speed(source.read_value(f"{base}/max_link_speed") or "")
+        speed_current = self.attribute(bdf, "current_link_speed", pci_config.parse_link_speed)
+        speed_max = self.attribute(bdf, "max_link_speed", pci_config.parse_link_speed)
         chain = upstream_chain(source, bdf)
         for bridge_bdf in chain:
             if bridge_bdf not in bridges:
@@ -165,8 +178,8 @@ class PciReader:
                 "speed_max_gts": speed_max,
                 "gen_current": pci_config.link_gen(speed_current),
                 "gen_max": pci_config.link_gen(speed_max),
-                "width_current": pci_config.parse_link_width(source.read_value(f"{base}/current_link_width") or ""),
-                "width_max": pci_config.parse_link_width(source.read_value(f"{base}/max_link_width") or ""),
+                "width_current": self.attribute(bdf, "current_link_width", pci_config.parse_link_width),
+                "width_max": self.attribute(bdf, "max_link_width", pci_config.parse_link_width),
             },
             "numa_node": _int_or_none(source.read_value(f"{base}/numa_node")),
             "local_cpulist": source.read_value(f"{base}/local_cpulist"),
