@@ -27,6 +27,15 @@ options:
     description: Also write C(fleet.md) covering the hosts given.
     type: bool
     default: true
+  captures:
+    description:
+      - Mapping of host name to the capture M(gpu_host_facts) returned with O(gpu_host_facts#module:save_capture);
+        each is written to C(<captures_dest>/<host>.json). Empty writes none.
+    type: dict
+    default: {}
+  captures_dest:
+    description: Directory for the captures; required when O(captures) is not empty.
+    type: path
 author:
   - GPU host audit maintainers
 notes:
@@ -34,11 +43,14 @@ notes:
 """
 
 EXAMPLES = r"""
-- name: Write the reports of every host of the play
+- name: Write the reports of every host of the play, and the captures they returned
   gpu_audit_report:
     dest: "{{ playbook_dir }}/../reports"
     hosts: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, ['ansible_facts',
                                                                                   'gpu_host']))) }}"
+    captures: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, ['audit',
+                                                                                     'capture']))) }}"
+    captures_dest: "{{ playbook_dir }}/../captures"
   run_once: true
   delegate_to: localhost
 """
@@ -56,6 +68,7 @@ reports:
   type: dict
 """
 
+import json
 import os
 import tempfile
 
@@ -68,11 +81,15 @@ def get_argument_spec() -> dict:
         "dest": {"type": "path", "required": True},
         "hosts": {"type": "dict", "required": True},
         "fleet": {"type": "bool", "default": True},
+        "captures": {"type": "dict", "default": {}},
+        "captures_dest": {"type": "path"},
     }
 
 
-def planned_files(dest: str, hosts: dict, fleet: bool) -> dict[str, str]:
+def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_dest: str | None) -> dict[str, str]:
     files = {}
+    for host, capture in sorted(captures.items()):
+        files[os.path.join(captures_dest or "", f"{host}.json")] = json.dumps(capture, indent=1, sort_keys=True) + "\n"
     for host, facts in sorted(hosts.items()):
         files[os.path.join(dest, f"{host}.json")] = report_json(host, facts)
         files[os.path.join(dest, f"{host}.md")] = host_markdown(host, facts)
@@ -105,14 +122,17 @@ def main() -> None:
     if bad:
         module.fail_json(msg=f"no audit facts for {', '.join(bad)}: expected each host's ansible_facts.gpu_host "
                              "from gpu_host_facts; run the audit on those hosts first")
-    files = planned_files(dest, hosts, module.params["fleet"])
+    captures = {h: c for h, c in module.params["captures"].items() if c}
+    if captures and not module.params["captures_dest"]:
+        module.fail_json(msg="captures were given but no captures_dest to write them to")
+    files = planned_files(dest, hosts, module.params["fleet"], captures, module.params["captures_dest"])
     changed = {path: content for path, content in files.items() if current_content(path) != content}
     diffs = [{"before_header": path, "after_header": path, "before": current_content(path) or "",
               "after": content} for path, content in changed.items()] if module._diff else []
     if changed and not module.check_mode:
         try:
-            os.makedirs(dest, exist_ok=True)
             for path, content in changed.items():
+                os.makedirs(os.path.dirname(path), exist_ok=True)
                 write_atomically(module, path, content)
         except OSError as exc:
             module.fail_json(msg=f"cannot write the reports under {dest}: {exc.strerror or exc}; "

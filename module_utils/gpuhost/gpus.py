@@ -15,6 +15,10 @@ P2P_LETTERS = {"read": "r", "write": "w", "nvlink": "n", "atomics": "a"}
 def gather_gpus(source: Source, pci_facts: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(gpus, p2p, topology) facts."""
     snapshot = source.nvml()
+    problem = None if snapshot.get("error") else nvml.shape_problem(snapshot)
+    if problem:
+        source.note_problem("NVML readings", problem)
+        snapshot = {"error": f"unusable NVML readings: {problem}"}
     if not snapshot.get("error"):
         gpus, p2p, topology = _from_nvml(snapshot, pci_facts)
         count = _nvidia_smi_count(source)

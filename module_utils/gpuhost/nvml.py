@@ -176,6 +176,39 @@ def _read_device(nvml: Any, index: int, handle: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 # Snapshot -> facts (pure)
 
+_DEVICE_TYPES: dict[str, tuple[type, ...]] = {
+    "index": (int,), "name": (str,), "uuid": (str,), "pci_bus_id": (str,), "compute_capability": (list,),
+    "memory_total_bytes": (int,), "bar1_total_bytes": (int,), "nvlinks": (list,), "errors": (dict,),
+}
+
+
+def shape_problem(snapshot: dict[str, Any]) -> str | None:
+    """What is wrong with a snapshot's structure, or None. Values may be null; types may not lie."""
+    devices = snapshot.get("devices")
+    if not isinstance(devices, list):
+        return f"'devices' must be a list, found {type(devices).__name__}"
+    for n, device in enumerate(devices):
+        if not isinstance(device, dict):
+            return f"devices[{n}] must be a mapping, found {type(device).__name__}"
+        for key, types in _DEVICE_TYPES.items():
+            value = device.get(key)
+            if value is not None and not isinstance(value, types):
+                return f"devices[{n}].{key} must be {types[0].__name__}, found {type(value).__name__}"
+        if any(not isinstance(link, dict) for link in device.get("nvlinks") or []):
+            return f"devices[{n}].nvlinks must hold mappings"
+    p2p = snapshot.get("p2p")
+    if p2p is not None and not (isinstance(p2p, dict) and all(_is_matrix(m) for m in p2p.values())):
+        return "'p2p' must map capability names to square lists of lists"
+    topology = snapshot.get("topology")
+    if topology is not None and not _is_matrix(topology):
+        return "'topology' must be a list of lists"
+    return None
+
+
+def _is_matrix(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(row, list) for row in value)
+
+
 
 def p2p_label(code: Any, same: bool = False) -> str:
     if same:

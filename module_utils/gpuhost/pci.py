@@ -34,13 +34,13 @@ def _lower(value: str | None) -> str | None:
     return value.lower() if value else None
 
 
-def _int_or_none(value: str | None) -> int | None:
+def parse_numa_node(text: str) -> int | None:
     try:
-        number = int(value) if value is not None else None
+        node = int(text)
     except ValueError:
-        return None
+        raise pci_config.PciParseError(f"expected a NUMA node number such as 0 or -1, found {text[:40]!r}") from None
     # sysfs says -1 when the platform did not tell the kernel (typical in VMs).
-    return None if number is None or number < 0 else number
+    return node if node >= 0 else None
 
 
 def _basename_of_link(source: Source, path: str) -> str | None:
@@ -181,7 +181,7 @@ class PciReader:
                 "width_current": self.attribute(bdf, "current_link_width", pci_config.parse_link_width),
                 "width_max": self.attribute(bdf, "max_link_width", pci_config.parse_link_width),
             },
-            "numa_node": _int_or_none(source.read_value(f"{base}/numa_node")),
+            "numa_node": self.attribute(bdf, "numa_node", parse_numa_node),
             "local_cpulist": source.read_value(f"{base}/local_cpulist"),
             "bars": bars,
             "resizable_bar": [rebar_dict(r) for r in config.resizable_bars] if config is not None

@@ -256,11 +256,17 @@ class ReplaySource(Source):
     def realpath(self, path: str) -> str | None:
         realpaths = self._section("realpaths")
         if path in realpaths:
-            return realpaths[path]
+            return self._path_entry("realpaths", path, realpaths[path])
         return path if self.exists(path) else None
 
     def readlink(self, path: str) -> str | None:
-        return self._section("links").get(path)
+        return self._path_entry("links", path, self._section("links").get(path))
+
+    @staticmethod
+    def _path_entry(section: str, path: str, value: Any) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        raise CaptureError(f"capture {section} entry {path!r} must be a path or null, found {type(value).__name__}")
 
     def run(self, argv: list[str]) -> CommandResult:
         entry = self._section("commands").get(command_key(argv))
