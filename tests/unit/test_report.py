@@ -78,3 +78,18 @@ def test_module_check_mode_writes_nothing(tmp_path: Path, capsys: pytest.Capture
 def test_module_refuses_hosts_without_audit_facts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result = run_module(gpu_audit_report.main, {"dest": str(tmp_path), "hosts": {"h": None}}, capsys)
     assert result["failed"] is True and "run the audit on those hosts first" in result["msg"]
+
+
+def test_module_writes_captures_beside_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    capture = {"format": "gpuhost-capture/1", "files": {"/proc/cmdline": "quiet\n"}}
+    args = {"dest": str(tmp_path / "r"), "hosts": {"h": FACTS}, "captures": {"h": capture},
+            "captures_dest": str(tmp_path / "c")}
+    result = run_module(gpu_audit_report.main, args, capsys)
+    assert str(tmp_path / "c" / "h.json") in result["written"]
+    assert json.loads((tmp_path / "c" / "h.json").read_text()) == capture
+
+
+def test_module_needs_a_place_for_captures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_module(gpu_audit_report.main, {"dest": str(tmp_path), "hosts": {"h": FACTS},
+                                                "captures": {"h": {"format": "x"}}}, capsys)
+    assert result["failed"] is True and "captures_dest" in result["msg"]
