@@ -1,0 +1,210 @@
+#!/usr/bin/python
+"""Ansible module: prove GPU peer-to-peer data really arrives, and measure copies by peer and by host path."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_p2p_probe
+short_description: Prove that data written from one GPU arrives at another, and time it per message size
+description:
+  - For every ordered GPU pair, asks torch whether peer access can be enabled, copies a known pattern from one
+    GPU into the other's memory and checks it at the destination (by the copy engine and by a kernel), under a
+    deadline, so that a hang becomes a finding and not a stuck play. C(nvidia-smi topo -p2p) saying OK is not
+    proof; on some GPUs a granted P2P window is a private mirror and the peer reads zeros (NVIDIA/nccl#2335).
+  - Times copies per message size (8 B to 256 MiB, 4 KiB to 1 MiB densely) by the peer path and by the
+    host-memory path (through a pinned host buffer), and returns them as matrices.
+  - Given O(log), reads the output of cuda-samples C(p2pBandwidthLatencyTest) or of C(nvbandwidth) (text, or
+    JSON from C(-j)) instead, told apart by content.
+  - Findings in the audit's shape (C(id), C(severity), C(summary), C(evidence), C(remedy)).
+  - Read-only; also runs in check mode; C(changed) is always false.
+version_added: "1.0.0"
+options:
+  python:
+    description:
+      - The interpreter with a CUDA build of torch that runs the probe, usually the serving venv's python.
+        Defaults to the interpreter running this module.
+    type: path
+  log:
+    description: Output of p2pBandwidthLatencyTest or nvbandwidth (text or C(-j) JSON) to read instead of probing.
+    type: path
+  devices:
+    description: GPU indexes to probe (CUDA_VISIBLE_DEVICES for the probe). Default every GPU.
+    type: list
+    elements: int
+  sizes:
+    description: Message sizes in bytes to time. Default 8 B to 256 MiB, with every power of two from 4 KiB to 1 MiB.
+    type: list
+    elements: int
+  proof_bytes:
+    description: Bytes of the pattern copied and checked for every pair.
+    type: int
+    default: 4194304
+  timeout:
+    description: Seconds the whole probe may take; past it the probe is killed and the pair it was on is named.
+    type: float
+    default: 300
+  max_small_latency_us:
+    description:
+      - A copy between two GPUs of about 16 KiB (the probe) or 16 bytes (p2pBandwidthLatencyTest) slower than this
+        is the host-memory path (critical). With P2P such a copy takes 0.4-2.3 us; through host memory 11-22 us.
+    type: float
+    default: 5.0
+  missing_gpu:
+    description: What to do when the interpreter sees no CUDA device, C(fail) or C(skip) (return skipped).
+    type: str
+    choices: [fail, skip]
+    default: fail
+author:
+  - GPU host audit maintainers
+notes:
+  - Supports check mode; never changes anything.
+  - The probe is a self-contained script (standard library and torch) written to a temporary directory and run
+    as C(<python> p2p_harness.py --json-config FILE).
+"""
+
+EXAMPLES = r"""
+- name: Prove P2P between every GPU pair with the serving venv's torch
+  gpu_p2p_probe:
+    python: /opt/sglang/.venv/bin/python
+  register: p2p
+
+- name: Read a p2pBandwidthLatencyTest log brought from another host
+  gpu_p2p_probe:
+    log: /tmp/p2pBandwidthLatencyTest.out
+  delegate_to: localhost
+
+- name: Probe only the GPUs of one tensor-parallel group, small sizes only
+  gpu_p2p_probe:
+    python: /opt/sglang/.venv/bin/python
+    devices: [0, 1, 2, 3]
+    sizes: [4096, 16384, 65536, 1048576]
+"""
+
+RETURN = r"""
+source:
+  description: C(probe) or C(log).
+  returned: always
+  type: str
+tool:
+  description: What measured, C(torch), C(p2pBandwidthLatencyTest) or C(nvbandwidth).
+  returned: always
+  type: str
+status:
+  description: C(ok), C(timeout) or C(error).
+  returned: always
+  type: str
+devices:
+  description: The GPUs (index, name) as the probe saw them.
+  returned: always
+  type: list
+access:
+  description: Whether GPU row can access GPU column's memory (null on the diagonal or when unknown).
+  returned: always
+  type: list
+proof:
+  description: >-
+    Per pair, C(ce_wrong) and C(sm_wrong) (elements that did not arrive, by copy engine and by kernel),
+    C(zeros_at_destination), C(elements), C(peer_access); null for logs.
+  returned: always
+  type: list
+matrices:
+  description: >-
+    Each C(name), C(kind) (latency, bandwidth), C(unit), C(path) (peer, host, p2p_enabled, p2p_disabled),
+    C(size_bytes), C(bidirectional), C(measured_by) and C(values) (rows: source GPU, columns: destination).
+  returned: always
+  type: list
+hung_at:
+  description: On timeout, the pair, phase and size that did not finish.
+  returned: always
+  type: dict
+findings:
+  description: >-
+    Worst first: C(p2p_write_not_arriving), C(p2p_probe_timeout), C(p2p_small_copy_latency),
+    C(p2p_peer_access_unavailable), C(p2p_no_gain).
+  returned: always
+  type: list
+  elements: dict
+"""
+
+import sys
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuhost import p2p_harness
+from ansible.module_utils.gpuhost import p2p_probe_logic as logic
+from ansible.module_utils.gpuhost.harness_runner import KILL_GRACE_S, python_problem, run_script, write_json
+from ansible.module_utils.gpuhost.p2p_tools import P2PToolParseError, parse_p2p_log
+
+HINTS = {
+    "no_torch": "Point `python` at the serving venv's interpreter (it has torch).",
+    "no_cuda": "Check `nvidia-smi`, that this torch is a CUDA build matching the driver, and CUDA_VISIBLE_DEVICES.",
+}
+
+
+def get_argument_spec() -> dict:
+    return {
+        "python": {"type": "path"},
+        "log": {"type": "path"},
+        "devices": {"type": "list", "elements": "int"},
+        "sizes": {"type": "list", "elements": "int"},
+        "proof_bytes": {"type": "int", "default": p2p_harness.DEFAULT_PROOF_BYTES},
+        "timeout": {"type": "float", "default": 300.0},
+        "max_small_latency_us": {"type": "float", "default": logic.DEFAULT_MAX_SMALL_LATENCY_US},
+        "missing_gpu": {"type": "str", "choices": ["fail", "skip"], "default": "fail"},
+    }
+
+
+def read_log(module: AnsibleModule) -> dict:
+    path = module.params["log"]
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            parsed = parse_p2p_log(handle.read())
+    except OSError as exc:
+        module.fail_json(msg=f"cannot read the P2P log {path}: {exc.strerror or exc}")
+    except P2PToolParseError as exc:
+        module.fail_json(msg=f"{path} is not readable as p2pBandwidthLatencyTest or nvbandwidth output: {exc}")
+    parsed.setdefault("access", None)
+    parsed.setdefault("devices", [])
+    return {"source": "log", "status": "ok", "hung_at": None, "proof": None, **parsed}
+
+
+def probe(module: AnsibleModule) -> dict:
+    params = module.params
+    python = params["python"] or sys.executable
+    problem = python_problem(python)
+    if problem:
+        module.fail_json(msg=f"{problem}. {HINTS['no_torch']}")
+    config = {"timeout_s": params["timeout"], "devices": params["devices"] or [], "sizes": params["sizes"] or [],
+              "proof_bytes": params["proof_bytes"]}
+    config_path = write_json(config, module.tmpdir)
+    result = run_script(p2p_harness, python, ["--json-config", config_path], params["timeout"] + KILL_GRACE_S,
+                        tmpdir=module.tmpdir)
+    try:
+        run = logic.parse_harness_output(result.stdout)
+    except logic.ProbeInputError:
+        module.fail_json(msg=f"could not run the P2P probe with {python}: "
+                             f"{result.error or result.stderr.strip()[-1500:] or 'no output'}",
+                         rc=result.rc, stderr=result.stderr[-2000:])
+    summary = run["summary"]
+    error = summary.get("error") or {}
+    if error.get("kind") == "no_cuda" and params["missing_gpu"] == "skip":
+        module.exit_json(changed=False, skipped=True, msg=error["message"])
+    if error.get("kind") in HINTS:
+        module.fail_json(msg=f"{error['message']}. {HINTS[error['kind']]}", harness_error=error)
+    if summary.get("status") == "error":
+        module.fail_json(msg=f"the P2P probe failed: {error.get('message') or summary.get('stderr_tail', '')[-1500:]}",
+                         harness_error=error)
+    return {"source": "probe", "status": summary["status"], "hung_at": summary.get("hung_at"),
+            "elapsed_s": summary.get("elapsed_s"), **logic.harness_result(run)}
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
+    result = read_log(module) if module.params["log"] else probe(module)
+    result["findings"] = logic.findings(result, module.params["max_small_latency_us"], result["status"],
+                                        result.get("hung_at"), module.params["timeout"])
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,307 @@
+#!/usr/bin/python
+"""Ansible module: measure NCCL collectives per message size, check the values, find the best NCCL settings."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nccl_bench
+short_description: Benchmark NCCL collectives per message size, with values checked, a timeout and tuning
+description:
+  - Runs an all-reduce sweep (all-gather and reduce-scatter when asked) over message sizes and returns, per size,
+    the time (us), algbw and busbw (GB/s, 1e9) and the count of wrong values, out-of-place and in-place, in the
+    shape nccl-tests prints them; the NCCL version and the transport NCCL chose per channel (P2P/IPC, P2P/CUMEM,
+    SHM, NET) from C(NCCL_DEBUG=INFO).
+  - "Engines: the nccl-tests binaries (C(all_reduce_perf) ...); torch.distributed with the nccl backend, one
+    process per GPU, in the interpreter given as O(python); torch.distributed with the gloo backend on the CPU,
+    which runs the same harness on a machine without a GPU. Given O(log), parses an existing nccl-tests output
+    (text or C(-J) JSON) instead of running anything."
+  - Every run has a deadline. A sweep that hangs is killed with all its ranks and reported as an C(nccl_timeout)
+    finding naming the size that hung, not as a stuck play.
+  - With O(tune), runs the sweep once per candidate environment and reports the best per size class
+    (latency-bound small messages, bandwidth-bound large ones) and the one environment to deploy with.
+  - Thresholds per size turn the numbers into findings (C(id), C(severity), C(summary), C(evidence), C(remedy)),
+    as the host audit's findings. The defaults catch the host-memory fallback of a host without GPU P2P.
+  - Read-only. Running a benchmark changes nothing on the host, so it also runs in check mode; C(changed) is
+    always false.
+version_added: "1.0.0"
+options:
+  engine:
+    description:
+      - C(auto) parses O(log) when given; otherwise uses nccl-tests when C(all_reduce_perf) is found (in
+        O(nccl_tests_dir) or on PATH), otherwise torch with NCCL when O(python) sees a CUDA device, and fails
+        with what is missing when neither is there. C(torch-gloo) is never chosen by C(auto).
+    type: str
+    choices: [auto, nccl-tests, torch-nccl, torch-gloo]
+    default: auto
+  python:
+    description:
+      - The interpreter with torch that runs the harness, usually the serving venv's python
+        (for example C(/opt/sglang/.venv/bin/python)). Defaults to the interpreter running this module.
+    type: path
+  nccl_tests_dir:
+    description: Where the nccl-tests binaries are (the directory, or its C(build/) subdirectory). Default PATH.
+    type: path
+  log:
+    description:
+      - An nccl-tests output to parse instead of running, either the text a binary printed (NCCL lines
+        interleaved are fine) or the JSON file written with C(-J). Read where the module runs.
+    type: path
+  collectives:
+    description: Collectives to measure; results for the first one are returned as RV(results).
+    type: list
+    elements: str
+    choices: [all_reduce, all_gather, reduce_scatter]
+    default: [all_reduce]
+  min_bytes:
+    description: Smallest message size in bytes (the whole buffer, as nccl-tests counts it).
+    type: int
+    default: 8
+  max_bytes:
+    description: Largest message size in bytes. Default 1 GiB, and 4 MiB for C(torch-gloo).
+    type: int
+  step_factor:
+    description: Each size is the previous one times this factor (nccl-tests C(-f)).
+    type: int
+    default: 2
+  nranks:
+    description: Ranks (GPUs) to use. Default every GPU the engine sees; 2 for C(torch-gloo).
+    type: int
+  iters:
+    description: Timed iterations per size and placement.
+    type: int
+    default: 20
+  warmup:
+    description: Untimed iterations before them.
+    type: int
+    default: 5
+  timeout:
+    description:
+      - Seconds one sweep (one candidate, every size and collective) may take before all its processes are killed
+        and the size that hung is reported. For the torch engines the clock starts once every rank has joined
+        (see O(startup_timeout)); for nccl-tests it covers the whole binary run. With O(tune) the run takes at
+        most this times the number of candidates.
+    type: float
+    default: 300
+  startup_timeout:
+    description:
+      - Seconds the torch engines' ranks may take to start (import torch, join the process group, NCCL's
+        initialisation) before they are killed and a hang at start-up is reported.
+    type: float
+    default: 120
+  check:
+    description: Check the values each collective delivers and count the wrong ones.
+    type: bool
+    default: true
+  env:
+    description:
+      - Environment for every run (C(NCCL_*) settings). C(NCCL_DEBUG=INFO) is added for the NCCL engines unless
+        set here, to name the transports.
+    type: dict
+    default: {}
+  tune:
+    description: Run the sweep under each of O(candidates) and recommend the best environment.
+    type: bool
+    default: false
+  candidates:
+    description:
+      - Candidate environments for O(tune), each C({name, env}), applied over O(env). The first is the baseline.
+      - "Default: C(as-is) (nothing added), C(p2p-disabled) (C(NCCL_P2P_DISABLE=1)), C(p2p-level-sys)
+        (C(NCCL_P2P_LEVEL=SYS)), C(proto-ll), C(proto-ll128), C(proto-simple) (C(NCCL_PROTO))."
+    type: list
+    elements: dict
+  thresholds:
+    description:
+      - Limits per message size, each C({size_bytes, max_time_us}) and/or C({size_bytes, min_busbw_gbps}), with
+        optional C(collective) (default all_reduce), C(severity) and C(why). The better of the two placements is
+        judged at the measured size nearest to C(size_bytes) (within a factor of 2).
+      - "Default for the GPU engines: all-reduce of 16 KiB within 10 us + 2 us per ring hop (2(n-1) hops: 14 us for
+        2 GPUs, 22 us for 4, 38 us for 8; critical), and at least 8 GB/s busbw at 64 MiB (warning). Nothing is
+        judged by default for C(torch-gloo). An empty list judges nothing."
+    type: list
+    elements: dict
+author:
+  - GPU host audit maintainers
+notes:
+  - Supports check mode; never changes anything.
+  - The torch engines write a self-contained harness to a temporary directory and run it as
+    C(<python> collective_harness.py --json-config FILE); it needs only the standard library and torch.
+  - torch.distributed.all_reduce works in place, so the torch engines report all_reduce C(in_place) only
+    (C(out_of_place) is null); all_gather and reduce_scatter have both.
+"""
+
+EXAMPLES = r"""
+- name: All-reduce sweep on every GPU with the serving venv's torch
+  nccl_bench:
+    engine: torch-nccl
+    python: /opt/sglang/.venv/bin/python
+  register: bench
+
+- name: Find the best NCCL settings for this host
+  nccl_bench:
+    python: /opt/sglang/.venv/bin/python
+    tune: true
+    max_bytes: 268435456
+  register: tuned
+
+- name: Judge a log brought from a Slurm job, with our own baseline
+  nccl_bench:
+    log: /tmp/all_reduce_perf.out
+    thresholds:
+      - {size_bytes: 16384, max_time_us: 20}
+      - {size_bytes: 67108864, min_busbw_gbps: 30}
+  delegate_to: localhost
+
+- name: Run the harness on the CPU (no GPU needed)
+  nccl_bench:
+    engine: torch-gloo
+    python: /opt/venvs/torch-cpu/bin/python
+    nranks: 4
+    max_bytes: 1048576
+"""
+
+RETURN = r"""
+engine:
+  description: The engine that produced the numbers (C(nccl-tests) for a log).
+  returned: always
+  type: str
+  sample: torch-nccl
+source:
+  description: C(run) or C(log).
+  returned: always
+  type: str
+status:
+  description: How the (baseline) sweep ended, C(ok), C(timeout) or C(error).
+  returned: always
+  type: str
+nranks:
+  description: Ranks that took part.
+  returned: always
+  type: int
+  sample: 8
+nccl_version:
+  description: The NCCL library that ran, when known.
+  returned: always
+  type: str
+  sample: 2.27.3
+collective:
+  description: The collective RV(results) belongs to.
+  returned: always
+  type: str
+results:
+  description:
+    - Per message size, C(size_bytes), C(count), C(type), C(redop), and C(out_of_place) and C(in_place) each
+      C({time_us, algbw_gbps, busbw_gbps, wrong}) (null when not measured; C(wrong) null when not checked).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {size_bytes: 16384, count: 4096, type: float, redop: sum, out_of_place: null,
+       in_place: {time_us: 17.1, algbw_gbps: 0.96, busbw_gbps: 0.96, wrong: 0}}
+per_collective:
+  description: For each collective measured, C(results), C(avg_busbw_gbps) and C(out_of_bounds) (wrong values).
+  returned: always
+  type: dict
+env:
+  description: The environment of the baseline sweep (O(env) plus the first candidate's).
+  returned: always
+  type: dict
+transports:
+  description: >-
+    What NCCL_DEBUG=INFO said: C(nccl_version), C(connections), C(transports) (name -> count) and C(env), as
+    nccl_debug.parse_transports gives it; null for gloo or when no NCCL lines were printed.
+  returned: always
+  type: dict
+thresholds:
+  description: The thresholds that were applied (the defaults, or O(thresholds)).
+  returned: always
+  type: list
+violations:
+  description: Each breached threshold with C(metric), C(limit), C(measured), C(measured_size_bytes), C(placement).
+  returned: always
+  type: list
+unjudged_thresholds:
+  description: Thresholds no measured size could judge, with the reason.
+  returned: always
+  type: list
+tuning:
+  description: >-
+    With O(tune): C(candidates) (each C(name), C(env), C(status), C(wrong), C(small) {size_bytes, time_us} at the
+    size nearest 16 KiB, C(large) {size_bytes, busbw_gbps} at the largest size, C(score), C(results)),
+    C(best) {small, large}, C(recommended) {name, env, score, why}.
+  returned: always
+  type: dict
+recommended_env:
+  description: >-
+    The environment to deploy with: with O(tune), O(env) plus the recommended candidate's; without, O(env) when
+    the run was healthy; null when no environment worked.
+  returned: always
+  type: dict
+hung_at:
+  description: On timeout, the collective and size that did not finish.
+  returned: always
+  type: dict
+findings:
+  description: >-
+    Worst first, each C(id), C(severity), C(summary), C(evidence), C(remedy): C(nccl_small_message_latency),
+    C(nccl_low_bus_bandwidth), C(nccl_wrong_values), C(nccl_timeout), C(nccl_run_failed), C(nccl_no_p2p_transport),
+    C(nccl_tuning_recommendation), C(nccl_tuning_no_working_candidate).
+  returned: always
+  type: list
+  elements: dict
+elapsed_s:
+  description: Seconds the sweeps took, start-up included, all candidates together.
+  returned: always
+  type: float
+startup_s:
+  description: Torch engines, seconds until every rank of the baseline sweep had joined; null otherwise.
+  returned: always
+  type: float
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuhost.nccl_bench_logic import COLLECTIVES, ENGINES, BenchInputError
+from ansible.module_utils.gpuhost.nccl_bench_run import (
+    DEFAULT_STARTUP_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    BenchFailure,
+    run_bench,
+)
+
+
+def get_argument_spec() -> dict:
+    return {
+        "engine": {"type": "str", "choices": list(ENGINES), "default": "auto"},
+        "python": {"type": "path"},
+        "nccl_tests_dir": {"type": "path"},
+        "log": {"type": "path"},
+        "collectives": {"type": "list", "elements": "str", "choices": list(COLLECTIVES), "default": ["all_reduce"]},
+        "min_bytes": {"type": "int", "default": 8},
+        "max_bytes": {"type": "int"},
+        "step_factor": {"type": "int", "default": 2},
+        "nranks": {"type": "int"},
+        "iters": {"type": "int", "default": 20},
+        "warmup": {"type": "int", "default": 5},
+        "timeout": {"type": "float", "default": DEFAULT_TIMEOUT_S},
+        "startup_timeout": {"type": "float", "default": DEFAULT_STARTUP_TIMEOUT_S},
+        "check": {"type": "bool", "default": True},
+        "env": {"type": "dict", "default": {}},
+        "tune": {"type": "bool", "default": False},
+        "candidates": {"type": "list", "elements": "dict"},
+        "thresholds": {"type": "list", "elements": "dict"},
+    }
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
+    try:
+        result = run_bench(module.params, tmpdir=module.tmpdir, warn=module.warn)
+    except BenchFailure as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+    except BenchInputError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
