@@ -20,7 +20,7 @@ SCENARIOS := $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/m
 SCENARIO ?= $(SCENARIOS)
 INVENTORY ?= inventories/local/hosts.yml
 
-.PHONY: help venv system-deps image lint unit molecule test audit bench-audit clean
+.PHONY: help venv torch-venv system-deps image lint unit molecule test audit bench-audit clean
 
 help: ## List the targets
 	@echo "Targets:"
@@ -29,6 +29,9 @@ help: ## List the targets
 
 venv: ## Create or refresh .venv from requirements-controller.txt
 	@scripts/venv.sh
+
+torch-venv: ## Create .cache/torch-venv (Python 3.11 + torch CPU) for the collective benchmark tests
+	@scripts/torch-venv.sh
 
 system-deps: ## Install podman, runc, debootstrap and friends with apt (root)
 	@scripts/system-deps.sh
@@ -59,9 +62,9 @@ molecule: venv ## Every molecule scenario, one after another (SCENARIO=name for 
 
 # Setup steps stop at the first failure; lint, unit and molecule all run, and the last line
 # says which passed.
-test: ## venv, system-deps, image, lint, unit, molecule (what CI runs)
+test: ## venv, torch-venv, system-deps, image, lint, unit, molecule (what CI runs)
 	@start=$$SECONDS; \
-	for t in venv system-deps image; do \
+	for t in venv torch-venv system-deps image; do \
 		$(MAKE) $$t || { echo "make test: setup step '$$t' failed; nothing was tested" >&2; exit 1; }; \
 	done; \
 	passed=""; failed=""; \

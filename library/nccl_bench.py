@@ -120,6 +120,16 @@ options:
         judged by default for C(torch-gloo). An empty list judges nothing."
     type: list
     elements: dict
+  model_profile:
+    description:
+      - A model to price the measured all-reduce latency for, by name (C(glm-5), C(llama-3-70b)) or as a mapping
+        C({name, layers, allreduces_per_layer, hidden_size, dtype_bytes, tensor_parallel_size}). Adds
+        RV(comm_floor) and a C(comm_floor) finding.
+    type: raw
+  concurrency:
+    description: Concurrent streams for the second figure of RV(comm_floor) (batch 1 is always given).
+    type: int
+    default: 64
 author:
   - GPU host audit maintainers
 notes:
@@ -260,6 +270,7 @@ startup_s:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuhost.comm_model import CommModelError, add_comm_floor
 from ansible.module_utils.gpuhost.nccl_bench_logic import COLLECTIVES, ENGINES, BenchInputError
 from ansible.module_utils.gpuhost.nccl_bench_run import (
     DEFAULT_STARTUP_TIMEOUT_S,
@@ -289,6 +300,8 @@ def get_argument_spec() -> dict:
         "tune": {"type": "bool", "default": False},
         "candidates": {"type": "list", "elements": "dict"},
         "thresholds": {"type": "list", "elements": "dict"},
+        "model_profile": {"type": "raw"},
+        "concurrency": {"type": "int", "default": 64},
     }
 
 
@@ -296,9 +309,11 @@ def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     try:
         result = run_bench(module.params, tmpdir=module.tmpdir, warn=module.warn)
+        if module.params["model_profile"] is not None:
+            add_comm_floor(result, module.params["model_profile"], module.params["concurrency"])
     except BenchFailure as exc:
         module.fail_json(msg=str(exc), **exc.details)
-    except BenchInputError as exc:
+    except (BenchInputError, CommModelError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **result)
 

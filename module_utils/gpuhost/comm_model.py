@@ -197,3 +197,43 @@ def comm_floor(profile: ModelProfile, curve: Sequence[tuple[int, float]], batch:
 def format_rate(rate: float) -> str:
     """A token rate as people read it: whole numbers from 100 up, one decimal below."""
     return f"{rate:.0f}" if rate >= 100 else f"{rate:.1f}"
+
+
+def measured_curve(results: Sequence[Mapping[str, Any]]) -> list[tuple[int, float]]:
+    """(size, time_us) from nccl_bench/nccl-tests result rows: out-of-place where measured, else in-place
+    (torch's all_reduce works in place only)."""
+    curve = []
+    for row in results:
+        size = row.get("size_bytes")
+        placement = row.get("out_of_place") or row.get("in_place") or {}
+        time_us = placement.get("time_us")
+        if isinstance(size, int) and size > 0 and isinstance(time_us, (int, float)) and time_us > 0:
+            curve.append((size, float(time_us)))
+    return curve
+
+
+def add_comm_floor(result: dict[str, Any], profile_spec: Any, concurrency: int) -> None:
+    """Price a benchmark result for a model: adds ``comm_floor`` and an info finding to ``result`` in place."""
+    # model_profiles imports this module for ModelProfile; importing it here, when called, avoids the cycle.
+    from ansible.module_utils.gpuhost.model_profiles import get_profile
+
+    profile = get_profile(profile_spec) if isinstance(profile_spec, str) else load_profile(profile_spec or {})
+    curve = measured_curve(result.get("results") or [])
+    if not curve:
+        raise CommModelError("comm floor: the benchmark measured no all-reduce sizes to price; "
+                             "run an all_reduce sweep or give a log that holds one")
+    single = comm_floor(profile, curve, 1, measured_ranks=result.get("nranks"))
+    loaded = comm_floor(profile, curve, concurrency, measured_ranks=result.get("nranks"))
+    result["comm_floor"] = {"batch_1": single, f"batch_{concurrency}": loaded,
+                            "summary": single["summary"], "summary_batch": loaded.get("summary_batch")}
+    result.setdefault("findings", []).append({
+        "id": "comm_floor", "severity": "info",
+        "summary": single["summary"].capitalize() + (f"; {loaded['summary_batch']}" if loaded.get("summary_batch")
+                                                      else "") + ".",
+        "evidence": {"model": profile.name, "allreduces_per_token": single["allreduces_per_step"],
+                     "allreduce_bytes": single["allreduce_bytes"],
+                     "allreduce_latency_us": round(single["allreduce_latency_us"], 2),
+                     "latency_basis": single["latency_basis"], "notes": single["notes"] + loaded["notes"]},
+        "remedy": "Lower small-message all-reduce latency raises this ceiling: GPU P2P (see the P2P findings), "
+                  "NVLink, or fewer GPUs per tensor-parallel group.",
+    })

@@ -235,3 +235,35 @@ def test_bad_batch(batch: object) -> None:
 def test_comm_floor_wants_a_loaded_profile() -> None:
     with pytest.raises(CommModelError, match="expected a ModelProfile; found dict"):
         comm_floor(MODEL_PROFILES["glm-5"], CURVE)  # type: ignore[arg-type]
+
+
+def test_bench_result_priced_for_glm5_from_the_incident_log() -> None:
+    from pathlib import Path
+
+    from ansible.module_utils.gpuhost.comm_model import add_comm_floor, measured_curve
+    from ansible.module_utils.gpuhost.model_profiles import get_profile
+    from ansible.module_utils.gpuhost.nccl_tests import parse_nccl_tests
+
+    log = Path(__file__).parent.parent / "fixtures" / "nccl" / (
+        "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt")
+    result = parse_nccl_tests(log.read_text()).as_dict()
+    add_comm_floor(result, "glm-5", 64)
+    profile = get_profile("glm-5")
+    per_token_us = dict(measured_curve(result["results"]))[profile.hidden_size * profile.dtype_bytes] * (
+        profile.layers * profile.allreduces_per_layer)
+    floor = result["comm_floor"]["batch_1"]
+    assert floor["comm_us_per_token"] == pytest.approx(per_token_us)
+    assert floor["max_tokens_per_s_single_stream"] == pytest.approx(1e6 / per_token_us)
+    finding = result["findings"][-1]
+    assert finding["id"] == "comm_floor"
+    assert f"to {round(1e6 / per_token_us)} tok/s" in finding["summary"]
+    assert "at 64 concurrent streams" in finding["summary"]
+
+
+def test_torch_rows_without_out_of_place_use_in_place() -> None:
+    from ansible.module_utils.gpuhost.comm_model import measured_curve
+
+    rows = [{"size_bytes": 4096, "out_of_place": None, "in_place": {"time_us": 20.0}},
+            {"size_bytes": 0, "out_of_place": {"time_us": 1.0}},
+            {"size_bytes": 8192, "out_of_place": {"time_us": 30.0}, "in_place": {"time_us": 31.0}}]
+    assert measured_curve(rows) == [(4096, 20.0), (8192, 30.0)]
