@@ -27,6 +27,14 @@ options:
     description: Also write C(fleet.md) covering the hosts given.
     type: bool
     default: true
+  bench:
+    description:
+      - Mapping of host name to its benchmark results C({probe, nccl}) as the C(gpu_bench) role collects them.
+        They are folded into the host's report (findings, tables, an SVG chart C(<host>-nccl.svg)).
+      - A host not named here keeps the benchmark section of its existing JSON report, so an audit run does
+        not erase the last measurement.
+    type: dict
+    default: {}
   captures:
     description:
       - Mapping of host name to the capture M(gpu_host_facts) returned with O(gpu_host_facts#module:save_capture);
@@ -73,7 +81,8 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.report import fleet_markdown, host_markdown, report_json
+from ansible.module_utils.gpuhost.plot import sweep_svg
+from ansible.module_utils.gpuhost.report import fleet_markdown, host_markdown, merge_bench, report_json
 
 
 def get_argument_spec() -> dict:
@@ -81,13 +90,31 @@ def get_argument_spec() -> dict:
         "dest": {"type": "path", "required": True},
         "hosts": {"type": "dict", "required": True},
         "fleet": {"type": "bool", "default": True},
+        "bench": {"type": "dict", "default": {}},
         "captures": {"type": "dict", "default": {}},
         "captures_dest": {"type": "path"},
     }
 
 
-def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_dest: str | None) -> dict[str, str]:
+def previous_bench(dest: str, host: str) -> dict | None:
+    """The benchmark section of a host's existing JSON report, if any."""
+    text = current_content(os.path.join(dest, f"{host}.json"))
+    try:
+        bench = json.loads(text).get("bench") if text else None
+    except (ValueError, AttributeError):
+        return None
+    return bench if isinstance(bench, dict) else None
+
+
+def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_dest: str | None,
+                  bench: dict | None = None) -> dict[str, str]:
     files = {}
+    bench = bench or {}
+    hosts = {host: merge_bench(facts, bench.get(host) or previous_bench(dest, host)) for host, facts in hosts.items()}
+    for host, facts in sorted(hosts.items()):
+        rows = ((facts.get("bench") or {}).get("nccl") or {}).get("results")
+        if rows:
+            files[os.path.join(dest, f"{host}-nccl.svg")] = sweep_svg(f"{host}: NCCL all-reduce", _sweeps(facts))
     for host, capture in sorted(captures.items()):
         files[os.path.join(captures_dest or "", f"{host}.json")] = json.dumps(capture, indent=1, sort_keys=True) + "\n"
     for host, facts in sorted(hosts.items()):
@@ -96,6 +123,16 @@ def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_
     if fleet:
         files[os.path.join(dest, "fleet.md")] = fleet_markdown(hosts)
     return files
+
+
+def _sweeps(facts: dict) -> dict[str, list]:
+    """The baseline sweep, plus each tuning candidate's when tuning ran."""
+    nccl = facts["bench"]["nccl"]
+    sweeps = {"as run": nccl["results"]}
+    for candidate in (nccl.get("tuning") or {}).get("candidates") or []:
+        if candidate.get("results"):
+            sweeps[str(candidate.get("name"))] = candidate["results"]
+    return sweeps
 
 
 def current_content(path: str) -> str | None:
@@ -125,7 +162,8 @@ def main() -> None:
     captures = {h: c for h, c in module.params["captures"].items() if c}
     if captures and not module.params["captures_dest"]:
         module.fail_json(msg="captures were given but no captures_dest to write them to")
-    files = planned_files(dest, hosts, module.params["fleet"], captures, module.params["captures_dest"])
+    files = planned_files(dest, hosts, module.params["fleet"], captures, module.params["captures_dest"],
+                          module.params["bench"])
     changed = {path: content for path, content in files.items() if current_content(path) != content}
     diffs = [{"before_header": path, "after_header": path, "before": current_content(path) or "",
               "after": content} for path, content in changed.items()] if module._diff else []

@@ -10,10 +10,49 @@ import json
 from typing import Any
 
 SEVERITY_MARK = {"critical": "CRITICAL", "warning": "warning", "info": "info"}
+SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+# Probe matrices shown in the Markdown report: the all-reduce range people compare.
+SMALL_PROBE_SIZES = (4096, 16384, 65536)
 
 
 def report_json(host: str, facts: dict[str, Any]) -> str:
     return json.dumps({"host": host, **facts}, indent=2, sort_keys=True) + "\n"
+
+
+def bench_findings(bench: dict[str, Any]) -> list[dict[str, Any]]:
+    """Findings of the benchmark phase; a step that could not run is a finding too."""
+    found: list[dict[str, Any]] = []
+    for step, label in (("probe", "P2P probe"), ("nccl", "NCCL benchmark")):
+        result = bench.get(step)
+        if not isinstance(result, dict):
+            continue
+        if result.get("failed"):
+            found.append({"id": f"bench_{step}_not_run", "severity": "warning",
+                          "summary": f"The {label} could not run: {result.get('msg', 'no reason given')}",
+                          "evidence": {"step": step}, "remedy": "Fix what the message names and run "
+                          "playbooks/bench.yml again; until then the deployment gate has no measured proof."})
+        found.extend(f for f in result.get("findings") or [] if isinstance(f, dict))
+    return found
+
+
+def merge_bench(facts: dict[str, Any], bench: dict[str, Any] | None) -> dict[str, Any]:
+    """The host's facts with the benchmark's results and findings folded in, summary recounted."""
+    if not bench:
+        return facts
+    merged = dict(facts, bench=bench)
+    merged["findings"] = sorted([*facts.get("findings", []), *bench_findings(bench)],
+                                key=lambda f: SEVERITY_ORDER.get(f.get("severity"), len(SEVERITY_ORDER)))
+    summary = dict(facts.get("summary") or {})
+    summary["counts"] = {s: sum(1 for f in merged["findings"] if f.get("severity") == s) for s in SEVERITY_ORDER}
+    worst = merged["findings"][0] if merged["findings"] else None
+    summary["worst_finding"] = {"id": worst["id"], "severity": worst["severity"]} if worst else None
+    summary["verdict"] = ("unfit" if summary["counts"]["critical"] else
+                          "fit, with warnings" if summary["counts"]["warning"] else "fit")
+    floor = (bench.get("nccl") or {}).get("comm_floor") or {}
+    if floor.get("summary"):
+        summary["comm_floor"] = floor["summary"]
+    merged["summary"] = summary
+    return merged
 
 
 def _cell(value: Any) -> str:
@@ -67,6 +106,7 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
         ["GPU facts from", gpus.get("source") or "nothing (no NVML, no nvidia-smi)"],
         ["P2P (read)", summary.get("p2p")],
         ["IOMMU", _iommu_line(facts.get("iommu") or {})],
+        *([["Communication ceiling", summary["comm_floor"]]] if summary.get("comm_floor") else []),
     ])
 
     findings = facts.get("findings") or []
@@ -109,6 +149,8 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
             [d.get("bdf"), d.get("kind"), d.get("driver"), d.get("iommu_group"), _link_text(d.get("link") or {}),
              d.get("numa_node"), _bridges_text(d.get("upstream") or [])] for d in pci])
 
+    out += bench_markdown(host, facts.get("bench") or {})
+
     virt = facts.get("virtualization") or {}
     if virt.get("evidence"):
         out += ["## Virtualization evidence", ""]
@@ -120,6 +162,42 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
         out += ["## Could not read", "", *table(["What", "Error"], [[p.get("what"), p.get("error")]
                                                                      for p in problems])]
     return "\n".join(out).rstrip() + "\n"
+
+
+def bench_markdown(host: str, bench: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    probe = bench.get("probe") or {}
+    for matrix in probe.get("matrices") or []:
+        values = matrix.get("values") or []
+        if values and matrix.get("size_bytes") in (None, *SMALL_PROBE_SIZES):
+            names = [f"GPU{i}" for i in range(len(values))]
+            out += [f"## P2P probe: {matrix.get('name')} ({matrix.get('unit')}, {matrix.get('path')}, "
+                    f"{matrix.get('size_bytes')} B)", "", *matrix_table(names, [[_num(v) for v in row]
+                                                                          for row in values])]
+    nccl = bench.get("nccl") or {}
+    rows = nccl.get("results") or []
+    if rows:
+        out += [f"## NCCL all-reduce ({nccl.get('engine')}, {nccl.get('nranks')} ranks, NCCL "
+                f"{nccl.get('nccl_version') or 'version unknown'})", "",
+                f"![busbw and latency against message size]({host}-nccl.svg)", ""]
+        out += table(["Size (B)", "Time (us)", "algbw (GB/s)", "busbw (GB/s)", "Wrong"], [
+            [row.get("size_bytes"), _num(p.get("time_us")), _num(p.get("algbw_gbps")), _num(p.get("busbw_gbps")),
+             p.get("wrong")] for row in rows for p in [row.get("out_of_place") or row.get("in_place") or {}]])
+        if nccl.get("transports"):
+            counts = (nccl["transports"] or {}).get("transports") or {}
+            out += [f"Transports NCCL chose: {', '.join(f'{k} x{v}' for k, v in sorted(counts.items())) or '-'}",
+                    ""]
+        if nccl.get("recommended_env") is not None:
+            out += [f"Recommended NCCL environment: `{json.dumps(nccl['recommended_env'], sort_keys=True)}`", ""]
+        floor = nccl.get("comm_floor") or {}
+        for key in ("summary", "summary_batch"):
+            if floor.get(key):
+                out += [f"**{floor[key][0].upper()}{floor[key][1:]}.**", ""]
+    return out
+
+
+def _num(value: Any) -> Any:
+    return round(value, 2) if isinstance(value, float) else value
 
 
 def _at(values: list[Any] | None, index: int) -> Any:

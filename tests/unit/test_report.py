@@ -93,3 +93,48 @@ def test_module_needs_a_place_for_captures(tmp_path: Path, capsys: pytest.Captur
     result = run_module(gpu_audit_report.main, {"dest": str(tmp_path), "hosts": {"h": FACTS},
                                                 "captures": {"h": {"format": "x"}}}, capsys)
     assert result["failed"] is True and "captures_dest" in result["msg"]
+
+
+BENCH = {
+    "probe": {"failed": True, "msg": "no CUDA device visible to /opt/venv/bin/python"},
+    "nccl": {"engine": "nccl-tests", "nranks": 8, "nccl_version": "2.27.3",
+             "results": [{"size_bytes": s, "out_of_place": {"time_us": t, "algbw_gbps": s / t / 1e3,
+                                                           "busbw_gbps": 1.75 * s / t / 1e3, "wrong": 0}}
+                         for s, t in ((4096, 12.0), (16384, 14.0), (1 << 20, 80.0))],
+             "findings": [{"id": "nccl_small_message_latency", "severity": "critical", "summary": "slow",
+                           "evidence": {}, "remedy": "fix P2P"}],
+             "comm_floor": {"summary": "all-reduce alone limits single-stream decode to 457 tok/s on this host"}},
+}
+
+
+def test_bench_is_folded_into_findings_and_summary() -> None:
+    fit = json.loads(json.dumps(FACTS))
+    fit["findings"] = []
+    merged = report.merge_bench(fit, BENCH)
+    assert [f["id"] for f in merged["findings"]] == ["nccl_small_message_latency", "bench_probe_not_run"]
+    assert merged["summary"]["verdict"] == "unfit"
+    assert merged["summary"]["counts"] == {"critical": 1, "warning": 1, "info": 0}
+    assert merged["summary"]["comm_floor"].endswith("457 tok/s on this host")
+    text = report.host_markdown("h", merged)
+    assert "| 16384 | 14.0 |" in text and "**All-reduce alone limits single-stream decode to 457 tok/s" in text
+
+
+def test_sweep_svg_is_well_formed_and_plots_every_run() -> None:
+    import xml.etree.ElementTree as ET
+
+    from ansible.module_utils.gpuhost.plot import sweep_svg
+
+    svg = sweep_svg("h: all-reduce <8 GPUs>", {"as run": BENCH["nccl"]["results"], "p2p-disabled": []})
+    root = ET.fromstring(svg)
+    lines = [el for el in root.iter() if el.tag.endswith("polyline")]
+    assert len(lines) == 2  # latency and busbw of the one run that has points
+    assert len(lines[0].get("points").split()) == 3
+
+
+def test_an_audit_run_keeps_the_last_benchmark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dest = str(tmp_path / "r")
+    run_module(gpu_audit_report.main, {"dest": dest, "hosts": {"h": FACTS}, "bench": {"h": BENCH}}, capsys)
+    assert (tmp_path / "r" / "h-nccl.svg").exists()
+    again = run_module(gpu_audit_report.main, {"dest": dest, "hosts": {"h": FACTS}}, capsys)
+    assert again["changed"] is False
+    assert json.loads((tmp_path / "r" / "h.json").read_text())["bench"]["nccl"]["nranks"] == 8
