@@ -11,6 +11,9 @@ description:
   - Writes C(<dest>/<host>.json) and C(<dest>/<host>.md) for every host given, and C(<dest>/fleet.md)
     with one row per host. Meant to run once, on the controller, with the facts of every host of the play,
     so that a fleet of hundreds writes its reports in one task instead of hundreds.
+  - When the hosts include Proxmox VE nodes audited with their VM configs, a guest's P2P finding is linked to
+    the VM that runs it (the guest's DMI product_uuid is the VM's smbios1 uuid): its remedy names that host,
+    the VM id and the exact C(qm set) commands.
   - A file is rewritten only when its content differs, so a second run with the same facts reports no change.
     Check mode says what would change and writes nothing; diff mode shows the changed files.
 version_added: "1.0.0"
@@ -82,6 +85,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.plot import sweep_svg
+from ansible.module_utils.gpuhost.proxmox_remedy import enrich_guest_findings
 from ansible.module_utils.gpuhost.report import fleet_markdown, host_markdown, merge_bench, report_json
 
 
@@ -111,6 +115,7 @@ def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_
     files = {}
     bench = bench or {}
     hosts = {host: merge_bench(facts, bench.get(host) or previous_bench(dest, host)) for host, facts in hosts.items()}
+    hosts = link_guests(hosts)
     for host, facts in sorted(hosts.items()):
         rows = ((facts.get("bench") or {}).get("nccl") or {}).get("results")
         if rows:
@@ -123,6 +128,14 @@ def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_
     if fleet:
         files[os.path.join(dest, "fleet.md")] = fleet_markdown(hosts)
     return files
+
+
+def link_guests(hosts: dict) -> dict:
+    """Each guest's host-side remedy, from the Proxmox hosts of the same run that run it (smbios1 uuid)."""
+    proxmox_hosts = {host: facts for host, facts in hosts.items() if facts.get("proxmox")}
+    if not proxmox_hosts:
+        return hosts
+    return {host: enrich_guest_findings(facts, proxmox_hosts) for host, facts in hosts.items()}
 
 
 def _sweeps(facts: dict) -> dict[str, list]:

@@ -22,7 +22,9 @@ options:
   gather_subset:
     description:
       - Which parts to gather, like M(ansible.builtin.setup). C(all), or any of C(virtualization), C(iommu),
-        C(pci), C(gpus); a name prefixed with C(!) leaves it out.
+        C(pci), C(gpus), C(proxmox); a name prefixed with C(!) leaves it out.
+      - C(proxmox) costs one directory listing elsewhere; on a Proxmox VE node it reads the VM configs under
+        C(/etc/pve/qemu-server) and C(pveversion), and judges every VM that passes PCI devices through.
     type: list
     elements: str
     default: [all]
@@ -116,6 +118,15 @@ ansible_facts:
         topology:
           description: The topology matrix (X, NV#, PIX, PXB, PHB, NODE, SYS) with CPU and NUMA affinity per GPU.
           type: dict
+        proxmox:
+          description: >-
+            Only on a Proxmox VE node: its version, and every VM that passes PCI devices through, as it will
+            start next time (current config plus pending changes): machine type, BIOS, each hostpci line joined
+            to the host device's driver, IOMMU group and BARs, the GPU clique per hostpci, KVM hidden or not, CPU
+            type, NUMA, hugepages, ballooning, memory, smbios1 uuid, OVMF 64-bit MMIO window against the BARs'
+            need.
+          type: dict
+          returned: on Proxmox VE nodes
         problems:
           description: What could not be read, and why.
           type: list

@@ -18,6 +18,7 @@ PACKAGES=(
     iproute2
     tar
     make
+    gnupg           # signs the stand-in apt repository of tests/aptrepo (gpg, gpg-agent, gpgv)
 )
 PACKAGES+=("$@")
 

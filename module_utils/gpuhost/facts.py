@@ -8,11 +8,12 @@ from ansible.module_utils.gpuhost import findings as rules
 from ansible.module_utils.gpuhost.gpus import gather_gpus
 from ansible.module_utils.gpuhost.iommu import Iommu, gather_iommu
 from ansible.module_utils.gpuhost.pci import PCI_DIR, gather_pci, read_ids
+from ansible.module_utils.gpuhost.proxmox import gather_proxmox, is_proxmox_node
 from ansible.module_utils.gpuhost.source import Source
 from ansible.module_utils.gpuhost.virt import gather_virtualization
 
 SCHEMA_VERSION = 1
-SUBSETS = ("virtualization", "iommu", "pci", "gpus")
+SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
 
 
 class SubsetError(ValueError):
@@ -66,13 +67,15 @@ def verdict(findings: list[dict[str, Any]]) -> str:
 def audit(source: Source, subsets: list[str], options: rules.RuleOptions) -> dict[str, Any]:
     facts: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "gather_subset": subsets}
 
-    iommu = gather_iommu(source) if {"iommu", "pci", "virtualization"} & set(subsets) else Iommu()
+    # One directory listing says whether this is a Proxmox VE node; only then are its VMs read.
+    proxmox_node = "proxmox" in subsets and is_proxmox_node(source)
+    iommu = gather_iommu(source) if {"iommu", "pci", "virtualization"} & set(subsets) or proxmox_node else Iommu()
     if "iommu" in subsets:
         facts["iommu"] = iommu.as_dict()
 
     pci_ids: list[tuple[str, str, str]] = []
     pci_facts: dict[str, Any] = {}
-    if "pci" in subsets or "gpus" in subsets:
+    if "pci" in subsets or "gpus" in subsets or proxmox_node:
         pci_facts, pci_ids = gather_pci(source, iommu.groups)
         if "pci" in subsets:
             facts["pci"] = pci_facts
@@ -86,6 +89,11 @@ def audit(source: Source, subsets: list[str], options: rules.RuleOptions) -> dic
 
     if "gpus" in subsets:
         facts["gpus"], facts["p2p"], facts["topology"] = gather_gpus(source, pci_facts)
+
+    if proxmox_node:
+        proxmox = gather_proxmox(source, iommu, pci_facts)
+        if proxmox is not None:
+            facts["proxmox"] = proxmox
 
     facts["problems"] = list(source.problems)
     facts["findings"] = rules.evaluate(facts, options)

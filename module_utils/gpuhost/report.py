@@ -151,6 +151,9 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
 
     out += bench_markdown(host, facts.get("bench") or {})
 
+    if facts.get("proxmox"):
+        out += proxmox_section(facts["proxmox"])
+
     virt = facts.get("virtualization") or {}
     if virt.get("evidence"):
         out += ["## Virtualization evidence", ""]
@@ -198,6 +201,69 @@ def bench_markdown(host: str, bench: dict[str, Any]) -> list[str]:
 
 def _num(value: Any) -> Any:
     return round(value, 2) if isinstance(value, float) else value
+
+
+def proxmox_section(proxmox: dict[str, Any]) -> list[str]:
+    """The node's VMs that pass devices through: one row per VM, one per passed device."""
+    vms = proxmox.get("vms") or []
+    version = f"Proxmox VE {proxmox.get('version') or '(version unknown)'}"
+    if proxmox.get("kernel"):
+        version += f" (kernel {proxmox['kernel']})"
+    out = ["## Proxmox VMs", "",
+           f"{version} on node {proxmox.get('node') or '-'}: {proxmox.get('vm_count', 0)} VM(s), "
+           f"{len(vms)} passing PCI devices through.", ""]
+    if not vms:
+        return out
+    out += table(["VMID", "Name", "Machine", "BIOS", "CPU", "GPUs", "pcie=1", "Clique", "KVM hidden", "Balloon",
+                  "NUMA", "Hugepages", "Memory MiB", "MMIO64 MiB window / needed"],
+                 [[vm.get("vmid"), vm.get("name"), vm.get("machine_type"), vm.get("bios"), vm.get("cpu_type"),
+                   _vm_gpus(vm), f"{sum(1 for e in vm['hostpci'] if e.get('pcie'))}/{len(vm['hostpci'])}",
+                   _cliques(vm), _hidden(vm), "off" if vm.get("balloon") == 0 else vm.get("balloon") or "device",
+                   vm.get("numa"), vm.get("hugepages"), vm.get("memory_mib"), _mmio(vm)] for vm in vms])
+    out += table(["VMID", "hostpci", "Host functions", "Host driver", "IOMMU group", "Alone in group", "NUMA",
+                  "QEMU id"],
+                 [[vm.get("vmid"), e.get("id"), ", ".join(e.get("bdfs") or []) or e.get("mapping"),
+                   ", ".join(str(d.get("driver") or "none") for d in e.get("host_devices") or []),
+                   (e.get("host_device") or {}).get("iommu_group"), (e.get("host_device") or {}).get("alone_in_group"),
+                   (e.get("host_device") or {}).get("numa_node"), ", ".join(e.get("qemu_ids") or [])]
+                  for vm in vms for e in vm.get("hostpci") or []])
+    for vm in vms:
+        notes = [f"[PENDING] {k}: {v}" for k, v in (vm.get("pending") or {}).items()]
+        notes += [f"[PENDING] delete: {k}" for k in vm.get("pending_delete") or []]
+        notes += [f"config warning: {w}" for w in vm.get("warnings") or []]
+        if notes:
+            out += [f"VM {vm.get('vmid')}:", "", *[f"- {n}" for n in notes], ""]
+    return out
+
+
+def _vm_gpus(vm: dict[str, Any]) -> str:
+    gpus = [e for e in vm.get("hostpci") or [] if (e.get("host_device") or {}).get("kind") == "gpu"]
+    return f"{len(gpus)} of {len(vm.get('hostpci') or [])} hostpci"
+
+
+def _cliques(vm: dict[str, Any]) -> str:
+    values = [v for v in (vm.get("clique") or {}).values()]
+    if not values or all(v is None for v in values):
+        return "none"
+    counts: dict[Any, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return ", ".join(f"{'unset' if k is None else k}: {n}" for k, n in counts.items())
+
+
+def _hidden(vm: dict[str, Any]) -> str:
+    sources = vm.get("cpu_hidden_sources") or []
+    if not sources:
+        return "no"
+    return "yes (" + ", ".join(s["source"] + (" pending" if s.get("pending_only") else "") for s in sources) + ")"
+
+
+def _mmio(vm: dict[str, Any]) -> str:
+    window = vm.get("mmio64_mb") if vm.get("mmio64_mb") is not None else vm.get("mmio64_estimated_mb")
+    if window is None and not vm.get("mmio64_needed_mb"):
+        return "-"
+    mark = "" if vm.get("mmio64_mb") is not None else " (est.)"
+    return f"{_cell(window)}{mark} / {_cell(vm.get('mmio64_needed_mb'))}"
 
 
 def _at(values: list[Any] | None, index: int) -> Any:

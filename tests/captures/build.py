@@ -416,6 +416,9 @@ class Host:
     nvml: dict[str, Any] = field(default_factory=dict)
     commands: dict[str, dict[str, Any]] = field(default_factory=dict)
     container_files: dict[str, str | None] = field(default_factory=dict)
+    # Anything else the host shows the audit (a Proxmox node's VM configs): path -> text or None.
+    extra_files: dict[str, str | None] = field(default_factory=dict)
+    extra_dirs: dict[str, list[str] | None] = field(default_factory=dict)
 
 
 def _ok(stdout: str) -> dict[str, Any]:
@@ -537,6 +540,9 @@ def capture(host: Host) -> dict[str, Any]:
     if not host.as_root:
         commands[command_key(["lspci", "-vvv", "-D"])] = _ok(lspci_unprivileged(host.devices, addresses))
 
+    for path, value in host.extra_files.items():
+        text(path, value)
+    dirs.update(host.extra_dirs)
     commands.update(host.commands)
     result: dict[str, Any] = {
         "format": CAPTURE_FORMAT,
@@ -1331,6 +1337,134 @@ def proxmox_host() -> Host:
     )
 
 
+# ---------------------------------------------------------------------------
+# 7. The incident's hypervisor: 8x RTX PRO 6000 on vfio-pci, and the VM of the incident guest
+
+
+PVE_NODE = "pve-gpu-01"
+INCIDENT_VMID = 120
+# The incident guest's DMI product_uuid is its VM's smbios1 uuid: the link between the two audits.
+INCIDENT_VM_UUID = str(uuid.uuid5(uuid.NAMESPACE_URL, "gpuhost-capture/proxmox-q35-guest-8xRTXPRO6000-p2p-NS/dmi"))
+# hostpci0-7 in the host's bus order (the guest's comment in proxmox_q35_guest says how they land there).
+INCIDENT_GPU_BDFS = ("0000:01:00.0", "0000:02:00.0", "0000:41:00.0", "0000:42:00.0", "0000:81:00.0", "0000:82:00.0",
+                     "0000:c1:00.0", "0000:c2:00.0")
+CLIQUE_ARGS = " ".join(f"-set device.hostpci{n}.x-nv-gpudirect-clique=0" for n in range(8))
+
+
+def incident_vm_config(*, fixed: bool) -> str:
+    """/etc/pve/qemu-server/120.conf as qemu-server writes it: description, keys sorted, then sections."""
+    lines = ["#GLM-5-NVFP4 on SGLang, TP8 (inference team)",
+             "#Owner%3A ml-platform; do not migrate (PCI passthrough)",
+             "agent: 1"]
+    if fixed:
+        lines += [f"args: {CLIQUE_ARGS} -fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=2097152", "balloon: 0"]
+    lines += ["bios: ovmf", "boot: order=scsi0;net0", "cores: 64", "cpu: host",
+              f"efidisk0: local-lvm:vm-{INCIDENT_VMID}-disk-0,efitype=4m,pre-enrolled-keys=1,size=4M"]
+    lines += [f"hostpci{n}: {bdf},pcie=1" for n, bdf in enumerate(INCIDENT_GPU_BDFS)]
+    if fixed:
+        lines.append("hugepages: 1024")
+    lines += ["machine: q35", "memory: 458752", "meta: creation-qemu=9.0.2,ctime=1733312345", "name: glm5-tp8",
+              "net0: virtio=BC:24:11:5A:3C:7E,bridge=vmbr0,firewall=1", "numa: 0", "onboot: 1", "ostype: l26"]
+    if not fixed:
+        lines.append("parent: pre-driver-590")
+    lines += [f"scsi0: local-lvm:vm-{INCIDENT_VMID}-disk-1,discard=on,size=1T,ssd=1", "scsihw: virtio-scsi-pci",
+              f"smbios1: uuid={INCIDENT_VM_UUID}", "sockets: 1", "tags: gpu;sglang",
+              "vmgenid: 3f9c2b7e-41d5-4a8e-9b61-0c7d2e5f8a14"]
+    if not fixed:
+        # Set with `qm set 120 --cpu host,hidden=1` while the VM ran, so it waits for the next start.
+        lines += ["", "[PENDING]", "cpu: host,hidden=1"]
+        lines += ["", "[pre-driver-590]", "agent: 1", "bios: ovmf", "boot: order=scsi0;net0", "cores: 64",
+                  "cpu: host", f"efidisk0: local-lvm:vm-{INCIDENT_VMID}-disk-0,efitype=4m,pre-enrolled-keys=1,size=4M"]
+        lines += [f"hostpci{n}: {bdf},pcie=1" for n, bdf in enumerate(INCIDENT_GPU_BDFS)]
+        lines += ["machine: q35", "memory: 458752", "meta: creation-qemu=9.0.2,ctime=1733312345", "name: glm5-tp8",
+                  "net0: virtio=BC:24:11:5A:3C:7E,bridge=vmbr0,firewall=1", "numa: 0", "onboot: 1", "ostype: l26",
+                  f"scsi0: local-lvm:vm-{INCIDENT_VMID}-disk-1,discard=on,size=1T,ssd=1", "scsihw: virtio-scsi-pci",
+                  f"smbios1: uuid={INCIDENT_VM_UUID}", "snaptime: 1734001200", "sockets: 1",
+                  "vmgenid: 3f9c2b7e-41d5-4a8e-9b61-0c7d2e5f8a14"]
+    return "\n".join(lines) + "\n"
+
+
+UTILITY_VM_CONFIG = (
+    "boot: order=scsi0;net0\ncores: 2\ncpu: x86-64-v2-AES\nmemory: 4096\n"
+    "meta: creation-qemu=8.1.5,ctime=1712000000\nname: gpu-exporter\n"
+    "net0: virtio=BC:24:11:0E:61:22,bridge=vmbr0,firewall=1\nnuma: 0\nostype: l26\n"
+    "scsi0: local-lvm:vm-101-disk-0,iothread=1,size=32G\nscsihw: virtio-scsi-single\n"
+    "smbios1: uuid=5b0e8d55-7a2c-4f0e-8a3b-1f6c9d2e4a70\nsockets: 1\n"
+    "vmgenid: 0d8a6c41-2e7b-4c59-a1f3-6b9e0c5d7f28\n")
+
+
+def proxmox_incident_host(name: str, *, fixed: bool) -> Host:
+    slots = [(f"0000:{root:02x}:{port}", f"0000:{root + offset:02x}:00.0")
+             for root in (0x00, 0x40, 0x80, 0xC0) for port, offset in (("01.1", 1), ("03.1", 2))]
+    groups = {}
+
+    def group_of(key: int) -> str:
+        return groups.setdefault(key, str(len(groups) + 10))
+
+    devices = epyc_gpu_host(name, RTX_PRO_6000_SE, slots, driver="vfio-pci", group_of=group_of,
+                            acs_ctrl=KERNEL_ACS, link=Link(32.0, 16, 32.0, 16), cpulist="0-63")
+    devices.append(Dev("0000:c0:05.1", 0x1022, 0x14AB, 0x060400, AMD_ROOT_PORT, driver="pcieport",
+                       port="root_port", link=Link(8.0, 4, 32.0, 4), acs=Acs(AMD_ROOT_ACS, KERNEL_ACS),
+                       secondary=0xC3, numa=0, group=group_of(300)))
+    devices.append(Dev("0000:c3:00.0", 0x14E4, 0x165F, 0x020000, "Broadcom Inc. and subsidiaries NetXtreme "
+                       "BCM5720 Gigabit Ethernet PCIe", parent="0000:c0:05.1", driver="tg3", port="endpoint",
+                       link=Link(5.0, 1, 5.0, 1), bars=(Bar(0, 64 * 1024),), numa=0, group=group_of(301)))
+    hugepages = " default_hugepagesz=1G hugepagesz=1G hugepages=448" if fixed else ""
+    qemu_server = "/etc/pve/qemu-server"
+    state = ("the VM fixed: a clique for every GPU, a 2 TiB OVMF window, balloon 0 and 1 GiB hugepages"
+             if fixed else
+             "the VM as it was during the incident: q35, pcie=1 on every GPU, no args line (so no clique), "
+             "the balloon device on, and `cpu: host,hidden=1` waiting in [PENDING] (set while the VM ran; the "
+             "guest capture still shows KVM), with one snapshot section")
+    return Host(
+        name=name,
+        note=("Reconstructed Proxmox VE 8.3 hypervisor of the incident (one AMD EPYC 9335, NPS1, bare metal) with "
+              "8x RTX PRO 6000 Blackwell Server Edition bound to vfio-pci, each alone in its IOMMU group, IOMMU in "
+              "passthrough, no NVIDIA driver on the host, and VM 120, whose smbios1 uuid is the DMI product_uuid "
+              f"of proxmox-q35-guest-8xRTXPRO6000-p2p-NS: {state}. VM 101 passes nothing through. Built by "
+              "tests/captures/build.py; sources in tests/captures/SOURCES.md. /proc/cpuinfo holds the first "
+              "processor only, dmesg an excerpt, and the PCI bus the devices that matter here."),
+        devices=devices,
+        cpuinfo=cpuinfo("AMD EPYC 9335 32-Core Processor", "AuthenticAMD", 26, 2, 64, 32, AMD_ZEN_FLAGS,
+                        AMD_ZEN_BUGS, 3000.0, "52 bits physical, 57 bits virtual"),
+        cmdline=f"BOOT_IMAGE=/boot/vmlinuz-6.8.12-5-pve root=/dev/mapper/pve-root ro quiet iommu=pt{hugepages}",
+        meminfo=meminfo(791_248_896, hugepages=448 if fixed else 0, hugepage_kib=1_048_576 if fixed else 2048),
+        dmi={"sys_vendor": "ASRockRack", "product_name": "To Be Filled By O.E.M.",
+             "product_version": "To Be Filled By O.E.M.",
+             "product_uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, "gpuhost-capture/proxmox-host-8xRTXPRO6000/dmi")),
+             "bios_vendor": "American Megatrends International, LLC.", "bios_version": "10.10",
+             "board_vendor": "ASRockRack", "board_name": "GENOAD8X-2T/BCM", "chassis_vendor": "To Be Filled By O.E.M."},
+        dmesg=dmesg((0.0, "Linux version 6.8.12-5-pve (build@proxmox) (gcc (Debian 12.2.0-14) 12.2.0, GNU ld (GNU "
+                          "Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-5"),
+                    (0.0, "DMI: To Be Filled By O.E.M. To Be Filled By O.E.M./GENOAD8X-2T/BCM, BIOS 10.10 "
+                          "06/17/2024"),
+                    (2.104512, "pci 0000:00:00.2: AMD-Vi: IOMMU performance counters supported"),
+                    (2.218763, "iommu: Default domain type: Passthrough (set via kernel command line)"),
+                    (6.412388, "VFIO - User Level meta-driver version: 0.3")),
+        detect_vm="none",
+        modules=(*SERVER_MODULES, "irqbypass", "kvm", "kvm_amd", "vfio", "vfio_iommu_type1", "vfio_pci",
+                 "vfio_pci_core", "vhost_net", "zfs"),
+        iommu_hardware=("ivhd0", "ivhd1", "ivhd2", "ivhd3"),
+        group_type="identity",
+        nvml={"error": "NVMLError_LibraryNotFound: NVML Shared Library Not Found", "kind": "library_missing"},
+        commands={command_key(["nvidia-smi", f"--query-gpu={','.join(QUERY_GPU_FIELDS)}",
+                               "--format=csv,noheader,nounits"]): _failed(None, "", "nvidia-smi: command not found"),
+                  "pveversion": _ok("pve-manager/8.3.2/3e76eec21c4a14a7 (running kernel: 6.8.12-5-pve)\n")},
+        extra_files={"/proc/sys/kernel/hostname": f"{PVE_NODE}\n",
+                     f"{qemu_server}/101.conf": UTILITY_VM_CONFIG,
+                     f"{qemu_server}/{INCIDENT_VMID}.conf": incident_vm_config(fixed=fixed)},
+        extra_dirs={qemu_server: ["101.conf", f"{INCIDENT_VMID}.conf"]},
+    )
+
+
+def proxmox_host_vm_no_clique() -> Host:
+    return proxmox_incident_host("proxmox-host-8xRTXPRO6000-vm-no-clique", fixed=False)
+
+
+def proxmox_host_vm_clique_ok() -> Host:
+    return proxmox_incident_host("proxmox-host-8xRTXPRO6000-vm-clique-ok", fixed=True)
+
+
 HOSTS: dict[str, Callable[[], Host]] = {
     "baremetal-8xH100-SXM": dgx_h100,
     "baremetal-8xRTXPRO6000-p2p-ok": rtx_pro_6000_baremetal,
@@ -1338,6 +1472,8 @@ HOSTS: dict[str, Callable[[], Host]] = {
     "proxmox-i440fx-guest-2xA6000": proxmox_i440fx_guest,
     "baremetal-4xRTX4090-consumer": rtx4090_workstation,
     "proxmox-host-4xRTXPRO6000-vfio": proxmox_host,
+    "proxmox-host-8xRTXPRO6000-vm-no-clique": proxmox_host_vm_no_clique,
+    "proxmox-host-8xRTXPRO6000-vm-clique-ok": proxmox_host_vm_clique_ok,
 }
 
 

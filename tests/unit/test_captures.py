@@ -155,11 +155,16 @@ class StrictReplay(ReplaySource):
         return super().nvml()
 
 
+# The proxmox subset's one probe came after these captures: unanswered, it reads as absent, "not a
+# Proxmox VE node". The Proxmox host captures that hold VM configs are checked in test_proxmox.py.
+READS_ADDED_AFTER_THESE_CAPTURES = {"dirs: /etc/pve/qemu-server"}
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_capture_answers_every_read_of_the_audit(name: str) -> None:
     source = StrictReplay(capture(name))
     facts.audit(source, facts.resolve_subsets(["all"]), findings.RuleOptions())
-    assert source.unanswered == []
+    assert [read for read in source.unanswered if read not in READS_ADDED_AFTER_THESE_CAPTURES] == []
 
 
 # The generator's bytes, read back by the project's own parsers: what was described is what decodes.

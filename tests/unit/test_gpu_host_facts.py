@@ -16,8 +16,8 @@ from tests.unit.modules import run_module
 @pytest.mark.parametrize(("requested", "expected"), [
     (["all"], list(SUBSETS)),
     (["gpus"], ["gpus"]),
-    (["all", "!gpus"], ["virtualization", "iommu", "pci"]),
-    (["!pci"], ["virtualization", "iommu", "gpus"]),
+    (["all", "!gpus"], ["virtualization", "iommu", "pci", "proxmox"]),
+    (["!pci"], ["virtualization", "iommu", "gpus", "proxmox"]),
     ([], list(SUBSETS)),
 ])
 def test_subsets(requested: list[str], expected: list[str]) -> None:

@@ -1,0 +1,28 @@
+"""The fresh container: it only saw the role in check mode, which must have changed nothing."""
+
+from __future__ import annotations
+
+testinfra_hosts = ["podman://cuda-apt-fresh"]
+
+# Paths that change on a running system whatever the role does.
+IGNORED = [
+    "/proc", "/sys", "/dev", "/run", "/tmp", "/var/tmp", "/var/log", "/var/lib/systemd",
+    "/var/cache/private", "/root/.ansible",
+]
+
+
+def test_check_run_changed_no_file(host) -> None:
+    prune = " -o ".join(f"-path {path}" for path in IGNORED)
+    changed = host.check_output(
+        f"find / -xdev \\( {prune} -o -name __pycache__ \\) -prune -o -newer /run/molecule-baseline -print"
+    )
+    assert changed == "", f"changed on the fresh container: {changed.splitlines()}"
+
+
+def test_nothing_was_installed(host) -> None:
+    for path in ("/usr/local/cuda", "/usr/local/cuda-12.8", "/usr/local/cuda-13.1",
+                 "/etc/apt/sources.list.d/nvidia-cuda.sources", "/etc/apt/keyrings/nvidia-cuda.asc",
+                 "/etc/apt/preferences.d/cuda-toolkit.pref", "/etc/profile.d/cuda.sh"):
+        assert not host.file(path).exists, path
+    for name in ("python3-debian", "cuda-toolkit-12-8", "cuda-toolkit-13-1"):
+        assert not host.package(name).is_installed, name

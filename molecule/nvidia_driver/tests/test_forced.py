@@ -1,0 +1,119 @@
+"""The forced host: driver branch 580 from the local signed repository, configured, not loaded."""
+
+import pytest
+
+testinfra_hosts = ["podman://nvidia-driver-forced"]
+
+BRANCH_VERSION = "580.126.20-1"
+NEWER_BRANCH_VERSION = "590.48.01-1"
+REPO_URL = "file:///srv/nvidia-cuda-mirror/debian12/x86_64/"
+
+
+def test_apt_source_is_signed_by_the_repository_key(host):
+    sources = host.file("/etc/apt/sources.list.d/nvidia-cuda.sources")
+    assert sources.exists
+    assert sources.mode == 0o644
+    text = sources.content_string
+    # deb822: one field per line, continuation lines indented.
+    fields = dict(line.split(":", 1) for line in text.splitlines() if line and not line[0].isspace())
+    assert fields["Types"].strip() == "deb"
+    assert fields["URIs"].strip() == REPO_URL
+    assert fields["Suites"].strip() == "/"
+    assert "Components" not in fields
+    assert "Signed-By" in fields
+    assert "\n    -----BEGIN PGP PUBLIC KEY BLOCK-----\n" in text
+    assert not host.file("/etc/apt/trusted.gpg").exists
+
+
+def test_apt_verifies_the_repository(host):
+    # apt fails the update, or warns, when a Release file is unsigned or signed by another key.
+    result = host.run("apt-get update --error-on=any")
+    assert result.rc == 0, result.stderr
+    assert "NO_PUBKEY" not in result.stderr
+    assert "not signed" not in result.stderr
+
+
+def test_branch_pin(host):
+    pin = host.file("/etc/apt/preferences.d/nvidia-driver-branch.pref")
+    assert pin.exists
+    text = pin.content_string
+    assert "Package: nvidia-* libnvidia-* libcuda*" in text
+    assert "Pin: version 580.*\n" in text
+    assert "Pin-Priority: 1001\n" in text
+
+
+def test_pin_holds_the_branch_against_the_newer_one(host):
+    policy = host.check_output("apt-cache policy nvidia-driver-cuda nvidia-smi")
+    assert f"Installed: {BRANCH_VERSION}" in policy
+    assert f"Candidate: {NEWER_BRANCH_VERSION}" not in policy
+    assert NEWER_BRANCH_VERSION in policy  # the repository does offer 590
+    # Without the pin, apt would move to 590: the control that shows the pin does the work.
+    unpinned = host.check_output(
+        "apt-get install --simulate --quiet -o Dir::Etc::preferencesparts=/nonexistent nvidia-driver-cuda"
+    )
+    assert f"Inst nvidia-driver-cuda [{BRANCH_VERSION}] ({NEWER_BRANCH_VERSION}" in unpinned
+    pinned = host.check_output("apt-get install --simulate --quiet nvidia-driver-cuda nvidia-smi")
+    assert "Inst nvidia" not in pinned
+
+
+@pytest.mark.parametrize(
+    "name", ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "nvidia-persistenced"]
+)
+def test_driver_packages_of_the_branch(host, name):
+    package = host.package(name)
+    assert package.is_installed
+    assert package.version == BRANCH_VERSION
+
+
+@pytest.mark.parametrize("name", ["nvidia-fabricmanager", "nvidia-kernel-dkms"])
+def test_packages_not_wanted(host, name):
+    assert not host.package(name).is_installed
+
+
+@pytest.mark.parametrize("name", ["dkms", "python3-apt", "python3-debian"])
+def test_prerequisites(host, name):
+    assert host.package(name).is_installed
+
+
+def test_nouveau_blacklisted(host):
+    blacklist = host.file("/etc/modprobe.d/nvidia-driver-blacklist-nouveau.conf")
+    assert blacklist.mode == 0o644
+    assert "\nblacklist nouveau\n" in blacklist.content_string
+    assert "\noptions nouveau modeset=0\n" in blacklist.content_string
+
+
+def test_module_options(host):
+    options = host.file("/etc/modprobe.d/nvidia-driver-options.conf").content_string
+    line = "NVreg_DynamicPowerManagement=0x00 NVreg_EnableStreamMemOPs=1"
+    assert f"\noptions nvidia {line}\n" in options
+    assert f"\noptions nvidia-current {line}\n" in options
+    # modprobe reads the file as configuration (it loads nothing here).
+    config = host.check_output("modprobe --showconfig")
+    assert f"options nvidia {line}" in config
+    assert "blacklist nouveau" in config
+
+
+def test_persistenced_enabled_with_persistence_mode(host):
+    service = host.service("nvidia-persistenced")
+    assert service.is_enabled
+    # Nothing may start it: there is no driver to keep initialised.
+    assert not service.is_running
+    exec_start = host.check_output("systemctl show --property=ExecStart nvidia-persistenced")
+    assert "--persistence-mode" in exec_start
+    assert "--no-persistence-mode" not in exec_start
+    assert host.check_output("systemctl show --property=StopWhenUnneeded nvidia-persistenced") == (
+        "StopWhenUnneeded=no"
+    )
+    assert host.user("nvidia-persistenced").exists
+
+
+def test_fabricmanager_absent(host):
+    assert not host.file("/lib/systemd/system/nvidia-fabricmanager.service").exists
+    assert not host.file("/etc/systemd/system/multi-user.target.wants/nvidia-fabricmanager.service").exists
+
+
+def test_no_module_loaded(host):
+    assert not host.file("/proc/driver/nvidia").exists
+    # The stand-in nvidia-smi behaves like the real one without a loaded module.
+    result = host.run("nvidia-smi")
+    assert result.rc == 9
