@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ansible.module_utils.gpuhost.findings import SEVERITY_RANK, Finding
+from ansible.module_utils.gpuhost.harness_runner import harness_events
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -182,21 +183,10 @@ class HarnessRun:
 
 def parse_harness_output(text: str) -> HarnessRun:
     """Read the harness's JSON lines; lines that are not JSON events are ignored."""
-    import json
-
     collectives: dict[str, list[dict[str, Any]]] = {}
     start: dict[str, Any] = {}
     summary: dict[str, Any] | None = None
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(event, dict):
-            continue
+    for event in harness_events(text):
         kind = event.get("event")
         if kind == "start":
             start = event

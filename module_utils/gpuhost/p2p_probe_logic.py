@@ -7,10 +7,10 @@ the source GPU, columns the destination, ``None`` where nothing was measured.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ansible.module_utils.gpuhost.findings import SEVERITY_RANK, Finding
+from ansible.module_utils.gpuhost.harness_runner import harness_events
 from ansible.module_utils.gpuhost.nccl_bench_logic import P2P_REMEDY, human_bytes
 from ansible.module_utils.gpuhost.p2p_tools import off_diagonal
 
@@ -40,16 +40,7 @@ def parse_harness_output(text: str) -> dict[str, Any]:
     proofs: list[dict[str, Any]] = []
     timings: list[dict[str, Any]] = []
     summary: dict[str, Any] | None = None
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(event, dict):
-            continue
+    for event in harness_events(text):
         kind = event.get("event")
         if kind == "start":
             start = event

@@ -16,8 +16,6 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import replace
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,21 +24,26 @@ from hypothesis import strategies as st
 
 from ansible.module_utils.gpuhost import facts, findings, pci_config
 from ansible.module_utils.gpuhost.source import CaptureError, CommandResult, LiveSource, ReplaySource
+from tests.unit.captures import (
+    ALL,
+    CAPTURES,
+    H100,
+    HYPERVISOR,
+    I440FX,
+    INCIDENT,
+    MICROVM,
+    PRO6000,
+    RTX4090,
+    audit,
+    audited,
+    capture,
+)
+from tests.unit.captures import read as _read
 
 pytestmark = pytest.mark.capture
 
-CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 PCI = "/sys/bus/pci/devices"
 GROUPS = "/sys/kernel/iommu_groups"
-
-H100 = "baremetal-8xH100-SXM"
-PRO6000 = "baremetal-8xRTXPRO6000-p2p-ok"
-INCIDENT = "proxmox-q35-guest-8xRTXPRO6000-p2p-NS"
-I440FX = "proxmox-i440fx-guest-2xA6000"
-RTX4090 = "baremetal-4xRTX4090-consumer"
-HYPERVISOR = "proxmox-host-4xRTXPRO6000-vfio"
-MICROVM = "firecracker-microvm-no-gpu"
-ALL = (H100, PRO6000, INCIDENT, I440FX, RTX4090, HYPERVISOR, MICROVM)
 
 
 def _load_builder() -> Any:
@@ -53,30 +56,6 @@ def _load_builder() -> Any:
 
 
 BUILD = _load_builder()
-
-
-@cache
-def _read(name: str) -> str:
-    return (CAPTURES / f"{name}.json").read_text(encoding="utf-8")
-
-
-def capture(name: str) -> dict[str, Any]:
-    """A fresh copy of a committed capture, safe to change."""
-    return json.loads(_read(name))
-
-
-def audit(data: dict[str, Any], **options: Any) -> dict[str, Any]:
-    return facts.audit(ReplaySource(data), facts.resolve_subsets(["all"]), findings.RuleOptions(**options))
-
-
-@cache
-def _audited(name: str) -> str:
-    return json.dumps(audit(capture(name)))
-
-
-def audited(name: str) -> dict[str, Any]:
-    """The audit of an unchanged capture (computed once per run)."""
-    return json.loads(_audited(name))
 
 
 def ids(result: dict[str, Any], severity: str) -> set[str]:

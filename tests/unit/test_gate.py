@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import deploy_gate
@@ -19,22 +17,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost import facts, findings, gate, versions
+from ansible.module_utils.gpuhost import findings, gate, versions
 from ansible.module_utils.gpuhost import nccl_bench_logic as bench_logic
 from ansible.module_utils.gpuhost import p2p_probe_logic as probe_logic
 from ansible.module_utils.gpuhost.known_good import KNOWN_GOOD, merged_table
-from ansible.module_utils.gpuhost.source import ReplaySource
+from tests.unit.captures import ALL, H100, HYPERVISOR, I440FX, INCIDENT, MICROVM, PRO6000, RTX4090, audited
 from tests.unit.modules import run_module
-
-CAPTURES = Path(__file__).resolve().parents[1] / "captures"
-H100 = "baremetal-8xH100-SXM"
-PRO6000 = "baremetal-8xRTXPRO6000-p2p-ok"
-INCIDENT = "proxmox-q35-guest-8xRTXPRO6000-p2p-NS"
-I440FX = "proxmox-i440fx-guest-2xA6000"
-RTX4090 = "baremetal-4xRTX4090-consumer"
-HYPERVISOR = "proxmox-host-4xRTXPRO6000-vfio"
-MICROVM = "firecracker-microvm-no-gpu"
-ALL = (H100, PRO6000, INCIDENT, I440FX, RTX4090, HYPERVISOR, MICROVM)
 
 # The incident's model: GLM-5 in NVFP4, 744B parameters; its checkpoint loads to about 56 GB per GPU
 # over eight GPUs (433 GB), i.e. 403 GiB; 64 attention heads.
@@ -52,15 +40,8 @@ LLAMA70 = {
 INCIDENT_FLAGS = ["--tp", "8", "--nsa-decode-backend", "trtllm", "--disable-custom-all-reduce"]
 
 
-@cache
-def _audit_text(name: str) -> str:
-    capture = json.loads((CAPTURES / f"{name}.json").read_text(encoding="utf-8"))
-    audited = facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), findings.RuleOptions())
-    return json.dumps(audited)
-
-
 def audit(name: str) -> dict[str, Any]:
-    return json.loads(_audit_text(name))
+    return audited(name)
 
 
 def ids(items: list[dict[str, Any]]) -> list[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +38,10 @@ from ansible.module_utils.gpuhost.proxmox_remedy import (
     uuid_variants,
 )
 from ansible.module_utils.gpuhost.source import CommandResult, ReplaySource
+from tests.unit.captures import audit, audited, capture
 from tests.unit.modules import run_module
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "proxmox"
-CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 NO_CLIQUE = "proxmox-host-8xRTXPRO6000-vm-no-clique"
 CLIQUE_OK = "proxmox-host-8xRTXPRO6000-vm-clique-ok"
 INCIDENT_GUEST = "proxmox-q35-guest-8xRTXPRO6000-p2p-NS"
@@ -54,28 +53,6 @@ GROUPS = "/sys/kernel/iommu_groups"
 
 def fixture(name: str) -> str:
     return (FIXTURES / name).read_bytes().decode("utf-8")
-
-
-@cache
-def _read(name: str) -> str:
-    return (CAPTURES / f"{name}.json").read_text(encoding="utf-8")
-
-
-def capture(name: str) -> dict[str, Any]:
-    return json.loads(_read(name))
-
-
-def audit(data: dict[str, Any]) -> dict[str, Any]:
-    return facts.audit(ReplaySource(data), facts.resolve_subsets(["all"]), findings.RuleOptions())
-
-
-@cache
-def _audited(name: str) -> str:
-    return json.dumps(audit(capture(name)))
-
-
-def audited(name: str) -> dict[str, Any]:
-    return json.loads(_audited(name))
 
 
 def found(result: dict[str, Any]) -> set[tuple[str, str]]:

@@ -1,0 +1,46 @@
+"""The committed host captures and their audits, shared by the tests that replay them."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ansible.module_utils.gpuhost import facts, findings
+from ansible.module_utils.gpuhost.source import ReplaySource
+
+CAPTURES = Path(__file__).resolve().parents[1] / "captures"
+
+H100 = "baremetal-8xH100-SXM"
+PRO6000 = "baremetal-8xRTXPRO6000-p2p-ok"
+INCIDENT = "proxmox-q35-guest-8xRTXPRO6000-p2p-NS"
+I440FX = "proxmox-i440fx-guest-2xA6000"
+RTX4090 = "baremetal-4xRTX4090-consumer"
+HYPERVISOR = "proxmox-host-4xRTXPRO6000-vfio"
+MICROVM = "firecracker-microvm-no-gpu"
+ALL = (H100, PRO6000, INCIDENT, I440FX, RTX4090, HYPERVISOR, MICROVM)
+
+
+@cache
+def read(name: str) -> str:
+    return (CAPTURES / f"{name}.json").read_text(encoding="utf-8")
+
+
+def capture(name: str) -> dict[str, Any]:
+    """A fresh copy of a committed capture, safe to change."""
+    return json.loads(read(name))
+
+
+def audit(data: dict[str, Any], **options: Any) -> dict[str, Any]:
+    return facts.audit(ReplaySource(data), facts.resolve_subsets(["all"]), findings.RuleOptions(**options))
+
+
+@cache
+def _audited(name: str) -> str:
+    return json.dumps(audit(capture(name)))
+
+
+def audited(name: str) -> dict[str, Any]:
+    """The audit of an unchanged capture (computed once per run), a fresh copy each call."""
+    return json.loads(_audited(name))
