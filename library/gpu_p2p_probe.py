@@ -15,7 +15,9 @@ description:
   - Times copies per message size (8 B to 256 MiB, 4 KiB to 1 MiB densely) by the peer path and by the
     host-memory path (through a pinned host buffer), and returns them as matrices.
   - Given O(log), reads the output of cuda-samples C(p2pBandwidthLatencyTest) or of C(nvbandwidth) (text, or
-    JSON from C(-j)) instead, told apart by content.
+    JSON from C(-j)) instead, or the probe's own output saved with O(save_log) on an earlier run, told apart by
+    content. Only the probe's own output carries the proof (data checked at the destination); the tools' logs
+    show access and timings, not that the data arrived.
   - Findings in the audit's shape (C(id), C(severity), C(summary), C(evidence), C(remedy)).
   - Read-only; also runs in check mode; C(changed) is always false.
 version_added: "1.0.0"
@@ -26,7 +28,14 @@ options:
         Defaults to the interpreter running this module.
     type: path
   log:
-    description: Output of p2pBandwidthLatencyTest or nvbandwidth (text or C(-j) JSON) to read instead of probing.
+    description:
+      - Output to read instead of probing; p2pBandwidthLatencyTest or nvbandwidth (text or C(-j) JSON), or the
+        probe's own JSON lines kept with O(save_log).
+    type: path
+  save_log:
+    description:
+      - After a real probe, write what the probe printed (JSON lines) to this path on the host, so that the run can
+        be replayed later with O(log), on this host or on the controller. Not written in check mode.
     type: path
   devices:
     description: GPU indexes to probe (CUDA_VISIBLE_DEVICES for the probe). Default every GPU.
@@ -74,6 +83,11 @@ EXAMPLES = r"""
     log: /tmp/p2pBandwidthLatencyTest.out
   delegate_to: localhost
 
+- name: Probe and keep the probe's output, to replay it later with log
+  gpu_p2p_probe:
+    python: /opt/sglang/.venv/bin/python
+    save_log: /var/log/gpuhost/p2p-probe.jsonl
+
 - name: Probe only the GPUs of one tensor-parallel group, small sizes only
   gpu_p2p_probe:
     python: /opt/sglang/.venv/bin/python
@@ -83,7 +97,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 source:
-  description: C(probe) or C(log).
+  description: C(probe), C(log) (a tool's output) or C(probe-log) (the probe's own output, replayed).
   returned: always
   type: str
 tool:
@@ -145,6 +159,7 @@ def get_argument_spec() -> dict:
     return {
         "python": {"type": "path"},
         "log": {"type": "path"},
+        "save_log": {"type": "path"},
         "devices": {"type": "list", "elements": "int"},
         "sizes": {"type": "list", "elements": "int"},
         "proof_bytes": {"type": "int", "default": p2p_harness.DEFAULT_PROOF_BYTES},
@@ -158,14 +173,40 @@ def read_log(module: AnsibleModule) -> dict:
     path = module.params["log"]
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            parsed = parse_p2p_log(handle.read())
+            text = handle.read()
     except OSError as exc:
         module.fail_json(msg=f"cannot read the P2P log {path}: {exc.strerror or exc}")
+    if logic.is_harness_output(text):
+        try:
+            run = logic.parse_harness_output(text)
+        except logic.ProbeInputError as exc:
+            module.fail_json(msg=f"{path} holds the probe's JSON lines but not a whole run: {exc}")
+        return harness_run_result(run, "probe-log")
+    try:
+        parsed = parse_p2p_log(text)
     except P2PToolParseError as exc:
-        module.fail_json(msg=f"{path} is not readable as p2pBandwidthLatencyTest or nvbandwidth output: {exc}")
+        module.fail_json(msg=f"{path} is not readable as p2pBandwidthLatencyTest or nvbandwidth output, nor as the "
+                             f"probe's own output (save_log): {exc}")
     parsed.setdefault("access", None)
     parsed.setdefault("devices", [])
     return {"source": "log", "status": "ok", "hung_at": None, "proof": None, **parsed}
+
+
+def harness_run_result(run: dict, source: str) -> dict:
+    summary = run["summary"]
+    return {"source": source, "status": summary["status"], "hung_at": summary.get("hung_at"),
+            "elapsed_s": summary.get("elapsed_s"), **logic.harness_result(run)}
+
+
+def save_log(module: AnsibleModule, text: str) -> None:
+    path = module.params["save_log"]
+    if not path or module.check_mode:
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:
+        module.warn(f"could not keep the probe's output in {path}: {exc.strerror or exc}")
 
 
 def probe(module: AnsibleModule) -> dict:
@@ -194,8 +235,8 @@ def probe(module: AnsibleModule) -> dict:
     if summary.get("status") == "error":
         module.fail_json(msg=f"the P2P probe failed: {error.get('message') or summary.get('stderr_tail', '')[-1500:]}",
                          harness_error=error)
-    return {"source": "probe", "status": summary["status"], "hung_at": summary.get("hung_at"),
-            "elapsed_s": summary.get("elapsed_s"), **logic.harness_result(run)}
+    save_log(module, result.stdout)
+    return harness_run_result(run, "probe")
 
 
 def main() -> None:

@@ -34,6 +34,11 @@ def empty_matrix(count: int) -> list[list[Any]]:
     return [[None] * count for _ in range(count)]
 
 
+def is_harness_output(text: str) -> bool:
+    """Whether a log is the harness's own JSON lines (it always ends with a summary event)."""
+    return any(event.get("event") == "summary" and "status" in event for event in harness_events(text))
+
+
 def parse_harness_output(text: str) -> dict[str, Any]:
     """The harness's JSON lines as {start, proofs, timings, summary}."""
     start: dict[str, Any] = {}

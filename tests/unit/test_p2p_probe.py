@@ -187,3 +187,77 @@ def test_probe_without_cuda_can_skip(python, capsys):
 def test_probe_with_an_interpreter_that_is_not_there(capsys, tmp_path):
     result = run_module(gpu_p2p_probe.main, {"python": str(tmp_path / "python")}, capsys)
     assert result["failed"] is True and "does not exist" in result["msg"]
+
+
+# --- the probe's own output, kept with save_log and replayed with log -------------------------
+
+
+def test_the_constructed_probe_logs_match_their_builder():
+    import subprocess
+    import sys
+
+    rc = subprocess.run([sys.executable, str(FIXTURES / "build_probe_logs.py"), "--check"], capture_output=True,
+                        text=True)
+    assert rc.returncode == 0, rc.stderr
+
+
+def test_a_replayed_probe_run_keeps_its_proof(capsys):
+    path = FIXTURES / "p2p-probe_8xH100-SXM-nvlink_constructed.jsonl"
+    result = run_module(gpu_p2p_probe.main, {"log": str(path)}, capsys, check_mode=True)
+
+    assert (result["source"], result["status"], result["tool"]) == ("probe-log", "ok", "torch")
+    assert len(result["devices"]) == 8
+    assert result["proof"][0][1] == {"ce_wrong": 0, "sm_wrong": 0, "zeros_at_destination": 0, "elements": 1048576,
+                                     "peer_access": True}
+    assert result["findings"] == []
+
+
+def test_a_replayed_probe_run_without_p2p_is_critical(capsys):
+    path = FIXTURES / "p2p-probe_8xRTXPRO6000-vm-no-p2p_constructed.jsonl"
+    result = run_module(gpu_p2p_probe.main, {"log": str(path)}, capsys)
+
+    ids = [f["id"] for f in result["findings"]]
+    assert "p2p_small_copy_latency" in ids
+    assert "p2p_peer_access_unavailable" in ids
+
+
+def test_a_cut_off_probe_log_says_what_is_missing(tmp_path, capsys):
+    lines = (FIXTURES / "p2p-probe_8xH100-SXM-nvlink_constructed.jsonl").read_text().splitlines()
+    cut = tmp_path / "cut.jsonl"
+    # Without the summary line it is no longer the probe's output, nor a tool's.
+    cut.write_text("\n".join(lines[:-1]) + "\n")
+    result = run_module(gpu_p2p_probe.main, {"log": str(cut)}, capsys)
+
+    assert result["failed"] is True
+    assert "nor as the probe's own output" in result["msg"]
+
+
+def test_save_log_keeps_the_run_for_replay(tmp_path, capsys, monkeypatch):
+    text = (FIXTURES / "p2p-probe_8xRTXPRO6000-baremetal-p2p_constructed.jsonl").read_text()
+    saved = tmp_path / "probe.jsonl"
+
+    class Ran:
+        stdout, stderr, rc, error = text, "", 0, None
+
+    monkeypatch.setattr(gpu_p2p_probe, "python_problem", lambda python: None)
+    monkeypatch.setattr(gpu_p2p_probe, "run_script", lambda *args, **kwargs: Ran())
+    live = run_module(gpu_p2p_probe.main, {"save_log": str(saved)}, capsys)
+    replayed = run_module(gpu_p2p_probe.main, {"log": str(saved)}, capsys)
+
+    assert saved.read_text() == text
+    assert (live["source"], replayed["source"]) == ("probe", "probe-log")
+    assert live["proof"] == replayed["proof"]
+
+
+def test_save_log_writes_nothing_in_check_mode(tmp_path, capsys, monkeypatch):
+    text = (FIXTURES / "p2p-probe_8xRTXPRO6000-baremetal-p2p_constructed.jsonl").read_text()
+    saved = tmp_path / "probe.jsonl"
+
+    class Ran:
+        stdout, stderr, rc, error = text, "", 0, None
+
+    monkeypatch.setattr(gpu_p2p_probe, "python_problem", lambda python: None)
+    monkeypatch.setattr(gpu_p2p_probe, "run_script", lambda *args, **kwargs: Ran())
+    run_module(gpu_p2p_probe.main, {"save_log": str(saved)}, capsys, check_mode=True)
+
+    assert not saved.exists()
