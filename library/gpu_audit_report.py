@@ -77,6 +77,20 @@ reports:
   description: Per host, the paths of its JSON and Markdown reports.
   returned: always
   type: dict
+guest_links:
+  description: >-
+    Per guest that a Proxmox host of the same run runs (DMI product_uuid = the VM's smbios1 uuid): C(proxmox_host),
+    C(vmid), C(proxmox_vm), and for each of the guest's findings fixed on the host (C(p2p_not_supported),
+    C(qemu_machine_i440fx)) its C(remedy) with the C(qm set) commands for that VM. Empty without Proxmox hosts.
+  returned: always
+  type: dict
+  sample:
+    glm5-vm:
+      proxmox_host: pve-node-1
+      vmid: "120"
+      proxmox_vm: glm5
+      remedies:
+        p2p_not_supported: "This guest is VM 120 (glm5) on the Proxmox host pve-node-1 ..."
 """
 
 import json
@@ -138,6 +152,20 @@ def link_guests(hosts: dict) -> dict:
     return {host: enrich_guest_findings(facts, proxmox_hosts) for host, facts in hosts.items()}
 
 
+def guest_links(linked_hosts: dict) -> dict:
+    """Per linked guest, its VM and the host-side remedy of each finding the link filled in."""
+    links: dict[str, dict] = {}
+    for host, facts in sorted(linked_hosts.items()):
+        for finding in facts.get("findings") or []:
+            evidence = finding.get("evidence") or {}
+            if not isinstance(evidence, dict) or "proxmox_host" not in evidence:
+                continue
+            link = links.setdefault(host, {"proxmox_host": evidence["proxmox_host"], "vmid": evidence.get("vmid"),
+                                           "proxmox_vm": evidence.get("proxmox_vm"), "remedies": {}})
+            link["remedies"][finding["id"]] = finding.get("remedy") or ""
+    return links
+
+
 def _sweeps(facts: dict) -> dict[str, list]:
     """The baseline sweep, plus each tuning candidate's when tuning ran."""
     nccl = facts["bench"]["nccl"]
@@ -177,6 +205,7 @@ def main() -> None:
         module.fail_json(msg="captures were given but no captures_dest to write them to")
     files = planned_files(dest, hosts, module.params["fleet"], captures, module.params["captures_dest"],
                           module.params["bench"])
+    links = guest_links(link_guests(hosts))
     changed = {path: content for path, content in files.items() if current_content(path) != content}
     diffs = [{"before_header": path, "after_header": path, "before": current_content(path) or "",
               "after": content} for path, content in changed.items()] if module._diff else []
@@ -190,7 +219,7 @@ def main() -> None:
                                  "set gpu_audit_report_dir to a writable directory")
     reports = {host: {"json": os.path.join(dest, f"{host}.json"), "markdown": os.path.join(dest, f"{host}.md")}
                for host in hosts}
-    result = {"changed": bool(changed), "written": sorted(changed), "reports": reports}
+    result = {"changed": bool(changed), "written": sorted(changed), "reports": reports, "guest_links": links}
     if diffs:
         result["diff"] = diffs
     module.exit_json(**result)

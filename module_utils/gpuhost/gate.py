@@ -343,7 +343,8 @@ def _judge_p2p(out: Decision, host: Host, proof: dict[tuple[int, int], bool], gr
         out.block("p2p_not_supported",
                   f"No working GPU peer-to-peer between {counts['absent'] + counts['failed']} of the {total} pairs of "
                   f"the chosen GPUs {[g.index for g in group]}: every all-reduce goes through host memory."
-                  + (f" The P2P probe saw data not arrive between {', '.join(by_state['failed'])}."
+                  + (" The P2P probe found no peer access, or saw data not arrive, between "
+                     f"{', '.join(by_state['failed'])}."
                      if by_state["failed"] else ""),
                   {"gpus": [g.index for g in group], "statuses": labels,
                    "pairs_absent": by_state["absent"][:16], "pairs_failed_probe": by_state["failed"][:16],

@@ -284,7 +284,9 @@ def enrich_guest_findings(guest_facts: dict[str, Any],
              for link in [link_guest_to_host(guest_facts, host_facts_by_host[host], host)] if link is not None]
     if not links:
         return guest_facts
-    # A cloned VM keeps its smbios1 uuid: name the other matches rather than guess silently.
+    # A cloned VM keeps its smbios1 uuid. The match whose config blocks P2P explains the guest's finding
+    # better than a clone without a blocker; the other matches are named rather than dropped silently.
+    links.sort(key=lambda link: not any(f.get("id") in P2P_BLOCKERS for f in link["findings"]))
     link, others = links[0], [f"{o['host']} VM {o['vmid']}" for o in links[1:]]
     enriched = copy.deepcopy(guest_facts)
     for finding in enriched.get("findings") or []:

@@ -622,3 +622,22 @@ def test_the_report_module_links_guests_in_one_run(tmp_path: Path, capsys: pytes
     markdown = (tmp_path / "glm5-guest.md").read_text()
     assert "on the Proxmox host pve-gpu-01" in markdown and "qm set 120 --revert cpu" in markdown
     assert "## Proxmox VMs" in (tmp_path / "pve-gpu-01.md").read_text()
+
+
+def test_the_report_module_returns_the_links_in_check_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hosts = {"glm5-guest": audited(INCIDENT_GUEST), "pve-gpu-01": audited(NO_CLIQUE),
+             "h100": audited("baremetal-8xH100-SXM")}
+    result = run_module(gpu_audit_report.main, {"dest": str(tmp_path), "hosts": hosts}, capsys, check_mode=True)
+    assert list(tmp_path.iterdir()) == []  # check mode writes nothing
+    assert set(result["guest_links"]) == {"glm5-guest"}
+    link = result["guest_links"]["glm5-guest"]
+    assert (link["proxmox_host"], link["vmid"], link["proxmox_vm"]) == ("pve-gpu-01", 120, "glm5-tp8")
+    assert "qm set 120 --revert cpu" in link["remedies"]["p2p_not_supported"]
+
+
+def test_of_two_clones_the_one_whose_config_blocks_p2p_is_named_first() -> None:
+    # Sorted by name the fixed clone would come first; its config does not explain the guest's finding.
+    hosts = {"pve-a": audited(CLIQUE_OK), "pve-b": audited(NO_CLIQUE)}
+    enriched = enrich_guest_findings(audited(INCIDENT_GUEST), hosts)
+    evidence = finding(enriched, "p2p_not_supported")["evidence"]
+    assert (evidence["proxmox_host"], evidence["also_matched"]) == ("pve-b", ["pve-a VM 120"])
