@@ -20,7 +20,7 @@ SCENARIOS := $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/m
 SCENARIO ?= $(SCENARIOS)
 INVENTORY ?= inventories/local/hosts.yml
 
-.PHONY: help venv torch-venv system-deps image lint unit molecule test audit bench-audit clean
+.PHONY: help venv torch-venv system-deps image lint unit fleet molecule test audit bench-audit clean
 
 help: ## List the targets
 	@echo "Targets:"
@@ -49,6 +49,9 @@ unit: venv ## Unit tests (pytest tests/unit); no tests collected is a failure
 	if [ $$rc -eq 5 ]; then echo "unit: no tests were collected under tests/unit" >&2; fi; \
 	exit $$rc
 
+fleet: venv ## site.yml's audit, bench and gate phases in check mode over tests/fleet (a fleet of captures)
+	pytest tests/fleet -q
+
 # Without a molecule/default scenario, molecule logs "CRITICAL 'molecule/default/molecule.yml'
 # glob failed" and carries on: that line is noise, not an error.
 molecule: venv ## Every molecule scenario, one after another (SCENARIO=name for one)
@@ -62,13 +65,13 @@ molecule: venv ## Every molecule scenario, one after another (SCENARIO=name for 
 
 # Setup steps stop at the first failure; lint, unit and molecule all run, and the last line
 # says which passed.
-test: ## venv, torch-venv, system-deps, image, lint, unit, molecule (what CI runs)
+test: ## venv, torch-venv, system-deps, image, lint, unit, fleet, molecule (what CI runs)
 	@start=$$SECONDS; \
 	for t in venv torch-venv system-deps image; do \
 		$(MAKE) $$t || { echo "make test: setup step '$$t' failed; nothing was tested" >&2; exit 1; }; \
 	done; \
 	passed=""; failed=""; \
-	for t in lint unit molecule; do \
+	for t in lint unit fleet molecule; do \
 		echo "=== make $$t"; \
 		if $(MAKE) $$t; then passed="$$passed $$t"; else failed="$$failed $$t"; fi; \
 	done; \

@@ -95,13 +95,14 @@ author:
   - GPU host audit maintainers
 notes:
   - Supports check mode; reads and changes nothing.
-  - "The EXAMPLES feed it from these inventory variables: C(sglang_model), the model profile;
-    C(sglang_accept_findings), the accepted finding ids; C(sglang_version); C(sglang_known_good_overrides)."
+  - "site.yml (role C(deployment_gate)) feeds it from these inventory variables: C(deploy_model), the model
+    profile; C(deploy_accept_findings), the accepted finding ids; C(deploy_known_good_overrides); the SGLang
+    version is the stack profile's."
 """
 
 EXAMPLES = r"""
 # group_vars for a Proxmox guest with 8x RTX PRO 6000 and no P2P (accepted until the hypervisor is fixed):
-#   sglang_model:
+#   deploy_model:
 #     name: GLM-5-NVFP4
 #     family: glm-5
 #     path: /models/GLM-5-NVFP4
@@ -111,8 +112,7 @@ EXAMPLES = r"""
 #     min_compute_capability: "8.0"
 #     min_driver: "570"
 #     min_cuda: "12.8"
-#   sglang_accept_findings: [p2p_not_supported]
-#   sglang_version: "0.5.9"
+#   deploy_accept_findings: [p2p_not_supported]
 
 - name: Audit the host
   gpu_host_facts:
@@ -133,10 +133,10 @@ EXAMPLES = r"""
     audit: "{{ ansible_facts['gpu_host'] }}"
     bench: "{{ bench }}"
     probe: "{{ probe }}"
-    model: "{{ sglang_model }}"
-    accept: "{{ sglang_accept_findings | default([]) }}"
-    sglang_version: "{{ sglang_version }}"
-    known_good_overrides: "{{ sglang_known_good_overrides | default([]) }}"
+    model: "{{ deploy_model }}"
+    accept: "{{ deploy_accept_findings | default([]) }}"
+    sglang_version: "0.5.10.post1"
+    known_good_overrides: "{{ deploy_known_good_overrides | default([]) }}"
   register: gate
 
 - name: Stop here when the gate blocks
@@ -147,7 +147,7 @@ EXAMPLES = r"""
 - name: Record a backend setting verified on this version, for this site only
   deploy_gate:
     audit: "{{ ansible_facts['gpu_host'] }}"
-    model: "{{ sglang_model }}"
+    model: "{{ deploy_model }}"
     sglang_version: "0.5.12"
     known_good_overrides:
       - id: site-sm120-glm5-0512
