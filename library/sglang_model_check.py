@@ -1,0 +1,173 @@
+#!/usr/bin/python
+"""Ansible module: check a model directory as the service user sees it before a server is started on it."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_model_check
+short_description: Check that a model directory is there, readable by the service user, and of the expected size
+description:
+  - Walks O(path) as O(user) (the module forks and drops to that user's uid, gid and groups, so permissions,
+    ACLs and unreadable parent directories count as they will for the server), lists the weight files
+    (C(*.safetensors), C(*.bin), C(*.pt), C(*.pth), C(*.gguf), symbolic links followed) and opens each for reading.
+  - Compares their total size with O(expected_gib), the model profile's weights size, within O(tolerance).
+  - Reads only; supports check mode.
+version_added: "1.0.0"
+options:
+  path:
+    description: The model directory, as given to SGLang's C(--model-path).
+    type: path
+    required: true
+  user:
+    description:
+      - The user to check as, the service's C(User=). Needs root unless it is the user running the module.
+      - Empty checks as the user running the module.
+    type: str
+    default: ""
+  expected_gib:
+    description: The size of the weights the model profile gives, in GiB (2^30 bytes). 0 checks presence only.
+    type: float
+    required: true
+  tolerance:
+    description: How far the found size may be from O(expected_gib), as a fraction of it.
+    type: float
+    default: 0.1
+  fail_on_problem:
+    description: Fail when a problem is found. With C(false) the problems are returned and the task passes.
+    type: bool
+    default: true
+author:
+  - GPU host audit maintainers
+"""
+
+EXAMPLES = r"""
+- name: Check the model before the server starts
+  sglang_model_check:
+    path: /models/GLM-5-NVFP4
+    user: sglang
+    expected_gib: 405
+"""
+
+RETURN = r"""
+ok:
+  description: Whether the directory passed every check.
+  returned: always
+  type: bool
+found_gib:
+  description: Total size of the readable weight files, GiB.
+  returned: always
+  type: float
+  sample: 404.6
+expected_gib:
+  description: O(expected_gib) as read.
+  returned: always
+  type: float
+files:
+  description: Number of readable weight files.
+  returned: always
+  type: int
+  sample: 83
+unreadable:
+  description: Entries O(user) cannot read, relative to O(path) (directories end in C(/)).
+  returned: always
+  type: list
+  elements: str
+problems:
+  description: Each problem, with what was expected, what was found and what to do.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+import os
+import pwd
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuhost.model_dir import Listing, judge, walk
+
+
+def get_argument_spec() -> dict:
+    return {
+        "path": {"type": "path", "required": True},
+        "user": {"type": "str", "default": ""},
+        "expected_gib": {"type": "float", "required": True},
+        "tolerance": {"type": "float", "default": 0.1},
+        "fail_on_problem": {"type": "bool", "default": True},
+    }
+
+
+def walk_as(module: AnsibleModule, path: str, user: str) -> Listing:
+    """walk(path) with user's credentials, in a child process; the parent keeps its own."""
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        module.fail_json(msg=f"sglang_model_check: the user {user} does not exist; expected the service user "
+                             "(created with the serving virtual environment). Create it first, or set the user.")
+    if entry.pw_uid == os.geteuid():
+        return walk(path)
+    if os.geteuid() != 0:
+        module.fail_json(msg=f"sglang_model_check: checking as {user} needs root (become: true); running as uid "
+                             f"{os.geteuid()}.")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_end)
+        status = 0
+        try:
+            os.setgroups(os.getgrouplist(user, entry.pw_gid))
+            os.setgid(entry.pw_gid)
+            os.setuid(entry.pw_uid)
+            payload = {"listing": walk(path).as_dict()}
+        except BaseException:  # whatever happens, the parent must hear about it
+            payload = {"error": traceback.format_exc(limit=3)}
+            status = 1
+        with os.fdopen(write_end, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(payload))
+        os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, encoding="utf-8") as handle:
+        raw = handle.read()
+    os.waitpid(pid, 0)
+    payload = None
+    try:
+        payload = json.loads(raw)
+        return Listing.from_dict(payload["listing"])
+    except (ValueError, KeyError, TypeError):
+        module.fail_json(msg=f"sglang_model_check: walking {path} as {user} failed.",
+                         error=(payload.get("error") if isinstance(payload, dict) else None) or raw[-2000:])
+    raise AssertionError("unreachable")
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
+    params = module.params
+    if params["expected_gib"] < 0 or params["tolerance"] < 0:
+        module.fail_json(msg="sglang_model_check: expected_gib and tolerance must be 0 or more; got "
+                             f"{params['expected_gib']} and {params['tolerance']}.")
+    user = params["user"]
+    listing = walk_as(module, params["path"], user) if user else walk(params["path"])
+    verdict = judge(listing, params["expected_gib"], params["tolerance"], user)
+    result = {
+        "changed": False,
+        "ok": verdict.ok,
+        "found_gib": verdict.found_gib,
+        "expected_gib": verdict.expected_gib,
+        "files": len(listing.files),
+        "unreadable": listing.unreadable,
+        "problems": verdict.problems,
+    }
+    if verdict.ok:
+        result["msg"] = (f"{params['path']}: {len(listing.files)} weight files, {verdict.found_gib:.1f} GiB "
+                         f"(expected {verdict.expected_gib:g}), readable by {user or 'this user'}")
+    else:
+        result["msg"] = "sglang_model_check: " + " ".join(verdict.problems)
+        if params["fail_on_problem"]:
+            module.fail_json(**result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""A model directory before a server loads it: there, readable, and as large as the model profile says.
+
+``walk`` lists the weight files under a directory as whoever runs it can see them (the module
+sglang_model_check runs it as the service user); ``judge`` compares the total with the profile's
+``weights_gib``. A weights size far from the profile means a partial download, the wrong quantization
+or the wrong model: SGLang would find out minutes into loading, or not at all.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+GIB = 1024**3
+# The formats SGLang loads (safetensors, PyTorch pickles, GGUF). Tokenizer and config files are small
+# enough not to matter to the total.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+def is_weight_file(name: str) -> bool:
+    return name.lower().endswith(WEIGHT_SUFFIXES)
+
+
+@dataclass
+class Listing:
+    """What a walk of the directory found."""
+
+    path: str
+    exists: bool = True
+    is_dir: bool = True
+    readable: bool = True
+    files: list[tuple[str, int]] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for _, size in self.files)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "exists": self.exists, "is_dir": self.is_dir, "readable": self.readable,
+                "files": [list(item) for item in self.files], "unreadable": self.unreadable}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Listing:
+        return cls(path=str(data["path"]), exists=bool(data["exists"]), is_dir=bool(data["is_dir"]),
+                   readable=bool(data["readable"]), files=[(str(n), int(s)) for n, s in data["files"]],
+                   unreadable=[str(n) for n in data["unreadable"]])
+
+
+def walk(path: str) -> Listing:
+    """Every weight file under path (following symbolic links to files, as Hugging Face caches use)
+    with its size, and what could not be read: directories that cannot be listed, weight files that
+    cannot be opened for reading, links that lead nowhere."""
+    listing = Listing(path=path)
+    if not os.path.lexists(path):
+        listing.exists = listing.is_dir = listing.readable = False
+        return listing
+    if not os.path.isdir(path):
+        listing.is_dir = False
+        listing.readable = os.access(path, os.R_OK)
+        return listing
+    if not os.access(path, os.R_OK | os.X_OK):
+        listing.readable = False
+        return listing
+
+    def unreadable_dir(err: OSError) -> None:
+        listing.unreadable.append(os.path.relpath(err.filename or path, path) + "/")
+
+    for root, _dirs, names in os.walk(path, onerror=unreadable_dir):
+        for name in sorted(names):
+            if not is_weight_file(name):
+                continue
+            full = os.path.join(root, name)
+            relative = os.path.relpath(full, path)
+            try:
+                size = os.stat(full).st_size
+                with open(full, "rb"):
+                    pass
+            except OSError:
+                listing.unreadable.append(relative)
+                continue
+            listing.files.append((relative, size))
+    listing.files.sort()
+    listing.unreadable.sort()
+    return listing
+
+
+@dataclass
+class Judgement:
+    ok: bool
+    found_gib: float
+    expected_gib: float
+    problems: list[str]
+
+
+def judge(listing: Listing, expected_gib: float, tolerance: float, user: str = "") -> Judgement:
+    """Whether the directory holds readable weights within tolerance (a fraction) of expected_gib."""
+    who = f"the user {user}" if user else "this user"
+    found = listing.total_bytes / GIB
+    problems: list[str] = []
+    if not listing.exists:
+        problems.append(f"{listing.path} does not exist; expected the model's directory there. Download or "
+                        "copy the model first, or correct the model path.")
+    elif not listing.is_dir:
+        problems.append(f"{listing.path} is a file, not a directory; SGLang's --model-path takes the directory "
+                        "that holds config.json and the weights.")
+    elif not listing.readable:
+        problems.append(f"{who} cannot list {listing.path}; give it read and execute permission on the "
+                        "directory (and on the directories above it).")
+    else:
+        if listing.unreadable:
+            shown = ", ".join(listing.unreadable[:5]) + (" ..." if len(listing.unreadable) > 5 else "")
+            problems.append(f"{who} cannot read {len(listing.unreadable)} entries under {listing.path}: {shown}; "
+                            "fix their ownership or mode.")
+        if not listing.files and not listing.unreadable:
+            problems.append(f"no weight files ({', '.join('*' + s for s in WEIGHT_SUFFIXES)}) under "
+                            f"{listing.path}; expected about {expected_gib:g} GiB of them.")
+        elif expected_gib > 0 and abs(found - expected_gib) > tolerance * expected_gib:
+            problems.append(
+                f"the weight files under {listing.path} hold {found:.1f} GiB in {len(listing.files)} files; the "
+                f"model profile expects {expected_gib:g} GiB (within {tolerance:.0%}). A partial download, another "
+                "quantization or another model? Finish the download, or correct the profile's weights_gib.")
+    return Judgement(ok=not problems, found_gib=round(found, 3), expected_gib=expected_gib, problems=problems)

@@ -1,0 +1,179 @@
+"""The converged container: v1 of GLM-5-NVFP4 served by the stand-in under the role's hardened unit,
+after side_effect's bad versions were rolled back."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+# podman exec directly: through Ansible every command costs seconds.
+testinfra_hosts = ["podman://sglang-serve"]
+
+SERVICE = "sglang-glm-5-nvfp4.service"
+UNIT = f"/etc/systemd/system/{SERVICE}"
+ENV = "/etc/sglang/glm-5-nvfp4.env"
+SECRET = "/etc/sglang/glm-5-nvfp4.yaml"
+BACKUPS = "/var/lib/sglang-serve/glm-5-nvfp4"
+KEY = "molecule-key-7f3a9c2e5b8d4e1f"
+# The goal for `systemd-analyze security`: 3.0 or lower ("OK" starts below 4.0).
+MAX_EXPOSURE = 3.0
+GATE_ARGS = "--tp 8 --nsa-decode-backend trtllm --disable-custom-all-reduce"
+
+
+@pytest.fixture(scope="module")
+def main_pid(host) -> int:
+    pid = int(host.check_output(f"systemctl show --property=MainPID --value {SERVICE}"))
+    assert pid > 0, f"{SERVICE} has no main process"
+    return pid
+
+
+def exposure(output: str) -> float:
+    match = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", output)
+    assert match, output[-500:]
+    return float(match.group(1))
+
+
+def api(host, path: str, key: str | None = None) -> tuple[int, str]:
+    """GET path on the server from inside the container (no curl there): status and body."""
+    header = f"{{'Authorization': 'Bearer {key}'}}" if key else "{}"
+    script = (
+        "import urllib.request, urllib.error\n"
+        f"req = urllib.request.Request('http://127.0.0.1:30000{path}', headers={header})\n"
+        "try:\n    r = urllib.request.urlopen(req, timeout=5); print(r.status); print(r.read().decode())\n"
+        "except urllib.error.HTTPError as e:\n    print(e.code); print(e.read().decode())\n"
+    )
+    out = host.check_output("python3 -c %s", script)
+    status, _, body = out.partition("\n")
+    return int(status), body
+
+
+def test_service_is_active_and_enabled(host) -> None:
+    service = host.service(SERVICE)
+    assert service.is_running
+    assert service.is_enabled
+
+
+def test_unit_installed_and_clean_for_systemd(host) -> None:
+    unit = host.file(UNIT)
+    assert (unit.user, unit.group, unit.mode) == ("root", "root", 0o644)
+    verify = host.run(f"systemd-analyze verify {UNIT}")
+    assert verify.rc == 0 and verify.stdout == "" and verify.stderr == "", verify.stderr
+
+
+def test_unit_keeps_the_sandbox_a_cuda_server_needs(host) -> None:
+    content = host.file(UNIT).content_string
+    for line in ("DevicePolicy=closed", "DeviceAllow=char-nvidia* rw", "NoNewPrivileges=yes", "ProtectSystem=strict",
+                 "PrivateUsers=yes", "SystemCallFilter=@system-service", "CapabilityBoundingSet=",
+                 "LoadCredential=sglang.yaml:/etc/sglang/glm-5-nvfp4.yaml"):
+        assert line in content.splitlines(), line
+    settings = [line.split("=", 1)[0] for line in content.splitlines() if not line.startswith("#")]
+    assert "PrivateDevices" not in settings  # it would hide the GPUs
+    assert "MemoryDenyWriteExecute" not in settings  # Triton and the CUDA JIT write code
+
+
+def test_exposure_of_the_running_unit(host) -> None:
+    score = exposure(host.check_output(f"systemd-analyze security --no-pager {SERVICE}"))
+    print(f"systemd-analyze security {SERVICE}: {score}")
+    assert score <= MAX_EXPOSURE
+
+
+def test_exposure_of_the_unit_file_offline(host) -> None:
+    # The unit file as a production host loads it, rated without the container's runtime state.
+    score = exposure(host.check_output(f"systemd-analyze security --offline=true --no-pager {UNIT}"))
+    print(f"systemd-analyze security --offline=true {UNIT}: {score}")
+    assert score <= MAX_EXPOSURE
+
+
+def test_sandbox_applies_to_the_running_server(host, main_pid: int) -> None:
+    status = dict(line.split(":", 1) for line in host.file(f"/proc/{main_pid}/status").content_string.splitlines())
+    assert status["NoNewPrivs"].strip() == "1"
+    assert status["Seccomp"].strip() == "2"  # a filter is installed
+    assert status["CapEff"].strip() == "0000000000000000"
+    assert host.check_output(f"readlink /proc/{main_pid}/ns/mnt") != host.check_output("readlink /proc/1/ns/mnt")
+    assert host.check_output(f"readlink /proc/{main_pid}/ns/user") != host.check_output("readlink /proc/1/ns/user")
+    # ProtectSystem=strict: the whole tree read-only but for the API file systems and the unit's own
+    # directories; a write to /usr fails.
+    mounts = [line.split() for line in host.file(f"/proc/{main_pid}/mountinfo").content_string.splitlines()]
+    root = [fields for fields in mounts if fields[4] == "/"]
+    assert root and "ro" in root[-1][5].split(","), root
+
+
+def test_runs_as_the_service_user(host, main_pid: int) -> None:
+    assert host.check_output(f"ps -o user= -p {main_pid}") == "sglang"
+    # SGLang's scheduler and detokenizer processes, where there are any: the same user.
+    users = host.check_output(f"ps -o user= --ppid {main_pid} || true")
+    assert set(users.split()) <= {"sglang"}
+
+
+def test_listens_only_on_loopback_30000(host, main_pid: int) -> None:
+    listening = host.check_output("ss -H -ltnp").splitlines()
+    ours = [line for line in listening if f"pid={main_pid}," in line]
+    assert [line.split()[3] for line in ours] == ["127.0.0.1:30000"], listening
+
+
+def test_command_line_has_the_gate_settings_and_no_key(host, main_pid: int) -> None:
+    cmdline = host.file(f"/proc/{main_pid}/cmdline").content_string.replace("\0", " ")
+    assert cmdline.startswith("/opt/sglang/venv/bin/python -m sglang.launch_server --config "
+                              f"/run/credentials/{SERVICE}/sglang.yaml ")
+    assert "--model-path /models/GLM-5-NVFP4 --served-model-name GLM-5-NVFP4 --host 127.0.0.1 --port 30000" in cmdline
+    assert GATE_ARGS in cmdline
+    assert KEY not in cmdline
+    assert KEY not in host.check_output("ps -eo args")
+
+
+def test_key_absent_from_unit_and_systemd(host) -> None:
+    assert KEY not in host.file(UNIT).content_string
+    assert KEY not in host.check_output(f"systemctl show {SERVICE}")
+    assert KEY not in host.run(f"systemctl status --no-pager --lines=0 {SERVICE}").stdout
+    assert KEY not in host.file(ENV).content_string
+
+
+def test_key_file_is_roots_alone(host) -> None:
+    secret = host.file(SECRET)
+    assert (secret.user, secret.group, secret.mode) == ("root", "root", 0o600)
+    assert secret.content_string.splitlines()[-1] == f'api-key: "{KEY}"'
+
+
+def test_environment_file_carries_the_gate_environment(host, main_pid: int) -> None:
+    env = host.file(ENV)
+    assert (env.user, env.group, env.mode) == ("root", "root", 0o600)
+    lines = [line for line in env.content_string.splitlines() if not line.startswith("#")]
+    assert lines == ['CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7"', 'NCCL_P2P_DISABLE="1"']
+    # The server's own environment: systemd read the file into it.
+    environ = host.file(f"/proc/{main_pid}/environ").content_string.split("\0")
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in environ
+    assert "NCCL_P2P_DISABLE=1" in environ
+    assert "HOME=/var/cache/sglang-glm-5-nvfp4" in environ
+    assert not any(KEY in item for item in environ)
+
+
+def test_api_needs_the_key(host) -> None:
+    status, body = api(host, "/v1/models")
+    assert status == 401, body
+    status, body = api(host, "/v1/models", "wrong-key")
+    assert status == 401, body
+    status, body = api(host, "/v1/models", KEY)
+    assert status == 200, body
+    assert [model["id"] for model in json.loads(body)["data"]] == ["GLM-5-NVFP4"]
+    assert api(host, "/health")[0] == 200
+
+
+def test_previous_files_kept_for_rollback(host) -> None:
+    backups = host.file(BACKUPS)
+    assert (backups.user, backups.mode) == ("root", 0o700)
+    # Taken from v1 when side_effect's bad versions were deployed over it, and restored from.
+    assert sorted(backups.listdir()) == ["glm-5-nvfp4.env", "glm-5-nvfp4.yaml", SERVICE]
+    for copy, live in ((SERVICE, UNIT), ("glm-5-nvfp4.env", ENV), ("glm-5-nvfp4.yaml", SECRET)):
+        kept = host.file(f"{BACKUPS}/{copy}")
+        assert (kept.user, kept.mode) == ("root", 0o600)
+        assert kept.sha256sum == host.file(live).sha256sum, copy
+
+
+def test_failed_first_deployment_left_nothing(host) -> None:
+    assert host.check_output("systemctl show --property=LoadState --value sglang-dies-at-once.service") == "not-found"
+    for path in ("/etc/systemd/system/sglang-dies-at-once.service", "/etc/sglang/dies-at-once.env",
+                 "/etc/sglang/dies-at-once.yaml"):
+        assert not host.file(path).exists, path
+    assert "30001" not in host.check_output("ss -H -ltn")
