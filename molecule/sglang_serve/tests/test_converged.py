@@ -162,13 +162,12 @@ def test_api_needs_the_key(host) -> None:
 
 def test_previous_files_kept_for_rollback(host) -> None:
     backups = host.file(BACKUPS)
-    assert (backups.user, backups.mode) == ("root", 0o700)
+    assert (backups.user, backups.mode) == ("root", 0o700)  # the key file is among them
     # Taken from v1 when side_effect's bad versions were deployed over it, and restored from.
     assert sorted(backups.listdir()) == ["glm-5-nvfp4.env", "glm-5-nvfp4.yaml", SERVICE]
     for copy, live in ((SERVICE, UNIT), ("glm-5-nvfp4.env", ENV), ("glm-5-nvfp4.yaml", SECRET)):
-        kept = host.file(f"{BACKUPS}/{copy}")
-        assert (kept.user, kept.mode) == ("root", 0o600)
-        assert kept.sha256sum == host.file(live).sha256sum, copy
+        kept, current = host.file(f"{BACKUPS}/{copy}"), host.file(live)
+        assert (kept.user, kept.mode, kept.sha256sum) == (current.user, current.mode, current.sha256sum), copy
 
 
 def test_failed_first_deployment_left_nothing(host) -> None:
