@@ -998,7 +998,7 @@ def _lspci_cap_id(name: str, extended: bool) -> int | None:
             # lspci before 3.6 prints undecoded extended ids as "#15".
             try:
                 return int(name[1:].split()[0], 16)
-            except ValueError:
+            except (ValueError, IndexError):  # "#" with no id after it
                 return None
         if name.startswith("Extended Capability ID"):
             try:

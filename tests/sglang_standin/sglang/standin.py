@@ -85,16 +85,17 @@ def parse_config(text: str) -> list[str]:
         if not sep or not key.strip():
             raise ConfigError(f"line {number}: expected 'key: value', found {raw!r}")
         value = value.strip()
+        flag = "--" + key.strip().replace("_", "-")
         if value.startswith('"'):
+            # A quoted value is a string, even "true": YAML only reads bare true/false as booleans.
             try:
-                value = json.loads(value)
+                argv += [flag, str(json.loads(value))]
             except json.JSONDecodeError as err:
                 raise ConfigError(f"line {number}: unreadable quoted value ({err})") from err
-        flag = "--" + key.strip().replace("_", "-")
-        if value == "true":
+        elif value == "true":
             argv.append(flag)
         elif value != "false":
-            argv += [flag, str(value)]
+            argv += [flag, value]
     return argv
 
 
