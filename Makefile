@@ -20,7 +20,7 @@ SCENARIOS := $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/m
 SCENARIO ?= $(SCENARIOS)
 INVENTORY ?= inventories/local/hosts.yml
 
-.PHONY: help venv torch-venv system-deps image lint unit fleet molecule test audit bench-audit clean
+.PHONY: help venv torch-venv system-deps image lint unit fleet molecule test audit bench-audit time-extension-build clean
 
 help: ## List the targets
 	@echo "Targets:"
@@ -83,6 +83,9 @@ audit: venv ## Audit the hosts in INVENTORY (default: this machine); reports und
 
 bench-audit: venv ## Time the audit (scripts/bench_audit.py)
 	$(PYTHON) scripts/bench_audit.py
+
+time-extension-build: venv ## Time first build, wheelhouse install, no-op re-run (scripts/time_extension_build.py)
+	$(PYTHON) scripts/time_extension_build.py
 
 clean: ## Remove .venv, .cache and tool caches (reports/ and the test image stay)
 	rm -rf .venv .cache .pytest_cache .ruff_cache .hypothesis
