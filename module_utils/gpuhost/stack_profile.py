@@ -58,15 +58,15 @@ class _Checker:
             return default
         return value
 
-    def mapping(self, data: dict[str, Any], key: str, path: str, required: bool = True) -> dict[str, Any]:
+    def mapping(self, data: dict[str, Any], key: str, path: str) -> dict[str, Any] | None:
+        """The mapping under key, or None (and a problem) when it is missing or not a mapping."""
         if key not in data or data[key] is None:
-            if required:
-                self.problem(f"{path}.{key}", "a mapping", missing=True)
-            return {}
+            self.problem(f"{path}.{key}", "a mapping", missing=True)
+            return None
         value = data[key]
         if not isinstance(value, dict):
             self.problem(f"{path}.{key}", "a mapping", value)
-            return {}
+            return None
         return value
 
     def strings(self, data: dict[str, Any], key: str, path: str, pattern: re.Pattern[str] | None = None,
@@ -87,7 +87,7 @@ class _Checker:
 
     def source(self, data: dict[str, Any], path: str) -> dict[str, Any]:
         source = self.mapping(data, "source", path)
-        if not source:
+        if source is None:
             return {}
         where = f"{path}.source"
         kind = source.get("type")
@@ -125,8 +125,8 @@ def validate(profile: Any, source: str, expected_name: str = "") -> dict[str, An
                                     required=True, non_empty=True)
 
     torch = check.mapping(profile, "torch", root)
-    result["torch"] = dict(torch)
-    if torch:
+    result["torch"] = dict(torch or {})
+    if torch is not None:
         result["torch"]["version"] = check.string(torch, "version", f"{root}.torch", _VERSION,
                                                   'a string such as "2.9.1"')
         result["torch"]["index_url"] = check.string(torch, "index_url", f"{root}.torch", required=False)
@@ -160,8 +160,8 @@ def validate(profile: Any, source: str, expected_name: str = "") -> dict[str, An
         result["extensions"].append(item)
 
     sglang = check.mapping(profile, "sglang", root)
-    result["sglang"] = dict(sglang)
-    if sglang:
+    result["sglang"] = dict(sglang or {})
+    if sglang is not None:
         where = f"{root}.sglang"
         result["sglang"]["version"] = check.string(sglang, "version", where, _VERSION,
                                                    'a string such as "0.5.10.post1"')

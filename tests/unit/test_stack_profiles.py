@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ansible.module_utils.gpuhost import stack_profile
 from ansible.module_utils.gpuhost.stack_profile import ProfileError, validate, validate_file
@@ -109,6 +111,14 @@ def test_a_missing_key_is_named(path: list[Any], expected: str) -> None:
     assert len(found) == 1 and found[0].startswith(expected), found
 
 
+@pytest.mark.parametrize("key", ["torch", "sglang"])
+def test_an_empty_mapping_still_needs_its_keys(key: str) -> None:
+    # Found by the property test below: {} once passed for a torch without a version.
+    profile = shipped("sm120-cu128")
+    profile[key] = {}
+    assert problems(profile)[0].startswith(f"serving_stack.{key}.version: missing")
+
+
 def test_an_unquoted_version_is_told_to_be_quoted() -> None:
     profile = shipped("sm120-cu128")
     profile["python"] = 3.1  # what YAML makes of python: 3.10
@@ -164,6 +174,39 @@ def test_summary_names_the_stack() -> None:
         "sm90-cu128: SGLang 0.5.10.post1 on torch 2.9.1 (CUDA 12.8), Python 3.12, archs 9.0; "
         "extensions flash-attn 2.8.3, sglang-kernel 0.4.1"
     )
+
+
+# What YAML can produce: scalars, lists and mappings, nested.
+YAML_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=YAML_VALUES)
+def test_any_file_content_is_accepted_or_refused_with_the_profile_error(data: Any) -> None:
+    try:
+        validate_file(data, "random.yml")
+    except ProfileError as error:
+        assert error.problems and all(isinstance(problem, str) for problem in error.problems)
+
+
+KEYS = ["name", "python", "cuda", "archs", "torch", "packages", "extensions", "sglang", "description"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(changes=st.dictionaries(st.sampled_from(KEYS), YAML_VALUES, max_size=4))
+def test_a_damaged_shipped_profile_is_refused_with_the_profile_error(changes: dict[str, Any]) -> None:
+    profile = shipped("sm120-cu128")
+    profile.update(changes)
+    try:
+        result = validate(profile, "damaged.yml")
+    except ProfileError as error:
+        assert all(problem.startswith("serving_stack") for problem in error.problems), error.problems
+    else:
+        assert result["archs"] and result["python"] and result["torch"]["version"]
 
 
 @pytest.fixture(scope="module")

@@ -114,3 +114,12 @@ def test_launch_server_help_stops_at_the_gpu_stack(host) -> None:
     result = host.run(f"runuser -u sglang -- {PYTHON} -B -m sglang.launch_server --help")
     assert result.rc != 0
     assert result.stderr.strip().splitlines()[-1] == "ModuleNotFoundError: No module named 'triton'"
+
+
+def test_syncs_kept_the_extension_installed_outside_the_locks(host) -> None:
+    # six stands for a wheel cuda_extension built and installed: in the profile's extensions, in no lock.
+    freeze = host.file(f"{REQUIREMENTS}/freeze.txt").content_string.splitlines()
+    assert "six==1.17.0" in freeze
+    for layer in ("base", "sglang"):
+        assert not re.search(r"^six==", host.file(f"{REQUIREMENTS}/{layer}.lock").content_string, re.MULTILINE)
+    assert "torch==2.13.0+cpu\nsix==1.17.0\n" in host.file(f"{REQUIREMENTS}/sglang.constraints.txt").content_string
