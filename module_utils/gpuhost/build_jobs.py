@@ -313,6 +313,20 @@ def _in_use(current: int, stat_text: str | None, key: str, where: str) -> int:
     return max(0, current - inactive)
 
 
+def _memory_level(limits, level, shown: str, limit_file: str, usage_file: str, inactive_key: str,
+                  version: str) -> None:
+    """One cgroup level's memory limit and what is in use under it (v1 and v2 differ only in file names)."""
+    maximum = _read(level / limit_file)
+    usage = _read(level / usage_file)
+    if maximum is None or usage is None:
+        return
+    limit = parse_limit_bytes(maximum, f"{shown}/{limit_file}")
+    if limit is not None:
+        used = _in_use(parse_bytes(usage, f"{shown}/{usage_file}"), _read(level / "memory.stat"), inactive_key,
+                       f"{shown}/memory.stat")
+        limits.memory(limit, used, f"{version} {limit_file} at {shown}")
+
+
 def read_cgroup_limits(root: str | os.PathLike[str] = "/") -> _Limits:
     base = Path(root)
     limits = _Limits()
@@ -328,14 +342,7 @@ def read_cgroup_limits(root: str | os.PathLike[str] = "/") -> _Limits:
         if (mount / "cgroup.controllers").exists():
             for level in _levels(mount, v2_path):
                 shown = "/" + str(level.relative_to(base))
-                maximum = _read(level / "memory.max")
-                current = _read(level / "memory.current")
-                if maximum is not None and current is not None:
-                    limit = parse_limit_bytes(maximum, f"{shown}/memory.max")
-                    if limit is not None:
-                        used = _in_use(parse_bytes(current, f"{shown}/memory.current"),
-                                       _read(level / "memory.stat"), "inactive_file", f"{shown}/memory.stat")
-                        limits.memory(limit, used, f"cgroup v2 memory.max at {shown}")
+                _memory_level(limits, level, shown, "memory.max", "memory.current", "inactive_file", "cgroup v2")
                 cpu_max = _read(level / "cpu.max")
                 if cpu_max is not None:
                     cpus = parse_cpu_max(cpu_max, f"{shown}/cpu.max")
@@ -347,14 +354,8 @@ def read_cgroup_limits(root: str | os.PathLike[str] = "/") -> _Limits:
         if mount.is_dir():
             for level in _levels(mount, v1_paths["memory"]):
                 shown = "/" + str(level.relative_to(base))
-                maximum = _read(level / "memory.limit_in_bytes")
-                usage = _read(level / "memory.usage_in_bytes")
-                if maximum is not None and usage is not None:
-                    limit = parse_limit_bytes(maximum, f"{shown}/memory.limit_in_bytes")
-                    if limit is not None:
-                        used = _in_use(parse_bytes(usage, f"{shown}/memory.usage_in_bytes"),
-                                       _read(level / "memory.stat"), "total_inactive_file", f"{shown}/memory.stat")
-                        limits.memory(limit, used, f"cgroup v1 memory.limit_in_bytes at {shown}")
+                _memory_level(limits, level, shown, "memory.limit_in_bytes", "memory.usage_in_bytes",
+                              "total_inactive_file", "cgroup v1")
     cpu_key = "cpu" if "cpu" in v1_paths else None
     if cpu_key is not None:
         mount = next((cgroup / name for name in ("cpu", "cpu,cpuacct") if (cgroup / name).is_dir()), None)
