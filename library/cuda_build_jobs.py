@@ -155,7 +155,7 @@ plan:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.build_jobs import JobsError, count_targets, plan_jobs, read_resources
+from ansible.module_utils.gpuhost.serving.build_jobs import JobsError, count_targets, plan_jobs, read_resources
 
 
 def get_argument_spec() -> dict:

@@ -82,7 +82,7 @@ options:
   known_good_overrides:
     description:
       - Entries added to the known-good table, checked before the shipped ones, each C({id, arch, models,
-        sglang_versions, flags, env, purpose, source, note}) (see C(module_utils/gpuhost/known_good.py)). An entry
+        sglang_versions, flags, env, purpose, source, note}) (see C(module_utils/gpuhost/gate/known_good.py)). An entry
         with the id of a shipped one replaces it; C(disabled) C(true) removes it.
     type: list
     elements: dict
@@ -267,7 +267,7 @@ summary:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.gate import decide
+from ansible.module_utils.gpuhost.gate.decide import decide
 
 
 def get_argument_spec() -> dict:

@@ -98,9 +98,9 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.plot import sweep_svg
-from ansible.module_utils.gpuhost.proxmox_remedy import enrich_guest_findings
-from ansible.module_utils.gpuhost.report import fleet_markdown, host_markdown, merge_bench, report_json
+from ansible.module_utils.gpuhost.report.plot import sweep_svg
+from ansible.module_utils.gpuhost.report.render import fleet_markdown, host_markdown, merge_bench, report_json
+from ansible.module_utils.gpuhost.rules.proxmox_plans import enrich_guest_findings
 
 
 def get_argument_spec() -> dict:

@@ -144,10 +144,10 @@ findings:
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost import p2p_harness
-from ansible.module_utils.gpuhost import p2p_probe_logic as logic
-from ansible.module_utils.gpuhost.harness_runner import KILL_GRACE_S, python_problem, run_script, write_json
-from ansible.module_utils.gpuhost.p2p_tools import P2PToolParseError, parse_p2p_log
+from ansible.module_utils.gpuhost.bench import p2p_harness
+from ansible.module_utils.gpuhost.bench import p2p_judge as logic
+from ansible.module_utils.gpuhost.bench.harness_runner import KILL_GRACE_S, python_problem, run_script, write_json
+from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import P2PToolParseError, parse_p2p_log
 
 HINTS = {
     "no_torch": "Point `python` at the serving venv's interpreter (it has torch).",

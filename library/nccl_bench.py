@@ -270,9 +270,9 @@ startup_s:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.comm_model import CommModelError, add_comm_floor
-from ansible.module_utils.gpuhost.nccl_bench_logic import COLLECTIVES, ENGINES, BenchInputError
-from ansible.module_utils.gpuhost.nccl_bench_run import (
+from ansible.module_utils.gpuhost.bench.comm_model import CommModelError, add_comm_floor
+from ansible.module_utils.gpuhost.bench.nccl_judge import COLLECTIVES, ENGINES, BenchInputError
+from ansible.module_utils.gpuhost.bench.nccl_runner import (
     DEFAULT_STARTUP_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     BenchFailure,

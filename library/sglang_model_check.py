@@ -86,7 +86,7 @@ import pwd
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.model_dir import Listing, judge, walk
+from ansible.module_utils.gpuhost.serving.model_dir import Listing, judge, walk
 
 
 def get_argument_spec() -> dict:

@@ -109,7 +109,7 @@ from typing import Any
 from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.sglang_smoke import (
+from ansible.module_utils.gpuhost.serving.sglang_smoke import (
     Sample,
     completion_request,
     excerpt,

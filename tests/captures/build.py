@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build the host captures in tests/captures/ from compact host descriptions.
 
-A capture (format "gpuhost-capture/1", see module_utils/gpuhost/source.py) holds
+A capture (format "gpuhost-capture/1", see module_utils/gpuhost/audit/source.py) holds
 what the audit read from one host: files, directory listings, symlink targets,
 real paths, command outputs and an NVML snapshot. The hosts below are described
 the way one would draw them on a whiteboard: PCI devices with their ids, driver,
@@ -50,8 +50,8 @@ def _import_module_utils() -> None:
 
 _import_module_utils()
 
-from ansible.module_utils.gpuhost.nvidia_smi import QUERY_GPU_FIELDS  # noqa: E402
-from ansible.module_utils.gpuhost.source import CAPTURE_FORMAT, command_key, encode_bytes  # noqa: E402
+from ansible.module_utils.gpuhost.parsers.nvidia_smi import QUERY_GPU_FIELDS  # noqa: E402
+from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, command_key, encode_bytes  # noqa: E402
 
 PCI = "/sys/bus/pci/devices"
 DMI = "/sys/class/dmi/id"
@@ -1491,8 +1491,9 @@ def build(name: str) -> str:
 
 def live_capture(note: str) -> dict[str, Any]:
     """Capture this machine exactly as gpu_host_facts with save_capture: true does."""
-    from ansible.module_utils.gpuhost import facts, findings
-    from ansible.module_utils.gpuhost.source import LiveSource
+    from ansible.module_utils.gpuhost.audit import facts
+    from ansible.module_utils.gpuhost.rules import host as findings
+    from ansible.module_utils.gpuhost.audit.source import LiveSource
 
     source = LiveSource(record=True)
     facts.audit(source, facts.resolve_subsets(["all"]), findings.RuleOptions())

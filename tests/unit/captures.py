@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-from ansible.module_utils.gpuhost import facts, findings
-from ansible.module_utils.gpuhost.source import ReplaySource
+from ansible.module_utils.gpuhost.audit import facts
+from ansible.module_utils.gpuhost.audit.source import ReplaySource
+from ansible.module_utils.gpuhost.rules import host as findings
+from tests import paths
 
-CAPTURES = Path(__file__).resolve().parents[1] / "captures"
+CAPTURES = paths.CAPTURES
 
 H100 = "baremetal-8xH100-SXM"
 PRO6000 = "baremetal-8xRTXPRO6000-p2p-ok"

@@ -11,9 +11,10 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
-STANDIN = Path(__file__).resolve().parents[1] / "sglang_standin"
+from tests import paths
+
+STANDIN = paths.ROOT / "tests" / "sglang_standin"
 KEY = "unit-test-key-0123456789"
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests import paths
+
+ROOT = paths.ROOT
 SCRIPT = ROOT / "scripts" / "torch-venv.sh"
 PYTHON = ROOT / ".cache" / "torch-venv" / "bin" / "python"
 

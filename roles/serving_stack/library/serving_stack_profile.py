@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.stack_profile import ProfileError, summary, validate_file
+from ansible.module_utils.gpuhost.serving.stack_profile import ProfileError, summary, validate_file
 
 DOCUMENTATION = r"""
 ---

@@ -1,0 +1,111 @@
+"""One audit of one host: every gatherer over one Source, then the rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.module_utils.gpuhost.audit.gpus import gather_gpus
+from ansible.module_utils.gpuhost.audit.iommu import Iommu, gather_iommu
+from ansible.module_utils.gpuhost.audit.pci import PCI_DIR, gather_pci, read_ids
+from ansible.module_utils.gpuhost.audit.proxmox import gather_proxmox, is_proxmox_node
+from ansible.module_utils.gpuhost.audit.source import Source
+from ansible.module_utils.gpuhost.audit.virt import gather_virtualization
+from ansible.module_utils.gpuhost.rules import host as rules
+
+SCHEMA_VERSION = 1
+SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
+
+
+class SubsetError(ValueError):
+    pass
+
+
+def resolve_subsets(requested: list[str]) -> list[str]:
+    """``setup``-style subsets: "all", names, and "!name" to leave one out."""
+    chosen: set[str] = set()
+    excluded: set[str] = set()
+    for item in requested or ["all"]:
+        name = item.strip()
+        negate = name.startswith("!")
+        name = name.lstrip("!")
+        if name == "all":
+            (excluded if negate else chosen).update(SUBSETS)
+        elif name in SUBSETS:
+            (excluded if negate else chosen).add(name)
+        else:
+            raise SubsetError(f"unknown gather_subset {item!r}: expected all, {', '.join(SUBSETS)} "
+                              "or one of them prefixed with '!'")
+    if not chosen and excluded:
+        chosen = set(SUBSETS)
+    return [s for s in SUBSETS if s in chosen and s not in excluded]
+
+
+def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
+    read = (facts.get("p2p") or {}).get("read") or []
+    pairs = rules.matrix_pairs(read, group)
+    if not group:
+        return "n/a (no GPU usable here)"
+    if len(group) < 2:
+        return "n/a (one GPU)"
+    if not pairs:
+        return "unknown"
+    ok = sum(1 for _i, _j, label in pairs if label == "OK")
+    if ok == len(pairs):
+        return "ok"
+    return "none" if ok == 0 else f"partial ({ok} of {len(pairs)} pairs)"
+
+
+def verdict(findings: list[dict[str, Any]]) -> str:
+    severities = {f.get("severity") for f in findings}
+    if "critical" in severities:
+        return "unfit"
+    if "warning" in severities:
+        return "fit, with warnings"
+    return "fit"
+
+
+def audit(source: Source, subsets: list[str], options: rules.RuleOptions) -> dict[str, Any]:
+    facts: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "gather_subset": subsets}
+
+    # One directory listing says whether this is a Proxmox VE node; only then are its VMs read.
+    proxmox_node = "proxmox" in subsets and is_proxmox_node(source)
+    iommu = gather_iommu(source) if {"iommu", "pci", "virtualization"} & set(subsets) or proxmox_node else Iommu()
+    if "iommu" in subsets:
+        facts["iommu"] = iommu.as_dict()
+
+    pci_ids: list[tuple[str, str, str]] = []
+    pci_facts: dict[str, Any] = {}
+    if "pci" in subsets or "gpus" in subsets or proxmox_node:
+        pci_facts, pci_ids = gather_pci(source, iommu.groups)
+        if "pci" in subsets:
+            facts["pci"] = pci_facts
+    elif "virtualization" in subsets:
+        pci_ids = [(bdf, ids["vendor"] or "", ids["device"] or "")
+                   for bdf in source.listdir(PCI_DIR) or [] for ids in [read_ids(source, bdf)]]
+
+    if "virtualization" in subsets:
+        facts["virtualization"] = gather_virtualization(source, pci_ids, len(iommu.groups),
+                                                        iommu.hardware).as_dict()
+
+    if "gpus" in subsets:
+        facts["gpus"], facts["p2p"], facts["topology"] = gather_gpus(source, pci_facts)
+
+    if proxmox_node:
+        proxmox = gather_proxmox(source, iommu, pci_facts)
+        if proxmox is not None:
+            facts["proxmox"] = proxmox
+
+    facts["problems"] = list(source.problems)
+    facts["findings"] = rules.evaluate(facts, options)
+    group = rules.tp_group(facts, options)
+    worst = rules.worst(facts["findings"])
+    facts["summary"] = {
+        "verdict": verdict(facts["findings"]),
+        "virtualization": (facts.get("virtualization") or {}).get("summary"),
+        "gpu_count": len(rules.gpu_devices(facts)) or len(rules.pci_gpus(facts)),
+        "gpu_models": sorted({d.get("name") for d in rules.gpu_devices(facts) if d.get("name")}),
+        "p2p": p2p_verdict(facts, group),
+        "worst_finding": {"id": worst["id"], "severity": worst["severity"]} if worst else None,
+        "counts": {s: sum(1 for f in facts["findings"] if f["severity"] == s) for s in rules.SEVERITIES},
+    }
+    return facts

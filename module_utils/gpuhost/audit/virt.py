@@ -1,0 +1,297 @@
+"""Is this bare metal, a virtual machine or a container, and which one?
+
+No single signal can be trusted: systemd-detect-virt calls a KVM microVM with a
+stale /.dockerenv "docker", DMI is absent on some hypervisors, and a guest's
+PCI tree is whatever QEMU chose to emulate. So every signal is read, kept as
+evidence, and the verdict is a vote in which the strong signals win.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ansible.module_utils.gpuhost.audit.source import Source
+
+DMI_DIR = "/sys/class/dmi/id"
+DMI_FIELDS = ("sys_vendor", "product_name", "product_version", "product_uuid", "bios_vendor",
+              "bios_version", "board_vendor", "board_name", "chassis_vendor")
+
+# DMI sys_vendor / product_name fragments and the hypervisor they name.
+DMI_HYPERVISORS = (
+    ("qemu", "kvm"),
+    ("kvm", "kvm"),
+    ("vmware", "vmware"),
+    ("virtualbox", "virtualbox"),
+    ("innotek", "virtualbox"),
+    ("xen", "xen"),
+    ("amazon ec2", "kvm"),
+    ("google compute engine", "kvm"),
+    ("openstack", "kvm"),
+    ("bochs", "bochs"),
+    ("parallels", "parallels"),
+)
+# Microsoft names both its laptops and Hyper-V guests in sys_vendor; only the
+# product name "Virtual Machine" marks a guest.
+HYPERV_PRODUCT = "virtual machine"
+
+# dmesg: "Hypervisor detected: KVM" (x86) names the hypervisor the kernel found.
+DMESG_HYPERVISOR = re.compile(r"Hypervisor detected:\s*(?P<name>.+?)\s*$", re.MULTILINE)
+DMESG_HYPERVISOR_NAMES = {"kvm": "kvm", "vmware": "vmware", "microsoft hyper-v": "hyperv",
+                          "microsoft hyperv": "hyperv", "xen hvm": "xen", "xen pv": "xen",
+                          "acrn": "acrn", "jailhouse": "jailhouse", "bhyve": "bhyve"}
+
+# PCI vendors that exist only inside virtual machines.
+VIRTUAL_PCI_VENDORS = {
+    "0x1af4": ("kvm", "virtio device (Red Hat / QEMU)"),
+    "0x1b36": ("kvm", "QEMU emulated device (Red Hat)"),
+    "0x15ad": ("vmware", "VMware virtual device"),
+    "0x1414": ("hyperv", "Hyper-V virtual device (Microsoft)"),
+    "0x5853": ("xen", "Xen platform device"),
+    "0x80ee": ("virtualbox", "VirtualBox guest device"),
+}
+# Host bridges that hypervisors emulate: (QEMU machine type, platform). The first two
+# are also the ids of Intel chipsets from 1996 and 2007; no GPU server has those, so
+# they count as VM signals.
+EMULATED_HOST_BRIDGES = {
+    ("0x8086", "0x29c0"): ("q35", None),
+    ("0x8086", "0x1237"): ("i440fx", None),
+    ("0x8086", "0x0d57"): (None, "rust-vmm"),
+}
+
+SYSTEMD_DETECT_VIRT_NAMES = {"microsoft": "hyperv", "oracle": "virtualbox", "qemu": "kvm"}
+
+
+@dataclass
+class Evidence:
+    signal: str
+    value: str
+    says: str
+    weight: str = "strong"
+
+
+@dataclass
+class Virtualization:
+    type: str = "bare_metal"  # bare_metal | vm | container
+    hypervisor: str | None = None
+    platform: str | None = None  # proxmox, firecracker, ec2... when a signal names it
+    container: str | None = None
+    machine_type: str | None = None  # q35 | i440fx for QEMU guests
+    virtual_iommu: bool = False
+    dmi: dict[str, str | None] = field(default_factory=dict)
+    product_uuid: str | None = None
+    numa_nodes: list[int] = field(default_factory=list)
+    hugepages: dict[str, int | None] = field(default_factory=dict)
+    evidence: list[Evidence] = field(default_factory=list)
+    summary: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def cpuinfo_has_hypervisor_flag(text: str) -> bool | None:
+    """The CPUID hypervisor bit as the kernel shows it; None when no flags line exists (non-x86)."""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return "hypervisor" in value.split()
+    return None
+
+
+def dmesg_hypervisor(text: str) -> str | None:
+    match = DMESG_HYPERVISOR.search(text)
+    if not match:
+        return None
+    name = match.group("name").strip().lower()
+    return DMESG_HYPERVISOR_NAMES.get(name, name)
+
+
+def dmi_hypervisor(dmi: dict[str, str | None]) -> str | None:
+    vendor = (dmi.get("sys_vendor") or "").lower()
+    product = (dmi.get("product_name") or "").lower()
+    if "microsoft" in vendor and HYPERV_PRODUCT in product:
+        return "hyperv"
+    for fragment, name in DMI_HYPERVISORS:
+        if fragment in vendor or fragment in product:
+            return name
+    return None
+
+
+def dmi_machine_type(dmi: dict[str, str | None]) -> str | None:
+    """QEMU writes its machine into DMI: "Standard PC (Q35 + ICH9, 2009)" or "(i440FX + PIIX, 1996)"."""
+    text = f"{dmi.get('product_name') or ''} {dmi.get('product_version') or ''}".lower()
+    if "q35" in text:
+        return "q35"
+    if "i440fx" in text:
+        return "i440fx"
+    return None
+
+
+def parse_meminfo_hugepages(text: str) -> dict[str, int | None]:
+    values: dict[str, int | None] = {"total": None, "free": None, "size_kb": None}
+    keys = {"HugePages_Total": "total", "HugePages_Free": "free", "Hugepagesize": "size_kb"}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in keys:
+            number = rest.split()[0] if rest.split() else ""
+            values[keys[key]] = int(number) if number.isdigit() else None
+    return values
+
+
+def parse_node_names(names: list[str]) -> list[int]:
+    return sorted(int(name[4:]) for name in names if re.fullmatch(r"node\d+", name))
+
+
+def read_dmi(source: Source) -> dict[str, str | None]:
+    return {name: source.read_value(f"{DMI_DIR}/{name}") for name in DMI_FIELDS}
+
+
+def _container_signals(source: Source) -> list[Evidence]:
+    found: list[Evidence] = []
+    if source.read_bytes("/run/.containerenv") is not None:
+        found.append(Evidence("/run/.containerenv", "present", "podman"))
+    systemd_container = source.read_value("/run/systemd/container")
+    if systemd_container:
+        found.append(Evidence("/run/systemd/container", systemd_container, systemd_container))
+    cgroup = source.read_text("/proc/1/cgroup") or ""
+    runtime = re.search(r"/(docker|libpod|containerd|kubepods|lxc)[-/.]", cgroup)
+    if runtime:
+        name = {"libpod": "podman", "kubepods": "kubernetes"}.get(runtime.group(1), runtime.group(1))
+        found.append(Evidence("/proc/1/cgroup", runtime.group(0), name))
+    if source.read_bytes("/.dockerenv") is not None:
+        # Images built with Docker keep /.dockerenv when booted as a VM's root file
+        # system; alone it proves nothing, so it only counts when seconded.
+        found.append(Evidence("/.dockerenv", "present", "docker", weight="weak"))
+    return found
+
+
+def _detect_virt(source: Source, flag: str) -> str | None:
+    result = source.run(["systemd-detect-virt", flag])
+    if result.rc is None:
+        return None
+    value = result.stdout.strip()
+    return value or None
+
+
+def gather_virtualization(source: Source, pci_ids: list[tuple[str, str, str]],
+                          iommu_group_count: int, iommu_hardware: list[str]) -> Virtualization:
+    """``pci_ids``: (bdf, vendor, device) of every PCI device, as read by the PCI gatherer."""
+    virt = Virtualization()
+    vm_votes: list[Evidence] = []
+
+    cpuinfo = source.read_text("/proc/cpuinfo")
+    if cpuinfo is not None:
+        flag = cpuinfo_has_hypervisor_flag(cpuinfo)
+        if flag is not None:
+            evidence = Evidence("/proc/cpuinfo", "hypervisor flag" if flag else "no hypervisor flag",
+                                "vm" if flag else "bare_metal")
+            virt.evidence.append(evidence)
+            if flag:
+                vm_votes.append(evidence)
+
+    dmesg = source.run(["dmesg"])
+    if dmesg.ok:
+        name = dmesg_hypervisor(dmesg.stdout)
+        if name:
+            evidence = Evidence("dmesg", f"Hypervisor detected: {name}", name)
+            virt.evidence.append(evidence)
+            vm_votes.append(evidence)
+        if "DMI not present or invalid" in dmesg.stdout:
+            virt.evidence.append(Evidence("dmesg", "DMI not present or invalid", "no DMI", weight="weak"))
+    elif dmesg.rc is not None:
+        # Unprivileged users get "Operation not permitted" with kernel.dmesg_restrict=1.
+        source.note_problem("dmesg", (dmesg.stderr or dmesg.stdout).strip()[:200] or f"exit {dmesg.rc}")
+
+    virt.dmi = read_dmi(source)
+    virt.product_uuid = virt.dmi.get("product_uuid")
+    dmi_name = dmi_hypervisor(virt.dmi)
+    if dmi_name:
+        evidence = Evidence("DMI", f"{virt.dmi.get('sys_vendor')} / {virt.dmi.get('product_name')}", dmi_name)
+        virt.evidence.append(evidence)
+        vm_votes.append(evidence)
+    virt.machine_type = dmi_machine_type(virt.dmi)
+    if "+pve" in (virt.dmi.get("product_version") or ""):
+        virt.platform = "proxmox"
+        virt.evidence.append(Evidence("DMI product_version", virt.dmi["product_version"] or "", "proxmox"))
+
+    for bdf, vendor, device in pci_ids:
+        if (vendor, device) in EMULATED_HOST_BRIDGES:
+            machine, platform = EMULATED_HOST_BRIDGES[(vendor, device)]
+            virt.machine_type = virt.machine_type or machine
+            virt.platform = virt.platform or platform
+            evidence = Evidence(f"PCI {bdf}", f"{vendor[2:]}:{device[2:]} {machine or platform} host bridge", "kvm")
+            virt.evidence.append(evidence)
+            vm_votes.append(evidence)
+    virtual_vendors = sorted({vendor for _bdf, vendor, _device in pci_ids if vendor in VIRTUAL_PCI_VENDORS})
+    for vendor in virtual_vendors:
+        name, label = VIRTUAL_PCI_VENDORS[vendor]
+        count = sum(1 for _bdf, v, _d in pci_ids if v == vendor)
+        evidence = Evidence("PCI vendor", f"{count} x {label}", name)
+        virt.evidence.append(evidence)
+        vm_votes.append(evidence)
+
+    cmdline = source.read_value("/proc/cmdline") or ""
+    if "firecracker" in cmdline:
+        virt.platform = "firecracker"  # more precise than the rust-vmm host bridge
+        evidence = Evidence("/proc/cmdline", "names firecracker", "kvm")
+        virt.evidence.append(evidence)
+        vm_votes.append(evidence)
+
+    detected_vm = _detect_virt(source, "--vm")
+    if detected_vm and detected_vm != "none":
+        name = SYSTEMD_DETECT_VIRT_NAMES.get(detected_vm, detected_vm)
+        evidence = Evidence("systemd-detect-virt --vm", detected_vm, name)
+        virt.evidence.append(evidence)
+        vm_votes.append(evidence)
+    elif detected_vm == "none":
+        virt.evidence.append(Evidence("systemd-detect-virt --vm", "none", "bare_metal", weight="weak"))
+
+    container_votes = _container_signals(source)
+    detected_container = _detect_virt(source, "--container")
+    if detected_container and detected_container != "none":
+        # systemd decides "docker" from /.dockerenv alone, so it is no stronger than that file.
+        weight = "weak" if detected_container == "docker" else "strong"
+        container_votes.append(Evidence("systemd-detect-virt --container", detected_container,
+                                        detected_container, weight=weight))
+    virt.evidence.extend(container_votes)
+    virt.container = _container_verdict(container_votes)
+
+    if vm_votes:
+        virt.type = "vm"
+        named = [e.says for e in vm_votes if e.says != "vm"]
+        virt.hypervisor = max(set(named), key=named.count) if named else "unknown"
+    elif virt.container:
+        virt.type = "container"
+
+    virt.virtual_iommu = virt.type == "vm" and (iommu_group_count > 0 or bool(iommu_hardware))
+    virt.numa_nodes = parse_node_names(source.listdir("/sys/devices/system/node") or [])
+    meminfo = source.read_text("/proc/meminfo")
+    virt.hugepages = parse_meminfo_hugepages(meminfo) if meminfo else {}
+    virt.summary = describe(virt)
+    return virt
+
+
+def _container_verdict(votes: list[Evidence]) -> str | None:
+    # Weak signals (a /.dockerenv, and systemd saying "docker" because of it) are one
+    # fact that images leave behind; only a strong signal names a container.
+    strong = [e.says for e in votes if e.weight == "strong"]
+    return strong[0] if strong else None
+
+
+HYPERVISOR_LABELS = {"kvm": "KVM", "vmware": "VMware", "hyperv": "Hyper-V", "xen": "Xen",
+                     "virtualbox": "VirtualBox", "unknown": "unknown hypervisor"}
+
+
+def describe(virt: Virtualization) -> str:
+    if virt.type == "bare_metal":
+        return "bare metal"
+    if virt.type == "container":
+        return f"{virt.container} container on bare metal"
+    text = f"{HYPERVISOR_LABELS.get(virt.hypervisor or 'unknown', virt.hypervisor)} virtual machine"
+    details = [d for d in (virt.platform, virt.machine_type and f"machine {virt.machine_type}") if d]
+    if details:
+        text += f" ({', '.join(details)})"
+    if virt.container:
+        text += f", inside a {virt.container} container"
+    return text

@@ -1,0 +1,239 @@
+"""What the measured all-reduce latency costs a model: the communication floor of decoding.
+
+With tensor parallelism every layer ends its attention and its MLP (or MoE) block with an all-reduce
+of the hidden state: ``hidden_size x dtype_bytes`` bytes per token in the batch. Decoding one token
+per stream therefore waits ``layers x allreduces_per_layer`` times for an all-reduce of that size,
+and no kernel tuning can make a step faster than that sum. At batch 1 the message is small (12 KB
+for GLM-5 in bf16), so what counts is the latency at small sizes, exactly what a host-memory
+fallback (no P2P) makes worse.
+
+Pure functions: no Ansible, no I/O. Errors are ``CommModelError`` (a ``ValueError``) saying what was
+expected, what was found and what to do.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from itertools import pairwise
+from typing import Any
+
+
+class CommModelError(ValueError):
+    """A model profile or latency curve that cannot be used, with what to fix."""
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    name: str
+    layers: int
+    allreduces_per_layer: int
+    hidden_size: int
+    dtype_bytes: int  # of the activations that are all-reduced: 2 for bf16/fp16, also for fp4/fp8 weights
+    tensor_parallel_size: int
+    notes: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_INT_FIELDS = ("layers", "allreduces_per_layer", "hidden_size", "dtype_bytes", "tensor_parallel_size")
+_FIELDS = ("name", *_INT_FIELDS, "notes")
+
+
+def load_profile(data: Mapping[str, Any]) -> ModelProfile:
+    """A ModelProfile from a mapping (a YAML or JSON document, an Ansible variable), checked field by field."""
+    if not isinstance(data, Mapping):
+        raise CommModelError(f"model profile: expected a mapping of {', '.join(_FIELDS)}; found "
+                             f"{type(data).__name__}. Give the profile as a dictionary")
+    unknown = [key for key in data if key not in _FIELDS]
+    if unknown:
+        key = str(unknown[0])
+        close = difflib.get_close_matches(key, _FIELDS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise CommModelError(f"model profile: expected only the fields {', '.join(_FIELDS)}; found {key!r}{hint}. "
+                             "Remove or rename it")
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise CommModelError(f"model profile: expected 'name' as a non-empty string; found {name!r}. Name the model")
+    values: dict[str, int] = {}
+    for key in _INT_FIELDS:
+        if key not in data:
+            raise CommModelError(f"model profile {name!r}: expected the field {key!r}; found it missing. "
+                                 "Take it from the model's config.json (num_hidden_layers, hidden_size, torch_dtype)")
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise CommModelError(f"model profile {name!r}: expected {key!r} as a whole number of 1 or more; "
+                                 f"found {value!r}. Correct the value")
+        values[key] = value
+    notes = data.get("notes", "")
+    if not isinstance(notes, str):
+        raise CommModelError(f"model profile {name!r}: expected 'notes' as text; found {type(notes).__name__}. "
+                             "Write the notes as one string")
+    return ModelProfile(name=name.strip(), notes=notes, **values)
+
+
+def allreduce_bytes_per_token(profile: ModelProfile, batch: int = 1) -> int:
+    """Bytes of one all-reduce in a decode step: the hidden state of every sequence in the batch."""
+    _check_batch(batch)
+    return profile.hidden_size * profile.dtype_bytes * batch
+
+
+def _check_batch(batch: int) -> None:
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise CommModelError(f"batch: expected a whole number of 1 or more; found {batch!r}. Pass the number of "
+                             "sequences decoded together")
+
+
+def _check_curve(curve: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Sorted (size, time) points; several measurements of one size are averaged."""
+    if isinstance(curve, (str, bytes)) or not isinstance(curve, Sequence) or not curve:
+        raise CommModelError("latency curve: expected a list of (size_bytes, time_us) pairs; found "
+                             f"{curve!r}. Measure an all-reduce sweep first (nccl-tests or the torch engine)")
+    by_size: dict[int, list[float]] = {}
+    for point in curve:
+        if not isinstance(point, Sequence) or isinstance(point, (str, bytes)) or len(point) != 2:
+            raise CommModelError(f"latency curve: expected (size_bytes, time_us) pairs; found {point!r}. "
+                                 "Give each point as a pair")
+        size, time_us = point
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise CommModelError(f"latency curve: expected sizes as whole numbers of bytes above 0; found {size!r}. "
+                                 "Leave out the zero-byte rows of nccl-tests")
+        if isinstance(time_us, bool) or not isinstance(time_us, (int, float)) or not math.isfinite(time_us) \
+                or time_us <= 0:
+            raise CommModelError(f"latency curve: expected times in us above 0; found {time_us!r} for {size} bytes. "
+                                 "Leave out points that were not measured")
+        by_size.setdefault(size, []).append(float(time_us))
+    return sorted((size, sum(times) / len(times)) for size, times in by_size.items())
+
+
+def _interpolate(curve: Sequence[tuple[int, float]], size: int) -> tuple[float, str]:
+    points = _check_curve(curve)
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise CommModelError(f"message size: expected a whole number of bytes above 0; found {size!r}")
+    first_size, first_time = points[0]
+    last_size, last_time = points[-1]
+    if size < first_size:
+        # Below the smallest measured size the time is latency, not bandwidth: a smaller message does not
+        # get faster than the smallest one measured, so the time is held (a floor, never an optimistic guess).
+        return first_time, "clamped"
+    if size > last_size:
+        # Above the largest measured size the transfer is bandwidth-bound: keep the last measured bandwidth,
+        # so the time grows in proportion to the size.
+        return last_time * size / last_size, "extrapolated"
+    for (low_size, low_time), (high_size, high_time) in pairwise(points):
+        if size == low_size:
+            return low_time, "measured"
+        if low_size < size < high_size:
+            # Straight line in log(size)-log(time): both the latency-bound and the bandwidth-bound parts of
+            # an all-reduce curve are close to power laws, and sizes are measured in powers of two.
+            fraction = (math.log(size) - math.log(low_size)) / (math.log(high_size) - math.log(low_size))
+            return math.exp(math.log(low_time) + fraction * (math.log(high_time) - math.log(low_time))), \
+                "interpolated"
+    return last_time, "measured"
+
+
+def interpolate_latency_us(curve: Sequence[tuple[int, float]], size: int) -> float:
+    """The all-reduce time at ``size`` bytes from measured (size_bytes, time_us) points."""
+    return _interpolate(curve, size)[0]
+
+
+def comm_floor(profile: ModelProfile, curve: Sequence[tuple[int, float]], batch: int = 1,
+               measured_ranks: int | None = None) -> dict[str, Any]:
+    """The decode time all-reduce alone takes, and the token rates it allows, at batch 1 and at ``batch``."""
+    if not isinstance(profile, ModelProfile):
+        raise CommModelError(f"comm floor: expected a ModelProfile; found {type(profile).__name__}. "
+                             "Load it with load_profile()")
+    _check_batch(batch)
+    allreduces = profile.layers * profile.allreduces_per_layer
+    notes = []
+    if measured_ranks is not None and measured_ranks != profile.tensor_parallel_size:
+        notes.append(f"The curve was measured over {measured_ranks} GPUs, the profile runs tensor-parallel over "
+                     f"{profile.tensor_parallel_size}: measure with -g {profile.tensor_parallel_size} for this figure.")
+    if profile.tensor_parallel_size == 1:
+        return {
+            "model": profile.name, "batch": batch, "tensor_parallel_size": 1, "allreduces_per_step": 0,
+            "allreduce_bytes": 0, "allreduce_latency_us": 0.0, "latency_basis": "none",
+            "comm_us_per_step": 0.0, "comm_us_per_token": 0.0,
+            "max_tokens_per_s_single_stream": None, "max_tokens_per_s_per_stream": None,
+            "max_tokens_per_s_aggregate": None,
+            "summary": "no all-reduce at tensor-parallel size 1: communication sets no floor on this host",
+            "notes": notes,
+        }
+    single_latency, _ = _interpolate(curve, allreduce_bytes_per_token(profile, 1))
+    single_step_us = allreduces * single_latency
+    size = allreduce_bytes_per_token(profile, batch)
+    latency, basis = _interpolate(curve, size)
+    step_us = allreduces * latency
+    if basis in ("clamped", "extrapolated"):
+        notes.append(f"The all-reduce of {size} bytes lies outside the measured sizes ({basis}): extend the sweep "
+                     "to cover it for a measured figure.")
+    single_rate = 1e6 / single_step_us
+    result = {
+        "model": profile.name,
+        "batch": batch,
+        "tensor_parallel_size": profile.tensor_parallel_size,
+        "allreduces_per_step": allreduces,
+        "allreduce_bytes": size,
+        "allreduce_latency_us": latency,
+        "latency_basis": basis,
+        # Each stream gets one token per decode step, so this is also the time per token of each stream.
+        "comm_us_per_step": step_us,
+        "comm_us_per_token": step_us,
+        "max_tokens_per_s_single_stream": single_rate,
+        "max_tokens_per_s_per_stream": 1e6 / step_us,
+        "max_tokens_per_s_aggregate": batch * 1e6 / step_us,
+        "summary": f"all-reduce alone limits single-stream decode to {format_rate(single_rate)} tok/s on this host",
+        "notes": notes,
+    }
+    if batch > 1:
+        result["summary_batch"] = (f"at {batch} concurrent streams, all-reduce alone limits decode to "
+                                   f"{format_rate(batch * 1e6 / step_us)} tok/s in total on this host")
+    return result
+
+
+def format_rate(rate: float) -> str:
+    """A token rate as people read it: whole numbers from 100 up, one decimal below."""
+    return f"{rate:.0f}" if rate >= 100 else f"{rate:.1f}"
+
+
+def measured_curve(results: Sequence[Mapping[str, Any]]) -> list[tuple[int, float]]:
+    """(size, time_us) from nccl_bench/nccl-tests result rows: out-of-place where measured, else in-place
+    (torch's all_reduce works in place only)."""
+    curve = []
+    for row in results:
+        size = row.get("size_bytes")
+        placement = row.get("out_of_place") or row.get("in_place") or {}
+        time_us = placement.get("time_us")
+        if isinstance(size, int) and size > 0 and isinstance(time_us, (int, float)) and time_us > 0:
+            curve.append((size, float(time_us)))
+    return curve
+
+
+def add_comm_floor(result: dict[str, Any], profile_spec: Any, concurrency: int) -> None:
+    """Price a benchmark result for a model: adds ``comm_floor`` and an info finding to ``result`` in place."""
+    # model_profiles imports this module for ModelProfile; importing it here, when called, avoids the cycle.
+    from ansible.module_utils.gpuhost.bench.model_profiles import get_profile
+
+    profile = get_profile(profile_spec) if isinstance(profile_spec, str) else load_profile(profile_spec or {})
+    curve = measured_curve(result.get("results") or [])
+    if not curve:
+        raise CommModelError("comm floor: the benchmark measured no all-reduce sizes to price; "
+                             "run an all_reduce sweep or give a log that holds one")
+    single = comm_floor(profile, curve, 1, measured_ranks=result.get("nranks"))
+    loaded = comm_floor(profile, curve, concurrency, measured_ranks=result.get("nranks"))
+    result["comm_floor"] = {"batch_1": single, f"batch_{concurrency}": loaded,
+                            "summary": single["summary"], "summary_batch": loaded.get("summary_batch")}
+    result.setdefault("findings", []).append({
+        "id": "comm_floor", "severity": "info",
+        "summary": single["summary"].capitalize() + (f"; {loaded['summary_batch']}" if loaded.get("summary_batch")
+                                                      else "") + ".",
+        "evidence": {"model": profile.name, "allreduces_per_token": single["allreduces_per_step"],
+                     "allreduce_bytes": single["allreduce_bytes"],
+                     "allreduce_latency_us": round(single["allreduce_latency_us"], 2),
+                     "latency_basis": single["latency_basis"], "notes": single["notes"] + loaded["notes"]},
+        "remedy": "Lower small-message all-reduce latency raises this ceiling: GPU P2P (see the P2P findings), "
+                  "NVLink, or fewer GPUs per tensor-parallel group.",
+    })

@@ -1,0 +1,59 @@
+"""Model profiles shipped with the audit, for the communication floor (comm_model).
+
+Each entry is plain data in the shape ``comm_model.load_profile`` reads, so users can add their own
+profiles as variables in the same shape. Where a figure comes from is said next to it; what could not
+be checked against the model's own files is said too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.module_utils.gpuhost.bench.comm_model import CommModelError, ModelProfile, load_profile
+
+MODEL_PROFILES: dict[str, dict[str, Any]] = {
+    # GLM-5 (zai-org/GLM-5; GLM-5-NVFP4 is the same architecture with 4-bit weights), the model of the
+    # incident. Layers and hidden size: NVIDIA's Megatron Bridge notes for GLM-5 ("GlmMoeDsaForCausalLM
+    # architecture with 78 transformer layers", docs.nvidia.com/nemo/megatron-bridge/.../models/glm/glm5.html)
+    # and NeMo AutoModel's GlmMoeDsaConfig defaults (hidden_size 6144, num_hidden_layers 78), which match
+    # the values quoted from the model's config.json (model_type glm_moe_dsa, torch_dtype bfloat16) in
+    # public serving projects. The Hugging Face file itself was not read. The multi-token-prediction layer
+    # (num_nextn_predict_layers 1) is not counted. Two all-reduces per layer is the tensor-parallel pattern
+    # of this architecture: the attention output projection and the MLP / MoE output are row-parallel and
+    # each ends in an all-reduce. That count is not a config field and was not checked against SGLang's
+    # code for this model: extra collectives (for example around the sparse-attention indexer) would raise
+    # the floor, not lower it. The all-reduced activations stay bf16 (2 bytes) in the NVFP4 checkpoint
+    # too: only the weights are 4-bit.
+    "glm-5": {
+        "name": "GLM-5",
+        "layers": 78,
+        "allreduces_per_layer": 2,
+        "hidden_size": 6144,
+        "dtype_bytes": 2,
+        "tensor_parallel_size": 8,
+        "notes": "744B MoE, 40B active; 78 layers, hidden 6144, bf16 activations; TP 8 as in the incident "
+                 "(8x RTX PRO 6000 Blackwell).",
+    },
+    # A generic dense reference: Llama 3 70B (meta-llama/Meta-Llama-3-70B config.json, as republished in
+    # derived repositories on Hugging Face, the original being gated: num_hidden_layers 80, hidden_size 8192,
+    # bf16/fp16), attention and MLP each ending in one all-reduce under tensor parallelism.
+    "llama-3-70b": {
+        "name": "Llama-3-70B",
+        "layers": 80,
+        "allreduces_per_layer": 2,
+        "hidden_size": 8192,
+        "dtype_bytes": 2,
+        "tensor_parallel_size": 8,
+        "notes": "Dense 70B reference; 80 layers, hidden 8192, bf16.",
+    },
+}
+
+
+def get_profile(name: str) -> ModelProfile:
+    """A shipped profile by its key (``glm-5``, ``llama-3-70b``), checked like a user's one."""
+    key = name.strip().lower() if isinstance(name, str) else name
+    if key not in MODEL_PROFILES:
+        raise CommModelError(f"model profile: expected one of {', '.join(sorted(MODEL_PROFILES))}; found {name!r}. "
+                             "Pick a shipped profile or pass your own (name, layers, allreduces_per_layer, "
+                             "hidden_size, dtype_bytes, tensor_parallel_size)")
+    return load_profile(MODEL_PROFILES[key])

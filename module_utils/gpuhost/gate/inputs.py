@@ -1,0 +1,331 @@
+"""The deployment gate's inputs, read whatever their shape.
+
+The gate takes plain data that other modules and the inventory produce: the ``gpu_host`` facts of
+gpu_host_facts, the result of gpu_p2p_probe and a model profile. A missing key, a wrong type or an
+unreadable value becomes ``None`` (or a problem in the profile's case), never an exception, so that
+the gate can always answer with a verdict and say what it could not read.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible.module_utils.gpuhost.bench.model_profiles import MODEL_PROFILES
+from ansible.module_utils.gpuhost.gate import versions
+
+GIB_PER_MIB = 1 / 1024
+DEFAULT_KV_CACHE_FRACTION = 0.10
+# Activations, CUDA graphs, NCCL and custom all-reduce buffers live outside weights and KV cache.
+DEFAULT_HEADROOM_FRACTION = 0.10
+DEFAULT_BYTES_PER_PARAM = 2.0  # bf16/fp16 weights, when only the parameter count is given
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
+        return int(value)
+    return None
+
+
+def as_number(value: Any) -> float | None:
+    """A finite number from an int, a float or a numeric string (Jinja templating yields strings)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+    else:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def as_text(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def bus_id(value: Any) -> str | None:
+    """PCI address normalised to ``dddd:bb:dd.f`` lower case (NVML pads the domain to 8 digits)."""
+    text = as_text(value)
+    if not text:
+        return None
+    match = re.fullmatch(r"(?:([0-9a-fA-F]+):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])", text)
+    if not match:
+        return None
+    domain = int(match.group(1) or "0", 16)
+    return f"{domain:04x}:{match.group(2).lower()}:{match.group(3).lower()}.{match.group(4)}"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str | None
+    cc: tuple[int, int] | None
+    memory_mib: float | None
+    numa: int | None
+
+    @property
+    def arch(self) -> str | None:
+        return f"sm_{self.cc[0]}{self.cc[1]}" if self.cc else None
+
+    @property
+    def memory_gib(self) -> float | None:
+        return self.memory_mib * GIB_PER_MIB if self.memory_mib else None
+
+
+@dataclass
+class Host:
+    gpus: list[Gpu]
+    driver: str | None
+    cuda: str | None
+    p2p_read: list[list[Any]]
+    topology: list[list[Any]]
+    pci_gpu_count: int
+    vfio_bound: int
+    virtualization: str | None
+    findings: list[dict[str, Any]]
+
+
+def read_host(audit: Any) -> Host:
+    facts = as_dict(audit)
+    gpus_facts = as_dict(facts.get("gpus"))
+    pci_devices = [d for d in as_list(as_dict(facts.get("pci")).get("nvidia_devices"))
+                   if isinstance(d, dict) and d.get("kind") == "gpu"]
+    numa_by_bus = {bus_id(d.get("bdf")): as_int(d.get("numa_node")) for d in pci_devices}
+    topology = as_dict(facts.get("topology"))
+    numa_affinity = as_list(topology.get("numa_affinity"))
+    gpus: list[Gpu] = []
+    seen: set[int] = set()
+    for device in as_list(gpus_facts.get("devices")):
+        if not isinstance(device, dict):
+            continue
+        index = as_int(device.get("index"))
+        if index is None or index < 0 or index in seen:
+            continue
+        seen.add(index)
+        cc = versions.compute_capability(device.get("compute_capability")) or \
+            versions.compute_capability(device.get("sm"))
+        memory = as_number(device.get("memory_total_mib"))
+        numa = numa_by_bus.get(bus_id(device.get("pci_bus_id")))
+        if numa is None and index < len(numa_affinity):
+            numa = as_int(numa_affinity[index])
+        gpus.append(Gpu(index, as_text(device.get("name")), cc, memory if memory and memory > 0 else None, numa))
+    gpus.sort(key=lambda g: g.index)
+    findings = [f for f in as_list(facts.get("findings")) if isinstance(f, dict) and isinstance(f.get("id"), str)]
+    return Host(
+        gpus=gpus,
+        driver=as_text(gpus_facts.get("driver_version")),
+        cuda=as_text(gpus_facts.get("cuda_driver_version")),
+        p2p_read=[row for row in as_list(as_dict(facts.get("p2p")).get("read")) if isinstance(row, list)],
+        topology=[row for row in as_list(topology.get("matrix")) if isinstance(row, list)],
+        pci_gpu_count=len(pci_devices),
+        vfio_bound=sum(1 for d in pci_devices if d.get("driver") == "vfio-pci"),
+        virtualization=as_text(as_dict(facts.get("virtualization")).get("summary")),
+        findings=findings,
+    )
+
+
+def cell(matrix: list[list[Any]], i: int, j: int) -> str | None:
+    if i < len(matrix) and j < len(matrix[i]) and isinstance(matrix[i][j], str):
+        return matrix[i][j].strip() or None
+    return None
+
+
+def probe_host_index(probe: Any) -> Callable[[int], int | None]:
+    """Host GPU index of the probe's device index: the probe numbers the GPUs it was given from 0."""
+    visible = as_text(as_dict(probe).get("visible"))
+    mapping: list[int] | None = None
+    if visible:
+        parts = [as_int(p) for p in visible.split(",")]
+        mapping = [p for p in parts if p is not None] if all(p is not None for p in parts) else None
+
+    def host_index(i: int) -> int | None:
+        if mapping is None:
+            return i
+        return mapping[i] if 0 <= i < len(mapping) else None
+
+    return host_index
+
+
+def read_probe(probe: Any) -> dict[tuple[int, int], bool]:
+    """Per ordered GPU pair (host indexes), whether the probe saw the data arrive intact.
+
+    Reads gpu_p2p_probe's ``proof`` matrix (a pair is verified when peer access was granted and no
+    element was wrong, by copy engine or by kernel), mapped through ``visible`` (the probe's
+    CUDA_VISIBLE_DEVICES) when given; and a ``pairs`` list of ``{src, dst, verified}`` or
+    ``{gpus: [a, b], verified}``. Logs of p2pBandwidthLatencyTest or nvbandwidth prove nothing: they
+    time copies without checking them.
+    """
+    data = as_dict(probe)
+    verdicts: dict[tuple[int, int], bool] = {}
+    host_index = probe_host_index(data)
+    for i, row in enumerate(as_list(data.get("proof"))):
+        for j, cell in enumerate(as_list(row)):
+            if i == j or not isinstance(cell, dict):
+                continue
+            a, b = host_index(i), host_index(j)
+            if a is None or b is None:
+                continue
+            ce, sm = as_int(cell.get("ce_wrong")), as_int(cell.get("sm_wrong"))
+            if cell.get("peer_access") is False or (ce or 0) > 0 or (sm or 0) > 0:
+                verdicts[(a, b)] = False
+            elif cell.get("peer_access") is True and ce == 0 and (sm is None or sm == 0):
+                verdicts[(a, b)] = True
+    for entry in as_list(data.get("pairs")):
+        if not isinstance(entry, dict) or not isinstance(entry.get("verified"), bool):
+            continue
+        gpus = as_list(entry.get("gpus"))
+        if len(gpus) == 2 and all(as_int(g) is not None for g in gpus):
+            a, b = as_int(gpus[0]), as_int(gpus[1])
+            ordered = [(a, b), (b, a)]
+        else:
+            src, dst = as_int(entry.get("src")), as_int(entry.get("dst"))
+            if src is None or dst is None:
+                continue
+            ordered = [(src, dst)]
+        for pair in ordered:
+            if pair[0] is not None and pair[1] is not None and pair[0] != pair[1]:
+                # One failed copy outweighs any number of good ones.
+                verdicts[pair] = verdicts.get(pair, True) and entry["verified"]
+    return verdicts
+
+
+@dataclass
+class Profile:
+    name: str | None = None
+    family: str | None = None
+    path: str | None = None
+    tensor_parallel_size: int | None = None  # None: auto
+    min_gpus: int = 1
+    weights_gib: float | None = None
+    weights_estimated: bool = False
+    bytes_per_param: float = DEFAULT_BYTES_PER_PARAM
+    kv_cache_gib_per_gpu: float | None = None
+    kv_cache_fraction: float | None = None
+    headroom_fraction: float = DEFAULT_HEADROOM_FRACTION
+    attention_heads: int | None = None
+    min_compute_capability: tuple[int, int] | None = None
+    min_driver: str | None = None
+    min_cuda: str | None = None
+    comm: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.family or self.path or "the model"
+
+
+def read_profile(model: Any) -> tuple[Profile, list[str]]:
+    """The model profile with defaults filled in, and what is wrong with it."""
+    problems: list[str] = []
+    if not isinstance(model, dict):
+        return Profile(), [f"model: expected a mapping (name, weights_gib, tensor_parallel_size, ...); found "
+                           f"{type(model).__name__}"]
+    profile = Profile(name=as_text(model.get("name")), family=as_text(model.get("family")),
+                      path=as_text(model.get("path")))
+
+    def number(key: str, low: float, high: float | None = None, inclusive_low: bool = True) -> float | None:
+        if model.get(key) is None:
+            return None
+        value = as_number(model[key])
+        ok = value is not None and (value >= low if inclusive_low else value > low) and (high is None or value < high)
+        if not ok:
+            bound = f"{'at least' if inclusive_low else 'above'} {low:g}" + (f" and below {high:g}" if high else "")
+            problems.append(f"model.{key}: expected a number {bound}; found {model[key]!r}")
+            return None
+        return value
+
+    def whole(key: str, default: int | None) -> int | None:
+        if model.get(key) is None:
+            return default
+        value = as_int(model[key])
+        if value is None or value < 1:
+            problems.append(f"model.{key}: expected a whole number of 1 or more; found {model[key]!r}")
+            return default
+        return value
+
+    tp = model.get("tensor_parallel_size")
+    if tp is None or (isinstance(tp, str) and tp.strip().lower() == "auto"):
+        profile.tensor_parallel_size = None
+    else:
+        profile.tensor_parallel_size = whole("tensor_parallel_size", None)
+        if profile.tensor_parallel_size is None and not problems:
+            problems.append(f"model.tensor_parallel_size: expected a whole number or 'auto'; found {tp!r}")
+    profile.min_gpus = whole("min_gpus", 1) or 1
+    heads_key = "attention_heads" if model.get("attention_heads") is not None else "num_attention_heads"
+    profile.attention_heads = whole(heads_key, None)
+
+    weights = number("weights_gib", 0, inclusive_low=False)
+    params = number("params_b", 0, inclusive_low=False)
+    profile.bytes_per_param = number("bytes_per_param", 0, inclusive_low=False) or DEFAULT_BYTES_PER_PARAM
+    if weights is not None:
+        profile.weights_gib = weights
+    elif params is not None:
+        profile.weights_gib = params * 1e9 * profile.bytes_per_param / 2**30
+        profile.weights_estimated = True
+    profile.kv_cache_gib_per_gpu = number("kv_cache_gib_per_gpu", 0)
+    profile.kv_cache_fraction = number("kv_cache_fraction", 0, 1)
+    headroom = number("memory_headroom_fraction", 0, 1)
+    profile.headroom_fraction = DEFAULT_HEADROOM_FRACTION if headroom is None else headroom
+    kv_fraction = profile.kv_cache_fraction if profile.kv_cache_fraction is not None else DEFAULT_KV_CACHE_FRACTION
+    if profile.kv_cache_gib_per_gpu is None and kv_fraction + profile.headroom_fraction >= 1:
+        problems.append(f"model: kv_cache_fraction ({kv_fraction:g}) plus memory_headroom_fraction "
+                        f"({profile.headroom_fraction:g}) leave nothing for the weights; lower them")
+
+    if model.get("min_compute_capability") is not None:
+        profile.min_compute_capability = versions.compute_capability(model["min_compute_capability"])
+        if profile.min_compute_capability is None:
+            problems.append("model.min_compute_capability: expected a compute capability such as '8.0' or "
+                            f"'sm_90'; found {model['min_compute_capability']!r}")
+    for key in ("min_driver", "min_cuda"):
+        value = model.get(key)
+        if value is None:
+            continue
+        if versions.parse(value) is None:
+            problems.append(f"model.{key}: expected a version such as '570' or '12.8' (quote it in YAML); "
+                            f"found {value!r}")
+        else:
+            setattr(profile, key, str(value) if not isinstance(value, float) else repr(value))
+    profile.comm = _comm_fields(model, profile)
+    return profile, problems
+
+
+def _comm_fields(model: dict[str, Any], profile: Profile) -> dict[str, Any]:
+    """What the communication model needs: inline fields, a shipped profile by key, or the family's."""
+    base: dict[str, Any] = {}
+    key = model.get("comm_profile")
+    if isinstance(key, dict):
+        base = dict(key)
+    else:
+        for candidate in (key, profile.family, profile.name):
+            if isinstance(candidate, str) and candidate.strip().lower() in MODEL_PROFILES:
+                base = dict(MODEL_PROFILES[candidate.strip().lower()])
+                break
+    for name in ("layers", "hidden_size", "allreduces_per_layer", "dtype_bytes"):
+        if model.get(name) is not None:
+            base[name] = as_int(model[name]) if as_int(model[name]) is not None else model[name]
+    if not base.get("layers") or not base.get("hidden_size"):
+        return {}
+    base.setdefault("allreduces_per_layer", 2)
+    base.setdefault("dtype_bytes", 2)
+    base.setdefault("name", profile.label)
+    return {k: base[k] for k in ("name", "layers", "allreduces_per_layer", "hidden_size", "dtype_bytes")}

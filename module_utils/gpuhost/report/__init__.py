@@ -1,0 +1,1 @@
+"""Reports: Markdown and JSON for hosts and the fleet, and the benchmark chart."""

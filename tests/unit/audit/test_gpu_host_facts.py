@@ -1,0 +1,79 @@
+"""The gpu_host_facts module: options, capture handling, and its promise never to fail on a host."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gpu_host_facts
+import pytest
+
+from ansible.module_utils.gpuhost.audit.facts import SUBSETS, SubsetError, resolve_subsets
+from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT
+from tests.unit.modules import run_module
+
+
+@pytest.mark.parametrize(("requested", "expected"), [
+    (["all"], list(SUBSETS)),
+    (["gpus"], ["gpus"]),
+    (["all", "!gpus"], ["virtualization", "iommu", "pci", "proxmox"]),
+    (["!pci"], ["virtualization", "iommu", "gpus", "proxmox"]),
+    ([], list(SUBSETS)),
+])
+def test_subsets(requested: list[str], expected: list[str]) -> None:
+    assert resolve_subsets(requested) == expected
+
+
+def test_unknown_subset_names_the_choices() -> None:
+    with pytest.raises(SubsetError, match="expected all, virtualization, iommu, pci, gpus"):
+        resolve_subsets(["hardware"])
+
+
+def test_argument_spec_matches_documentation() -> None:
+    import yaml
+
+    documented = yaml.safe_load(gpu_host_facts.DOCUMENTATION)["options"]
+    spec = gpu_host_facts.get_argument_spec()
+    assert set(documented) == set(spec)
+    for name, option in spec.items():
+        assert documented[name]["type"] == option["type"], name
+        assert documented[name].get("default") == option.get("default"), name
+
+
+def test_live_run_on_this_machine_changes_nothing_and_never_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_module(gpu_host_facts.main, {}, capsys, check_mode=True)
+    assert result["changed"] is False and not result.get("failed")
+    facts = result["ansible_facts"]["gpu_host"]
+    assert {"virtualization", "iommu", "pci", "gpus", "p2p", "topology", "findings", "summary"} <= set(facts)
+    assert facts["summary"]["verdict"] in ("fit", "fit, with warnings", "unfit")
+
+
+def test_save_capture_then_replay_gives_the_same_facts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    live = run_module(gpu_host_facts.main, {"save_capture": True}, capsys)
+    assert live["capture"]["format"] == CAPTURE_FORMAT
+    path = tmp_path / "capture.json"
+    path.write_text(json.dumps(live["capture"]))
+    replayed = run_module(gpu_host_facts.main, {"capture": str(path)}, capsys)
+    assert replayed["ansible_facts"] == live["ansible_facts"]
+    assert "capture" not in replayed
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("{not json", "is not valid JSON"),
+    ('{"format": "something-else/9"}', "expected a capture with format 'gpuhost-capture/1'"),
+    ('[1, 2]', "expected a capture with format"),
+    (json.dumps({"format": CAPTURE_FORMAT, "files": ["not", "a", "mapping"]}), "must be a mapping"),
+    (json.dumps({"format": CAPTURE_FORMAT, "files": {"/proc/cpuinfo": {"base64": "%%%"}}}), "bad base64"),
+])
+def test_bad_capture_fails_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str,
+                                   message: str) -> None:
+    path = tmp_path / "capture.json"
+    path.write_text(content)
+    result = run_module(gpu_host_facts.main, {"capture": str(path)}, capsys)
+    assert result["failed"] is True
+    assert message in result["msg"]
+
+
+def test_missing_capture_file_fails_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_module(gpu_host_facts.main, {"capture": str(tmp_path / "absent.json")}, capsys)
+    assert result["failed"] is True and "cannot read the capture" in result["msg"]

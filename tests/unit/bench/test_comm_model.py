@@ -1,0 +1,268 @@
+"""What the all-reduce latency costs a model: profiles, interpolation, the communication floor."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ansible.module_utils.gpuhost.bench.comm_model import (
+    CommModelError,
+    ModelProfile,
+    allreduce_bytes_per_token,
+    comm_floor,
+    format_rate,
+    interpolate_latency_us,
+    load_profile,
+)
+from ansible.module_utils.gpuhost.bench.model_profiles import MODEL_PROFILES, get_profile
+from ansible.module_utils.gpuhost.parsers.nccl_tests import parse_nccl_tests
+from tests import paths
+
+FIXTURES = paths.FIXTURES / "nccl"
+INCIDENT = "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt"
+
+
+def incident_run():
+    with open(FIXTURES / INCIDENT, encoding="utf-8") as handle:
+        return parse_nccl_tests(handle.read())
+
+
+# --------------------------------------------------------------------------------------------------
+# The incident: GLM-5 on 8 GPUs in a VM without P2P, 13.7 us per 12 KB all-reduce
+
+
+def test_incident_comm_floor_from_the_measured_curve() -> None:
+    profile = get_profile("glm-5")
+    run = incident_run()
+    floor = comm_floor(profile, run.latency_curve(), batch=1, measured_ranks=run.nranks)
+
+    # Independent of comm_model: the message is one token's hidden state, and the curve has a point at that
+    # very size, so the step time is that point's time once per all-reduce of every layer.
+    message = profile.hidden_size * profile.dtype_bytes
+    measured = {r.size_bytes: r.out_of_place.time_us for r in run.results}
+    assert message in measured
+    expected_step_us = profile.layers * profile.allreduces_per_layer * measured[message]
+    expected_rate = 1_000_000 / expected_step_us
+
+    assert floor["allreduce_bytes"] == message
+    assert floor["latency_basis"] == "measured"
+    assert floor["comm_us_per_token"] == pytest.approx(expected_step_us)
+    assert floor["max_tokens_per_s_single_stream"] == pytest.approx(expected_rate)
+    assert floor["summary"] == (f"all-reduce alone limits single-stream decode to {round(expected_rate)} tok/s "
+                                "on this host")
+    assert floor["notes"] == []
+    # Plausibility, whatever the formula: a 2 ms communication floor per token caps decode below 500 tok/s,
+    # far above the 11 tok/s the incident saw (communication is a floor, not the whole cost).
+    assert 2000 < floor["comm_us_per_token"] < 2300
+    assert 400 < floor["max_tokens_per_s_single_stream"] < 500
+
+
+def test_incident_profile_is_the_published_architecture() -> None:
+    profile = get_profile("glm-5")
+    assert (profile.layers, profile.allreduces_per_layer, profile.hidden_size, profile.dtype_bytes,
+            profile.tensor_parallel_size) == (78, 2, 6144, 2, 8)
+    assert allreduce_bytes_per_token(profile, 1) == 12288  # the 12 KB of the incident
+
+
+def test_floor_at_a_concurrency() -> None:
+    profile = get_profile("glm-5")
+    curve = [(4096, 12.0), (12288, 13.7), (131072, 40.0), (1048576, 180.0), (805306368, 43230.0)]
+    floor = comm_floor(profile, curve, batch=64)
+
+    size = 64 * profile.hidden_size * profile.dtype_bytes  # 786432 bytes: between two measured points
+    low, high = (131072, 40.0), (1048576, 180.0)
+    t = math.exp(math.log(low[1]) + (math.log(size) - math.log(low[0])) / (math.log(high[0]) - math.log(low[0]))
+                 * (math.log(high[1]) - math.log(low[1])))
+    step = profile.layers * profile.allreduces_per_layer * t
+    assert floor["latency_basis"] == "interpolated"
+    assert floor["allreduce_latency_us"] == pytest.approx(t)
+    assert floor["comm_us_per_step"] == pytest.approx(step)
+    assert floor["max_tokens_per_s_per_stream"] == pytest.approx(1e6 / step)
+    assert floor["max_tokens_per_s_aggregate"] == pytest.approx(64 * 1e6 / step)
+    # The single-stream figure is always the batch-1 one.
+    assert floor["max_tokens_per_s_single_stream"] == pytest.approx(
+        1e6 / (profile.layers * profile.allreduces_per_layer * 13.7))
+    assert floor["summary_batch"].startswith("at 64 concurrent streams, all-reduce alone limits decode to ")
+
+
+def test_floor_notes_what_was_not_measured() -> None:
+    profile = get_profile("glm-5")
+    floor = comm_floor(profile, [(12288, 13.7), (65536, 20.0)], batch=8, measured_ranks=4)
+
+    assert floor["latency_basis"] == "extrapolated"  # 98304 bytes: above the largest measured size
+    assert any("measured over 4 GPUs" in note for note in floor["notes"])
+    assert any("outside the measured sizes" in note for note in floor["notes"])
+
+
+def test_tensor_parallel_one_has_no_floor() -> None:
+    profile = load_profile({**MODEL_PROFILES["glm-5"], "tensor_parallel_size": 1})
+    floor = comm_floor(profile, [(12288, 13.7)])
+
+    assert floor["comm_us_per_token"] == 0.0
+    assert floor["max_tokens_per_s_single_stream"] is None
+    assert "no all-reduce" in floor["summary"]
+
+
+def test_llama_profile() -> None:
+    profile = get_profile("Llama-3-70B")
+    assert (profile.layers, profile.hidden_size) == (80, 8192)
+    assert allreduce_bytes_per_token(profile, 4) == 8192 * 2 * 4
+
+
+@pytest.mark.parametrize(("rate", "text"), [(467.9, "468"), (99.94, "99.9"), (11.04, "11.0"), (1010.4, "1010")])
+def test_format_rate(rate: float, text: str) -> None:
+    assert format_rate(rate) == text
+
+
+# --------------------------------------------------------------------------------------------------
+# Interpolation
+
+CURVE = [(4096, 10.0), (16384, 20.0), (65536, 80.0)]
+
+
+def test_interpolation_is_exact_at_measured_sizes() -> None:
+    for size, time_us in CURVE:
+        assert interpolate_latency_us(CURVE, size) == time_us
+
+
+def test_interpolation_is_straight_in_log_log() -> None:
+    # At the geometric mean of two sizes, the time is the geometric mean of their times.
+    assert interpolate_latency_us(CURVE, 8192) == pytest.approx(math.sqrt(10.0 * 20.0))
+    assert interpolate_latency_us(CURVE, 32768) == pytest.approx(40.0)
+
+
+def test_below_the_curve_the_latency_is_held() -> None:
+    assert interpolate_latency_us(CURVE, 8) == 10.0
+
+
+def test_above_the_curve_the_last_bandwidth_is_kept() -> None:
+    # 65536 bytes in 80 us; twice the bytes at the same bandwidth take twice the time.
+    assert interpolate_latency_us(CURVE, 131072) == pytest.approx(160.0)
+
+
+def test_unsorted_curve_and_repeated_sizes() -> None:
+    # nccl-tests -R repeats sizes; repeats are averaged.
+    curve = [(65536, 80.0), (4096, 9.0), (16384, 20.0), (4096, 11.0)]
+    assert interpolate_latency_us(curve, 4096) == 10.0
+    assert interpolate_latency_us(curve, 32768) == pytest.approx(40.0)
+
+
+@pytest.mark.parametrize(("curve", "size", "message"), [
+    ([], 8, "expected a list of \\(size_bytes, time_us\\) pairs; found \\[\\]"),
+    ("12288 13.7", 8, "expected a list"),
+    ([(0, 5.0)], 8, "sizes as whole numbers of bytes above 0; found 0.*zero-byte rows"),
+    ([(8, -1.0)], 8, "times in us above 0; found -1.0 for 8 bytes"),
+    ([(8, float("nan"))], 8, "times in us above 0"),
+    ([(8, 1.0, 2.0)], 8, "pairs; found \\(8, 1.0, 2.0\\)"),
+    ([(8.5, 1.0)], 8, "whole numbers of bytes"),
+    ([(8, 1.0)], 0, "message size: expected a whole number of bytes above 0; found 0"),
+])
+def test_bad_curves(curve: object, size: int, message: str) -> None:
+    with pytest.raises(CommModelError, match=message):
+        interpolate_latency_us(curve, size)  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(points=st.lists(st.tuples(st.integers(1, 2**34), st.floats(0.01, 1e7)), min_size=1, max_size=12,
+                       unique_by=lambda p: p[0]),
+       size=st.integers(1, 2**36))
+def test_property_interpolation_stays_between_its_neighbours(points: list[tuple[int, float]], size: int) -> None:
+    # Monotone curves (time grows with size), as measured ones are: the estimate keeps the order.
+    sizes = sorted(p[0] for p in points)
+    times = sorted(p[1] for p in points)
+    curve = list(zip(sizes, times, strict=True))
+    value = interpolate_latency_us(curve, size)
+    below = [t for s, t in curve if s <= size]
+    above = [t for s, t in curve if s >= size]
+    assert value >= (below[-1] if below else curve[0][1]) * (1 - 1e-9)
+    if above:
+        assert value <= above[0] * (1 + 1e-9)
+    else:
+        assert value == pytest.approx(curve[-1][1] * size / curve[-1][0])
+
+
+# --------------------------------------------------------------------------------------------------
+# Profiles
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"layer": 78}, r"found 'layer' \(did you mean 'layers'\?\)"),
+    ({"layers": 0}, r"expected 'layers' as a whole number of 1 or more; found 0"),
+    ({"hidden_size": "6144"}, r"'hidden_size' as a whole number of 1 or more; found '6144'"),
+    ({"dtype_bytes": True}, r"'dtype_bytes' as a whole number.*found True"),
+    ({"name": ""}, r"expected 'name' as a non-empty string"),
+    ({"notes": 3}, r"expected 'notes' as text"),
+])
+def test_bad_profiles(change: dict, message: str) -> None:
+    data = {**MODEL_PROFILES["glm-5"], **change}
+    with pytest.raises(CommModelError, match=message):
+        load_profile(data)
+
+
+def test_missing_field_says_where_to_find_it() -> None:
+    data = dict(MODEL_PROFILES["glm-5"])
+    del data["hidden_size"]
+    with pytest.raises(CommModelError, match=r"expected the field 'hidden_size'.*config.json"):
+        load_profile(data)
+
+
+def test_profile_must_be_a_mapping() -> None:
+    with pytest.raises(CommModelError, match="expected a mapping"):
+        load_profile([("name", "x")])  # type: ignore[arg-type]
+
+
+def test_unknown_shipped_profile() -> None:
+    with pytest.raises(CommModelError, match=r"expected one of glm-5, llama-3-70b; found 'glm-9'"):
+        get_profile("glm-9")
+
+
+def test_every_shipped_profile_loads_and_round_trips() -> None:
+    for key in MODEL_PROFILES:
+        profile = get_profile(key)
+        assert isinstance(profile, ModelProfile)
+        assert load_profile(profile.as_dict()) == profile
+
+
+@pytest.mark.parametrize("batch", [0, -1, 1.5, True])
+def test_bad_batch(batch: object) -> None:
+    with pytest.raises(CommModelError, match="batch: expected a whole number of 1 or more"):
+        comm_floor(get_profile("glm-5"), CURVE, batch=batch)  # type: ignore[arg-type]
+
+
+def test_comm_floor_wants_a_loaded_profile() -> None:
+    with pytest.raises(CommModelError, match="expected a ModelProfile; found dict"):
+        comm_floor(MODEL_PROFILES["glm-5"], CURVE)  # type: ignore[arg-type]
+
+
+def test_bench_result_priced_for_glm5_from_the_incident_log() -> None:
+
+    from ansible.module_utils.gpuhost.bench.comm_model import add_comm_floor, measured_curve
+    from ansible.module_utils.gpuhost.bench.model_profiles import get_profile
+    from ansible.module_utils.gpuhost.parsers.nccl_tests import parse_nccl_tests
+
+    log = FIXTURES / (
+        "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt")
+    result = parse_nccl_tests(log.read_text()).as_dict()
+    add_comm_floor(result, "glm-5", 64)
+    profile = get_profile("glm-5")
+    per_token_us = dict(measured_curve(result["results"]))[profile.hidden_size * profile.dtype_bytes] * (
+        profile.layers * profile.allreduces_per_layer)
+    floor = result["comm_floor"]["batch_1"]
+    assert floor["comm_us_per_token"] == pytest.approx(per_token_us)
+    assert floor["max_tokens_per_s_single_stream"] == pytest.approx(1e6 / per_token_us)
+    finding = result["findings"][-1]
+    assert finding["id"] == "comm_floor"
+    assert f"to {round(1e6 / per_token_us)} tok/s" in finding["summary"]
+    assert "at 64 concurrent streams" in finding["summary"]
+
+
+def test_torch_rows_without_out_of_place_use_in_place() -> None:
+    from ansible.module_utils.gpuhost.bench.comm_model import measured_curve
+
+    rows = [{"size_bytes": 4096, "out_of_place": None, "in_place": {"time_us": 20.0}},
+            {"size_bytes": 0, "out_of_place": {"time_us": 1.0}},
+            {"size_bytes": 8192, "out_of_place": {"time_us": 30.0}, "in_place": {"time_us": 31.0}}]
+    assert measured_curve(rows) == [(4096, 20.0), (8192, 30.0)]

@@ -1,0 +1,263 @@
+"""gpu_p2p_probe: the tools' real outputs, the proof and its findings, and the probe itself without CUDA."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import gpu_p2p_probe
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ansible.module_utils.gpuhost.bench import p2p_judge as logic
+from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import P2PToolParseError, parse_p2p_log
+from tests import paths
+from tests.unit.modules import run_module
+from tests.unit.torch_venv import torch_python
+
+FIXTURES = paths.FIXTURES / "p2p"
+
+
+def read(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def matrix(parsed: dict, name: str, measured_by: str = "gpu") -> list:
+    return next(m["values"] for m in parsed["matrices"] if m["name"] == name and m["measured_by"] == measured_by)
+
+
+# ---------------------------------------------------------------------------
+# Parsers over real outputs
+
+
+def test_p2p_bandwidth_latency_test_without_peer_access():
+    parsed = parse_p2p_log(read("p2pBandwidthLatencyTest_2xRTX4090-no-p2p.txt"))
+    assert parsed["tool"] == "p2pBandwidthLatencyTest"
+    assert [d["name"] for d in parsed["devices"]] == ["NVIDIA GeForce RTX 4090"] * 2
+    assert parsed["devices"][1]["pci_bus_id"] == "0000:c1:00"
+    assert parsed["access"] == [[None, False], [False, None]]
+    assert parsed["connectivity"] == [[True, False], [False, True]]
+    assert matrix(parsed, "P2P=Enabled Latency (P2P Writes) Matrix (us)") == [[1.33, 13.10], [11.59, 1.30]]
+    assert matrix(parsed, "P2P=Enabled Latency (P2P Writes) Matrix (us)", "cpu") == [[2.53, 7.94], [7.94, 2.45]]
+    assert matrix(parsed, "Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)")[0] == [909.49, 21.73]
+    kinds = {(m["kind"], m["unit"], m["path"], m["bidirectional"]) for m in parsed["matrices"]}
+    assert ("latency", "us", "p2p_enabled", False) in kinds
+    assert ("bandwidth", "GB/s", "p2p_disabled", True) in kinds
+
+
+def test_p2p_bandwidth_latency_test_with_nvlink_pairs():
+    parsed = parse_p2p_log(read("p2pBandwidthLatencyTest_4xA100-PCIe-nvlink-pairs.txt"))
+    assert parsed["access"][0] == [None, True, False, False]
+    assert parsed["access"][2] == [False, False, None, True]
+    assert matrix(parsed, "Unidirectional P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)")[0][1] == 275.07
+    assert matrix(parsed, "P2P=Enabled Latency (P2P Writes) Matrix (us)")[3] == [18.78, 18.08, 2.32, 2.48]
+
+
+@pytest.mark.parametrize("name", ["nvbandwidth_v0.8_6xA6000-read-ce.txt",
+                                  "nvbandwidth-j_v0.8_6xA6000-read-ce_constructed.json"])
+def test_nvbandwidth_text_and_json_agree(name):
+    parsed = parse_p2p_log(read(name))
+    assert (parsed["tool"], parsed["driver_version"]) == ("nvbandwidth", "580.95.05")
+    (only,) = parsed["matrices"]
+    assert (only["name"], only["kind"], only["path"]) == ("device_to_device_memcpy_read_ce", "bandwidth", "peer")
+    assert only["values"][0] == [None, 26.34, 26.35, 21.95, 22.64, 21.8]
+    # The SUM line adds the unrounded values; the cells are rounded to 2 decimals.
+    assert sum(v for row in only["values"] for v in row if v is not None) == pytest.approx(715.53, abs=0.1)
+
+
+def test_nvbandwidth_latency_in_ns_becomes_us():
+    document = {"nvbandwidth": {"testcases": [{
+        "name": "device_to_device_latency_sm", "status": "Passed",
+        "bandwidth_description": "memory latency SM GPU(row) <-> GPU(column) (ns)",
+        "bandwidth_matrix": [["N/A", "1520.5"], ["1498", "N/A"]]}]}}
+    (only,) = parse_p2p_log(json.dumps(document))["matrices"]
+    assert (only["kind"], only["unit"], only["values"]) == ("latency", "us", [[None, 1.5205], [1.498, None]])
+
+
+def test_cut_output_fails_clearly():
+    text = read("p2pBandwidthLatencyTest_4xA100-PCIe-nvlink-pairs.txt")
+    cut = text[: text.index("     2  21.46")]
+    with pytest.raises(P2PToolParseError, match="has 2 rows for 4 GPUs"):
+        parse_p2p_log(cut)
+    with pytest.raises(P2PToolParseError, match="found none of their markers"):
+        parse_p2p_log("Segmentation fault (core dumped)\n")
+
+
+@given(st.text(max_size=300))
+def test_log_reader_raises_only_its_own_error(text):
+    with contextlib.suppress(P2PToolParseError):
+        parse_p2p_log(text)
+
+
+# ---------------------------------------------------------------------------
+# Findings
+
+
+def test_log_without_p2p_gives_the_host_path_findings(capsys):
+    path = FIXTURES / "p2pBandwidthLatencyTest_2xRTX4090-no-p2p.txt"
+    result = run_module(gpu_p2p_probe.main, {"log": str(path)}, capsys, check_mode=True)
+
+    assert (result["changed"], result["source"], result["tool"]) == (False, "log", "p2pBandwidthLatencyTest")
+    ids = [(f["id"], f["severity"]) for f in result["findings"]]
+    assert ids == [("p2p_small_copy_latency", "critical"), ("p2p_peer_access_unavailable", "warning")]
+    latency = result["findings"][0]
+    assert latency["evidence"]["worst"] == {"pair": "GPU0->GPU1", "us": 13.1}
+    assert "x-nv-gpudirect-clique" in latency["remedy"]
+
+
+def test_log_with_nvlink_pairs_flags_only_the_unpaired_gpus(capsys):
+    path = FIXTURES / "p2pBandwidthLatencyTest_4xA100-PCIe-nvlink-pairs.txt"
+    result = run_module(gpu_p2p_probe.main, {"log": str(path)}, capsys)
+
+    by_id = {f["id"]: f for f in result["findings"]}
+    assert by_id["p2p_small_copy_latency"]["evidence"]["slow_pairs"] == 8
+    assert by_id["p2p_small_copy_latency"]["evidence"]["granted_but_slow"] == ""
+    assert by_id["p2p_peer_access_unavailable"]["summary"].startswith("8 of 12 GPU pairs")
+
+
+def harness_events(proof: dict, peer_us: float = 2.0, host_us: float = 12.0, **summary) -> str:
+    events = [{"event": "start", "torch_version": "2.9.1+cu128", "devices": [{"index": 0, "name": "G"},
+                                                                              {"index": 1, "name": "G"}],
+               "access": [[None, True], [True, None]]}]
+    for src, dst in ((0, 1), (1, 0)):
+        events.append({"event": "proof", "src": src, "dst": dst, "peer_access": True, "elements": 1024,
+                       "ce_wrong": 0, "sm_wrong": 0, "zeros_at_destination": 0, **(proof if src == 0 else {})})
+        events.append({"event": "timing", "src": src, "dst": dst, "size_bytes": 16384, "iters": 50,
+                       "peer": {"time_us": peer_us + 3, "gbps": 1.0, "gpu_us": peer_us},
+                       "host": {"time_us": host_us, "gbps": 0.5}})
+    events.append({"event": "summary", "status": "ok", "hung_at": None, **summary})
+    return "\n".join(json.dumps(e) for e in events)
+
+
+def test_a_private_mirror_is_a_critical_finding():
+    run = logic.parse_harness_output(harness_events({"ce_wrong": 1024, "sm_wrong": 1024,
+                                                     "zeros_at_destination": 1024}))
+    result = logic.harness_result(run)
+    assert result["proof"][0][1]["ce_wrong"] == 1024 and result["proof"][1][0]["ce_wrong"] == 0
+    found = logic.findings(result)
+    assert (found[0]["id"], found[0]["severity"]) == ("p2p_write_not_arriving", "critical")
+    assert "private-mirror" in found[0]["summary"]
+
+
+def test_healthy_peer_copies_give_no_finding():
+    result = logic.harness_result(logic.parse_harness_output(harness_events({})))
+    gpu = next(m for m in result["matrices"] if m["metric"] == "gpu_us")
+    assert gpu["values"] == [[None, 2.0], [2.0, None]] and gpu["size_bytes"] == 16384
+    assert logic.findings(result) == []
+
+
+def test_peer_path_as_slow_as_the_host_is_reported():
+    result = logic.harness_result(logic.parse_harness_output(harness_events({}, peer_us=13.0, host_us=14.0)))
+    ids = [f["id"] for f in logic.findings(result)]
+    assert ids == ["p2p_small_copy_latency", "p2p_no_gain"]
+
+
+def test_a_hang_names_the_pair():
+    found = logic.findings({"access": [], "matrices": []}, status="timeout", timeout_s=30,
+                           hung_at={"src": 1, "dst": 0, "phase": "proof", "size_bytes": None})
+    assert found[0]["id"] == "p2p_probe_timeout"
+    assert "GPU1->GPU0 (proof)" in found[0]["summary"]
+
+
+# ---------------------------------------------------------------------------
+# The probe itself, for real, on a machine without CUDA
+
+
+@pytest.fixture(scope="module")
+def python() -> str:
+    return torch_python()
+
+
+def test_probe_without_cuda_fails_clearly(python, capsys):
+    result = run_module(gpu_p2p_probe.main, {"python": python, "timeout": 60}, capsys)
+
+    assert result["failed"] is True
+    assert result["msg"].startswith(f"no CUDA device visible to {python}: torch 2.13.0+cpu (CUDA build None) sees none")
+    assert "Traceback" not in result["msg"]
+
+
+def test_probe_without_cuda_can_skip(python, capsys):
+    result = run_module(gpu_p2p_probe.main, {"python": python, "timeout": 60, "missing_gpu": "skip"}, capsys)
+
+    assert result["skipped"] is True and result["changed"] is False
+    assert result["msg"].startswith("no CUDA device visible to")
+
+
+def test_probe_with_an_interpreter_that_is_not_there(capsys, tmp_path):
+    result = run_module(gpu_p2p_probe.main, {"python": str(tmp_path / "python")}, capsys)
+    assert result["failed"] is True and "does not exist" in result["msg"]
+
+
+# --- the probe's own output, kept with save_log and replayed with log -------------------------
+
+
+def test_the_constructed_probe_logs_match_their_builder():
+    import subprocess
+    import sys
+
+    rc = subprocess.run([sys.executable, str(FIXTURES / "build_probe_logs.py"), "--check"], capture_output=True,
+                        text=True)
+    assert rc.returncode == 0, rc.stderr
+
+
+def test_a_replayed_probe_run_keeps_its_proof(capsys):
+    path = FIXTURES / "p2p-probe_8xH100-SXM-nvlink_constructed.jsonl"
+    result = run_module(gpu_p2p_probe.main, {"log": str(path)}, capsys, check_mode=True)
+
+    assert (result["source"], result["status"], result["tool"]) == ("probe-log", "ok", "torch")
+    assert len(result["devices"]) == 8
+    assert result["proof"][0][1] == {"ce_wrong": 0, "sm_wrong": 0, "zeros_at_destination": 0, "elements": 1048576,
+                                     "peer_access": True}
+    assert result["findings"] == []
+
+
+def test_a_replayed_probe_run_without_p2p_is_critical(capsys):
+    path = FIXTURES / "p2p-probe_8xRTXPRO6000-vm-no-p2p_constructed.jsonl"
+    result = run_module(gpu_p2p_probe.main, {"log": str(path)}, capsys)
+
+    ids = [f["id"] for f in result["findings"]]
+    assert "p2p_small_copy_latency" in ids
+    assert "p2p_peer_access_unavailable" in ids
+
+
+def test_a_cut_off_probe_log_says_what_is_missing(tmp_path, capsys):
+    lines = (FIXTURES / "p2p-probe_8xH100-SXM-nvlink_constructed.jsonl").read_text().splitlines()
+    cut = tmp_path / "cut.jsonl"
+    # Without the summary line it is no longer the probe's output, nor a tool's.
+    cut.write_text("\n".join(lines[:-1]) + "\n")
+    result = run_module(gpu_p2p_probe.main, {"log": str(cut)}, capsys)
+
+    assert result["failed"] is True
+    assert "nor as the probe's own output" in result["msg"]
+
+
+def test_save_log_keeps_the_run_for_replay(tmp_path, capsys, monkeypatch):
+    text = (FIXTURES / "p2p-probe_8xRTXPRO6000-baremetal-p2p_constructed.jsonl").read_text()
+    saved = tmp_path / "probe.jsonl"
+
+    class Ran:
+        stdout, stderr, rc, error = text, "", 0, None
+
+    monkeypatch.setattr(gpu_p2p_probe, "python_problem", lambda python: None)
+    monkeypatch.setattr(gpu_p2p_probe, "run_script", lambda *args, **kwargs: Ran())
+    live = run_module(gpu_p2p_probe.main, {"save_log": str(saved)}, capsys)
+    replayed = run_module(gpu_p2p_probe.main, {"log": str(saved)}, capsys)
+
+    assert saved.read_text() == text
+    assert (live["source"], replayed["source"]) == ("probe", "probe-log")
+    assert live["proof"] == replayed["proof"]
+
+
+def test_save_log_writes_nothing_in_check_mode(tmp_path, capsys, monkeypatch):
+    text = (FIXTURES / "p2p-probe_8xRTXPRO6000-baremetal-p2p_constructed.jsonl").read_text()
+    saved = tmp_path / "probe.jsonl"
+
+    class Ran:
+        stdout, stderr, rc, error = text, "", 0, None
+
+    monkeypatch.setattr(gpu_p2p_probe, "python_problem", lambda python: None)
+    monkeypatch.setattr(gpu_p2p_probe, "run_script", lambda *args, **kwargs: Ran())
+    run_module(gpu_p2p_probe.main, {"save_log": str(saved)}, capsys, check_mode=True)
+
+    assert not saved.exists()

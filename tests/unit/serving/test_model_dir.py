@@ -1,0 +1,172 @@
+"""The model directory check: weight files found, their size against the profile, readability as the service user."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import sglang_model_check
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ansible.module_utils.gpuhost.serving.model_dir import GIB, Listing, is_weight_file, judge, walk
+from tests.unit.modules import run_module
+
+
+def sparse(path: Path, gib: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.truncate(int(gib * GIB))
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    """A 405 GiB model as Hugging Face lays it out: config, tokenizer, five safetensors shards (sparse)."""
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    for shard in range(1, 6):
+        sparse(tmp_path / f"model-0000{shard}-of-00005.safetensors", 81)
+    return tmp_path
+
+
+@pytest.mark.parametrize(("name", "weight"), [
+    ("model-00001-of-00005.safetensors", True), ("pytorch_model.bin", True), ("consolidated.00.pth", True),
+    ("model.pt", True), ("GLM-5-Q4_K_M.gguf", True), ("MODEL.SAFETENSORS", True),
+    ("config.json", False), ("tokenizer.model", False), ("model.safetensors.index.json", False),
+])
+def test_weight_files(name: str, weight: bool) -> None:
+    assert is_weight_file(name) is weight
+
+
+def test_walk_finds_the_shards(model: Path) -> None:
+    listing = walk(str(model))
+    assert [name for name, _ in listing.files] == [f"model-0000{i}-of-00005.safetensors" for i in range(1, 6)]
+    assert listing.total_bytes == 405 * GIB
+    assert listing.unreadable == []
+    assert Listing.from_dict(listing.as_dict()) == listing
+
+
+def test_walk_follows_links_as_the_hub_cache_uses_them(tmp_path: Path) -> None:
+    blobs, snapshot = tmp_path / "blobs", tmp_path / "snapshots" / "abc123"
+    sparse(blobs / "sha256-1", 2)
+    snapshot.mkdir(parents=True)
+    (snapshot / "model.safetensors").symlink_to(blobs / "sha256-1")
+    (snapshot / "broken.safetensors").symlink_to(blobs / "missing")
+    listing = walk(str(snapshot))
+    assert listing.files == [("model.safetensors", 2 * GIB)]
+    assert listing.unreadable == ["broken.safetensors"]
+
+
+def test_judge_passes_within_tolerance(model: Path) -> None:
+    verdict = judge(walk(str(model)), 405, 0.1, "sglang")
+    assert verdict.ok and verdict.found_gib == 405.0 and verdict.problems == []
+    assert judge(walk(str(model)), 440, 0.1).ok  # 8 % off
+    assert judge(walk(str(model)), 0, 0.1).ok  # presence only
+
+
+def test_judge_names_a_partial_download(model: Path) -> None:
+    for shard in (4, 5):
+        (model / f"model-0000{shard}-of-00005.safetensors").unlink()
+    verdict = judge(walk(str(model)), 405, 0.1)
+    assert verdict.problems == [
+        f"the weight files under {model} hold 243.0 GiB in 3 files; the model profile expects 405 GiB (within 10%). "
+        "A partial download, another quantization or another model? Finish the download, or correct the profile's "
+        "weights_gib."]
+
+
+def absent(root: Path) -> Path:
+    return root / "absent"
+
+
+def a_file(root: Path) -> Path:
+    (root / "model.safetensors").write_text("x")
+    return root / "model.safetensors"
+
+
+def empty(root: Path) -> Path:
+    (root / "empty").mkdir()
+    return root / "empty"
+
+
+@pytest.mark.parametrize(("setup", "says"), [
+    (absent, "does not exist; expected the model's directory there"),
+    (a_file, "is a file, not a directory"),
+    (empty, "no weight files (*.safetensors, *.bin, *.pt, *.pth, *.gguf)"),
+])
+def test_judge_names_what_is_missing(tmp_path: Path, setup: Callable[[Path], Path], says: str) -> None:
+    verdict = judge(walk(str(setup(tmp_path))), 405, 0.1)
+    assert not verdict.ok
+    assert says in verdict.problems[0]
+
+
+@given(sizes=st.lists(st.integers(0, 2**44), max_size=6), expected=st.floats(0, 4096), tolerance=st.floats(0, 1))
+def test_judge_size_rule(sizes: list[int], expected: float, tolerance: float) -> None:
+    listing = Listing(path="/m", files=[(f"{i}.safetensors", size) for i, size in enumerate(sizes)])
+    verdict = judge(listing, expected, tolerance)
+    found = sum(sizes) / GIB
+    assert verdict.ok == (bool(sizes) and (expected == 0 or abs(found - expected) <= tolerance * expected))
+
+
+# --------------------------------------------------------------------------------------------------
+# The module, as root and as another user
+
+NOBODY = next((entry for entry in pwd.getpwall() if entry.pw_name == "nobody"), None)
+as_root = pytest.mark.skipif(os.geteuid() != 0 or NOBODY is None, reason="needs root and the user nobody")
+
+
+@pytest.fixture
+def shared_model() -> Iterator[Path]:
+    """A model under a directory other users can traverse (pytest's own tmp_path is root's alone)."""
+    root = Path(tempfile.mkdtemp(prefix="model-check-", dir="/tmp"))
+    root.chmod(0o755)
+    try:
+        for shard in (1, 2):
+            sparse(root / f"model-0000{shard}-of-00002.safetensors", 1)
+            (root / f"model-0000{shard}-of-00002.safetensors").chmod(0o644)
+        yield root
+    finally:
+        shutil.rmtree(root)
+
+
+def check(capsys: pytest.CaptureFixture[str], path: Path | str, **args) -> dict:
+    return run_module(sglang_model_check.main, {"path": str(path), "expected_gib": 2, **args}, capsys)
+
+
+def test_module_passes_a_good_model(capsys: pytest.CaptureFixture[str], shared_model: Path) -> None:
+    result = check(capsys, shared_model)
+    assert result["ok"] is True and result["changed"] is False
+    assert (result["files"], result["found_gib"]) == (2, 2.0)
+    assert result["msg"] == f"{shared_model}: 2 weight files, 2.0 GiB (expected 2), readable by this user"
+
+
+def test_module_fails_with_found_and_expected(capsys: pytest.CaptureFixture[str], shared_model: Path) -> None:
+    result = check(capsys, shared_model, expected_gib=405)
+    assert result["failed"] is True
+    assert "hold 2.0 GiB in 2 files; the model profile expects 405 GiB (within 10%)" in result["msg"]
+    report = check(capsys, shared_model, expected_gib=405, fail_on_problem=False)
+    assert "failed" not in report and report["ok"] is False
+
+
+@as_root
+def test_module_checks_as_the_service_user(capsys: pytest.CaptureFixture[str], shared_model: Path) -> None:
+    assert NOBODY is not None
+    assert check(capsys, shared_model, user="nobody")["ok"] is True
+    (shared_model / "model-00002-of-00002.safetensors").chmod(0o600)
+    result = check(capsys, shared_model, user="nobody")
+    assert result["unreadable"] == ["model-00002-of-00002.safetensors"]
+    assert "the user nobody cannot read 1 entries" in result["msg"]
+    # root itself still reads it: the check really ran as nobody.
+    assert check(capsys, shared_model, expected_gib=2)["ok"] is True
+    shared_model.chmod(0o700)
+    assert "the user nobody cannot list" in check(capsys, shared_model, user="nobody")["msg"]
+
+
+def test_module_names_a_missing_user(capsys: pytest.CaptureFixture[str], shared_model: Path) -> None:
+    result = check(capsys, shared_model, user="no-such-user-here")
+    assert result["failed"] is True
+    assert result["msg"].startswith("sglang_model_check: the user no-such-user-here does not exist")

@@ -1,0 +1,256 @@
+"""The smoke test's judgement of SGLang's answers, and the sglang_smoke module against the stand-in server."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+import sglang_smoke
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ansible.module_utils.gpuhost.serving.sglang_smoke import (
+    DEFAULT_MAX_RUN,
+    Sample,
+    completion_request,
+    judge_logprobs,
+    judge_runs,
+    judge_text,
+    read_completion,
+    served_models,
+)
+from tests.unit.modules import run_module
+from tests.unit.standin import KEY, running_standin
+
+
+def answer(text: Any, finish: Any = "length", logprobs: Any = None, tokens: Any = 8) -> dict[str, Any]:
+    """A /v1/completions answer as SGLang 0.5 shapes it."""
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "matched_stop": None}
+    if logprobs is not None:
+        choice["logprobs"] = {"text_offset": list(range(len(logprobs))), "token_logprobs": logprobs,
+                              "tokens": ["x"] * len(logprobs), "top_logprobs": [None] * len(logprobs)}
+    return {"id": "c1", "object": "text_completion", "created": 0, "model": "GLM-5-NVFP4", "choices": [choice],
+            "usage": {"prompt_tokens": 5, "completion_tokens": tokens, "total_tokens": 5 + (tokens or 0)}}
+
+
+# --------------------------------------------------------------------------------------------------
+# Text
+
+
+@pytest.mark.parametrize("text", [
+    " Paris. It is known for the Eiffel Tower, the Louvre and its cafes.",
+    " 1,000,000,000 people, roughly.",
+    "\n\nParis\tis the capital.\r\n",
+    " naan, financial, banana, infinite, Inference",  # words that merely contain nan/inf
+    " 巴黎是法国的首都。",
+    " ...!!! Wow!!!",  # a few repeats are language
+    " " + "1" * (DEFAULT_MAX_RUN - 1),
+])
+def test_language_passes(text: str) -> None:
+    assert judge_text(text) == []
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("", "empty output"),
+    ("   \n\t", "empty output"),
+    ("!" * 32, "'!' repeated 32 times, what NaN logits decode to"),
+    (" ! ! ! ! ! ! ! ! ! ! ! ! ! ! ! ! !", "'!' repeated 17 times"),
+    ("The value is NaN.", "contains 'NaN', a non-finite number"),
+    ("loss: -nan", "contains '-nan'"),
+    ("x = inf", "contains 'inf'"),
+    ("Par\ufffd\ufffdis", "undecodable bytes (U+FFFD)"),
+    ("Paris\x00\x07", "control characters U+0000, U+0007"),
+    ("ababababababababab", "18 characters made of only 'ab'"),
+])
+def test_garbage_is_named(text: str, says: str) -> None:
+    problems = judge_text(text)
+    assert any(says in problem for problem in problems), problems
+
+
+def test_max_run_is_a_setting() -> None:
+    assert judge_text("!" * 5, max_run=5)
+    assert not judge_text("!" * 4 + " ok", max_run=5)
+
+
+# --------------------------------------------------------------------------------------------------
+# Log-probabilities and whole answers
+
+
+def test_finite_logprobs_pass() -> None:
+    assert judge_logprobs([-0.1, -2, 0.0, -13.25, 1e-9]) == []
+
+
+@pytest.mark.parametrize(("values", "says"), [
+    ([None, None], "2 of 2 token log-probabilities are not finite numbers"),
+    ([-0.5, float("nan")], "1 of 2"),
+    ([float("-inf")], "1 of 1"),
+    (["-0.5"], "1 of 1"),
+    ([True], "1 of 1"),
+    ([-0.5, 0.7], "1 token log-probabilities are above 0"),
+])
+def test_bad_logprobs_are_named(values: list[Any], says: str) -> None:
+    problems = judge_logprobs(values)
+    assert any(says in problem for problem in problems), problems
+
+
+def test_a_sane_answer_reads_clean() -> None:
+    sample = read_completion(answer(" Paris, of course.", logprobs=[-0.2, -0.1, -1.5]))
+    assert sample == Sample(text=" Paris, of course.", finish_reason="length", completion_tokens=8,
+                            token_logprobs=(-0.2, -0.1, -1.5), problems=())
+
+
+def test_the_incident_answer_fails_twice_over() -> None:
+    # What SGLang returned on SM120 with NaN decode: token 0 over and over, NaN log-probabilities (null in JSON).
+    sample = read_completion(answer("!" * 32, logprobs=[None] * 32, tokens=32))
+    assert len(sample.problems) == 2
+    assert "repeated 32 times" in sample.problems[0]
+    assert "32 of 32 token log-probabilities are not finite" in sample.problems[1]
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    ([], "not a JSON object but list"),
+    ({"object": "error", "message": "The model does not exist."}, "no choices: 'The model does not exist.'"),
+    ({"choices": []}, "no choices"),
+    ({"choices": [{"text": None}]}, "the choice has no text"),
+    (answer(" fine", finish="abort"), "finished with 'abort'"),
+    (answer("", tokens=0), "empty output"),
+    (answer(" fine", tokens=0), "no completion tokens"),
+])
+def test_broken_answers_are_named(body: Any, says: str) -> None:
+    sample = read_completion(body)
+    assert any(says in problem for problem in sample.problems), sample.problems
+
+
+def test_runs_must_agree() -> None:
+    same = [read_completion(answer(" Paris.")), read_completion(answer(" Paris."))]
+    assert judge_runs(same).ok and judge_runs(same).identical is True
+    differ = judge_runs([read_completion(answer(" Paris.")), read_completion(answer(" Lyon."))])
+    assert not differ.ok and differ.identical is False
+    assert differ.problems == ["the runs at temperature 0 differ: ' Paris.' then ' Lyon.'"]
+
+
+def test_problems_carry_their_run_number() -> None:
+    verdict = judge_runs([read_completion(answer(" Paris.")), read_completion(answer("!" * 20))])
+    assert verdict.problems[0].startswith("run 2: '!' repeated 20 times")
+    assert judge_runs([]).problems == ["no run was made"]
+    assert judge_runs([read_completion(answer(" Paris."))]).identical is None
+
+
+def test_request_is_greedy() -> None:
+    body = completion_request("GLM-5-NVFP4", "The capital of France is", 32, logprobs=True)
+    assert body == {"model": "GLM-5-NVFP4", "prompt": "The capital of France is", "max_tokens": 32, "temperature": 0,
+                    "n": 1, "stream": False, "logprobs": 1}
+    assert "logprobs" not in completion_request("m", "p", 1, logprobs=False)
+
+
+def test_served_models() -> None:
+    listed = {"object": "list", "data": [{"id": "GLM-5-NVFP4"}, {"id": 7}, {"x": 1}]}
+    assert served_models(listed) == ["GLM-5-NVFP4", "7"]
+    assert served_models({"data": "nope"}) == served_models(None) == []
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties: any JSON at all yields a verdict, never an exception.
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=5),
+    max_leaves=25,
+)
+CHOICE = st.fixed_dictionaries({}, optional={
+    "text": st.text() | JSON, "finish_reason": JSON, "logprobs": JSON | st.fixed_dictionaries(
+        {"token_logprobs": st.lists(st.floats() | st.none() | st.integers(), max_size=8)})})
+ANSWER = JSON | st.fixed_dictionaries({"choices": st.lists(CHOICE | JSON, max_size=2)},
+                                      optional={"usage": JSON | st.fixed_dictionaries({"completion_tokens": JSON})})
+
+
+@given(body=ANSWER)
+def test_any_answer_reads_without_raising(body: Any) -> None:
+    sample = read_completion(body)
+    assert isinstance(sample.text, str)
+    assert all(isinstance(problem, str) and problem for problem in sample.problems)
+    json.dumps(sample.as_dict())
+
+
+@given(text=st.text())
+def test_any_text_is_judged(text: str) -> None:
+    problems = judge_text(text)
+    assert (not text.strip()) == (problems == ["empty output"])
+
+
+@given(char=st.characters(blacklist_categories=("Zs", "Cc", "Zl", "Zp")), count=st.integers(DEFAULT_MAX_RUN, 300))
+def test_any_repeated_character_fails(char: str, count: int) -> None:
+    assert judge_text(char * count)
+
+
+@given(values=st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=20))
+def test_logprobs_fail_exactly_when_not_finite_or_positive(values: list[float]) -> None:
+    assert (judge_logprobs(values) == []) == all(math.isfinite(v) and v <= 1e-3 for v in values)
+
+
+@given(texts=st.lists(st.text(min_size=1), min_size=1, max_size=4))
+def test_verdict_identical_iff_all_texts_equal(texts: list[str]) -> None:
+    verdict = judge_runs([read_completion(answer(text)) for text in texts])
+    if len(texts) > 1:
+        assert verdict.identical == (len(set(texts)) == 1)
+
+
+# --------------------------------------------------------------------------------------------------
+# The module, over HTTP, against the stand-in server
+
+
+def smoke(capsys: pytest.CaptureFixture[str], url: str, **args: Any) -> dict[str, Any]:
+    return run_module(sglang_smoke.main, {"url": url, "api_key": KEY, "model": "GLM-5-NVFP4", "timeout": 5, **args},
+                      capsys)
+
+
+def test_module_passes_a_good_server(capsys: pytest.CaptureFixture[str]) -> None:
+    with running_standin("good") as url:
+        result = smoke(capsys, url)
+    assert result["ok"] is True and result["identical"] is True, result
+    assert result["models"] == ["GLM-5-NVFP4"]
+    assert len(result["runs"]) == 2 and result["runs"][0]["completion_tokens"] == 32
+    assert result["msg"].startswith("sglang_smoke: 2 identical, sane answers from GLM-5-NVFP4: ")
+    assert KEY not in json.dumps(result)
+
+
+@pytest.mark.parametrize(("behaviour", "says"), [
+    ("nan", "run 1: '!' repeated 32 times"),
+    ("garbage", "undecodable bytes"),
+    ("nondeterministic", "the runs at temperature 0 differ"),
+])
+def test_module_fails_a_bad_server(capsys: pytest.CaptureFixture[str], behaviour: str, says: str) -> None:
+    with running_standin(behaviour) as url:
+        result = smoke(capsys, url)
+    assert result["failed"] is True and result["ok"] is False
+    assert any(says in problem for problem in result["problems"]), result["problems"]
+    assert says in result["msg"]
+
+
+def test_module_names_a_refused_key(capsys: pytest.CaptureFixture[str]) -> None:
+    with running_standin("good") as url:
+        result = smoke(capsys, url, api_key="not-the-key-at-all")
+    assert result["problems"] == ["GET /v1/models: 401, the server refused the API key; expected the key it was "
+                                  "started with (its --config file)"]
+    assert "not-the-key-at-all" not in json.dumps(result)
+
+
+def test_module_names_the_wrong_model(capsys: pytest.CaptureFixture[str]) -> None:
+    with running_standin("good") as url:
+        result = smoke(capsys, url, model="Other-Model")
+    assert result["problems"][0].startswith("the server serves ['GLM-5-NVFP4'], not 'Other-Model'")
+
+
+def test_module_names_an_unreachable_server(capsys: pytest.CaptureFixture[str]) -> None:
+    result = smoke(capsys, "http://127.0.0.1:9")
+    assert len(result["problems"]) == 1
+    assert result["problems"][0].startswith("GET /v1/models: cannot reach http://127.0.0.1:9")
+
+
+def test_module_can_report_without_failing(capsys: pytest.CaptureFixture[str]) -> None:
+    with running_standin("nan") as url:
+        result = smoke(capsys, url, fail_on_problem=False, runs=1, max_tokens=4, max_run=4)
+    assert "failed" not in result and result["ok"] is False
+    assert result["identical"] is None
