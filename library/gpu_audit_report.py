@@ -11,9 +11,9 @@ description:
   - Writes C(<dest>/<host>.json) and C(<dest>/<host>.md) for every host given, and C(<dest>/fleet.md)
     with one row per host. Meant to run once, on the controller, with the facts of every host of the play,
     so that a fleet of hundreds writes its reports in one task instead of hundreds.
-  - When the hosts include Proxmox VE nodes audited with their VM configs, a guest's P2P finding is linked to
+  - "When the hosts include Proxmox VE nodes audited with their VM configs, a guest's P2P finding is linked to
     the VM that runs it (the guest's DMI product_uuid is the VM's smbios1 uuid): its remedy names that host,
-    the VM id and the exact C(qm set) commands.
+    the VM id and the exact C(qm set) commands."
   - A file is rewritten only when its content differs, so a second run with the same facts reports no change.
     Check mode says what would change and writes nothing; diff mode shows the changed files.
 version_added: "1.0.0"

@@ -60,15 +60,16 @@ problems:
 """
 
 
+def get_argument_spec() -> dict:
+    return {
+        "data": {"type": "raw", "required": True},
+        "source": {"type": "str", "required": True},
+        "expected_name": {"type": "str", "default": ""},
+    }
+
+
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "data": {"type": "raw", "required": True},
-            "source": {"type": "str", "required": True},
-            "expected_name": {"type": "str", "default": ""},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     source = module.params["source"]
     try:
         profile = validate_file(module.params["data"], source, module.params["expected_name"])
