@@ -150,7 +150,7 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.audit.facts import SubsetError, audit, resolve_subsets
 from ansible.module_utils.gpuhost.audit.source import CaptureError, LiveSource, ReplaySource
-from ansible.module_utils.gpuhost.rules.host import DEFAULT_MIN_BAR1_MIB, RuleOptions
+from ansible.module_utils.gpuhost.rules.views import DEFAULT_MIN_BAR1_MIB, RuleOptions
 
 
 def get_argument_spec() -> dict:

@@ -141,18 +141,10 @@ findings:
   elements: dict
 """
 
-import sys
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.bench import p2p_harness
-from ansible.module_utils.gpuhost.bench import p2p_judge as logic
-from ansible.module_utils.gpuhost.bench.harness_runner import KILL_GRACE_S, python_problem, run_script, write_json
-from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import P2PToolParseError, parse_p2p_log
-
-HINTS = {
-    "no_torch": "Point `python` at the serving venv's interpreter (it has torch).",
-    "no_cuda": "Check `nvidia-smi`, that this torch is a CUDA build matching the driver, and CUDA_VISIBLE_DEVICES.",
-}
+from ansible.module_utils.gpuhost.bench.p2p_judge import DEFAULT_MAX_SMALL_LATENCY_US
+from ansible.module_utils.gpuhost.bench.p2p_runner import DEFAULT_TIMEOUT_S, ProbeFailure, ProbeSkipped, run_probe
 
 
 def get_argument_spec() -> dict:
@@ -163,87 +155,20 @@ def get_argument_spec() -> dict:
         "devices": {"type": "list", "elements": "int"},
         "sizes": {"type": "list", "elements": "int"},
         "proof_bytes": {"type": "int", "default": p2p_harness.DEFAULT_PROOF_BYTES},
-        "timeout": {"type": "float", "default": 300.0},
-        "max_small_latency_us": {"type": "float", "default": logic.DEFAULT_MAX_SMALL_LATENCY_US},
+        "timeout": {"type": "float", "default": DEFAULT_TIMEOUT_S},
+        "max_small_latency_us": {"type": "float", "default": DEFAULT_MAX_SMALL_LATENCY_US},
         "missing_gpu": {"type": "str", "choices": ["fail", "skip"], "default": "fail"},
     }
 
 
-def read_log(module: AnsibleModule) -> dict:
-    path = module.params["log"]
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except OSError as exc:
-        module.fail_json(msg=f"cannot read the P2P log {path}: {exc.strerror or exc}")
-    if logic.is_harness_output(text):
-        try:
-            run = logic.parse_harness_output(text)
-        except logic.ProbeInputError as exc:
-            module.fail_json(msg=f"{path} holds the probe's JSON lines but not a whole run: {exc}")
-        return harness_run_result(run, "probe-log")
-    try:
-        parsed = parse_p2p_log(text)
-    except P2PToolParseError as exc:
-        module.fail_json(msg=f"{path} is not readable as p2pBandwidthLatencyTest or nvbandwidth output, nor as the "
-                             f"probe's own output (save_log): {exc}")
-    parsed.setdefault("access", None)
-    parsed.setdefault("devices", [])
-    return {"source": "log", "status": "ok", "hung_at": None, "proof": None, **parsed}
-
-
-def harness_run_result(run: dict, source: str) -> dict:
-    summary = run["summary"]
-    return {"source": source, "status": summary["status"], "hung_at": summary.get("hung_at"),
-            "elapsed_s": summary.get("elapsed_s"), **logic.harness_result(run)}
-
-
-def save_log(module: AnsibleModule, text: str) -> None:
-    path = module.params["save_log"]
-    if not path or module.check_mode:
-        return
-    try:
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError as exc:
-        module.warn(f"could not keep the probe's output in {path}: {exc.strerror or exc}")
-
-
-def probe(module: AnsibleModule) -> dict:
-    params = module.params
-    python = params["python"] or sys.executable
-    problem = python_problem(python)
-    if problem:
-        module.fail_json(msg=f"{problem}. {HINTS['no_torch']}")
-    config = {"timeout_s": params["timeout"], "devices": params["devices"] or [], "sizes": params["sizes"] or [],
-              "proof_bytes": params["proof_bytes"]}
-    config_path = write_json(config, module.tmpdir)
-    result = run_script(p2p_harness, python, ["--json-config", config_path], params["timeout"] + KILL_GRACE_S,
-                        tmpdir=module.tmpdir)
-    try:
-        run = logic.parse_harness_output(result.stdout)
-    except logic.ProbeInputError:
-        module.fail_json(msg=f"could not run the P2P probe with {python}: "
-                             f"{result.error or result.stderr.strip()[-1500:] or 'no output'}",
-                         rc=result.rc, stderr=result.stderr[-2000:])
-    summary = run["summary"]
-    error = summary.get("error") or {}
-    if error.get("kind") == "no_cuda" and params["missing_gpu"] == "skip":
-        module.exit_json(changed=False, skipped=True, msg=error["message"])
-    if error.get("kind") in HINTS:
-        module.fail_json(msg=f"{error['message']}. {HINTS[error['kind']]}", harness_error=error)
-    if summary.get("status") == "error":
-        module.fail_json(msg=f"the P2P probe failed: {error.get('message') or summary.get('stderr_tail', '')[-1500:]}",
-                         harness_error=error)
-    save_log(module, result.stdout)
-    return harness_run_result(run, "probe")
-
-
 def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
-    result = read_log(module) if module.params["log"] else probe(module)
-    result["findings"] = logic.findings(result, module.params["max_small_latency_us"], result["status"],
-                                        result.get("hung_at"), module.params["timeout"])
+    try:
+        result = run_probe(module.params, tmpdir=module.tmpdir, check_mode=module.check_mode, warn=module.warn)
+    except ProbeSkipped as exc:
+        module.exit_json(changed=False, skipped=True, msg=str(exc))
+    except ProbeFailure as exc:
+        module.fail_json(msg=str(exc), **exc.details)
     module.exit_json(changed=False, **result)
 
 

@@ -19,7 +19,7 @@ Usage, from the repository root:
                                              capture THIS machine the way the
                                              module's save_capture does
 
-The committed JSON files are the test data; tests/unit/test_captures.py fails
+The committed JSON files are the test data; tests/unit/audit/test_captures.py fails
 when they drift from what this file produces.
 """
 
@@ -50,7 +50,7 @@ def _import_module_utils() -> None:
 
 _import_module_utils()
 
-from ansible.module_utils.gpuhost.parsers.nvidia_smi import QUERY_GPU_FIELDS  # noqa: E402
+from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS  # noqa: E402
 from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, command_key, encode_bytes  # noqa: E402
 
 PCI = "/sys/bus/pci/devices"
@@ -1492,11 +1492,11 @@ def build(name: str) -> str:
 def live_capture(note: str) -> dict[str, Any]:
     """Capture this machine exactly as gpu_host_facts with save_capture: true does."""
     from ansible.module_utils.gpuhost.audit import facts
-    from ansible.module_utils.gpuhost.rules import host as findings
+    from ansible.module_utils.gpuhost.rules.views import RuleOptions
     from ansible.module_utils.gpuhost.audit.source import LiveSource
 
     source = LiveSource(record=True)
-    facts.audit(source, facts.resolve_subsets(["all"]), findings.RuleOptions())
+    facts.audit(source, facts.resolve_subsets(["all"]), RuleOptions())
     return {**source.capture, "note": note}
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ansible.module_utils.gpuhost.audit import facts
 from ansible.module_utils.gpuhost.audit.source import ReplaySource
-from ansible.module_utils.gpuhost.rules import host as findings
+from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from tests import paths
 
 CAPTURES = paths.CAPTURES
@@ -34,7 +34,7 @@ def capture(name: str) -> dict[str, Any]:
 
 
 def audit(data: dict[str, Any], **options: Any) -> dict[str, Any]:
-    return facts.audit(ReplaySource(data), facts.resolve_subsets(["all"]), findings.RuleOptions(**options))
+    return facts.audit(ReplaySource(data), facts.resolve_subsets(["all"]), RuleOptions(**options))
 
 
 @cache

@@ -10,7 +10,9 @@ from ansible.module_utils.gpuhost.audit.pci import PCI_DIR, gather_pci, read_ids
 from ansible.module_utils.gpuhost.audit.proxmox import gather_proxmox, is_proxmox_node
 from ansible.module_utils.gpuhost.audit.source import Source
 from ansible.module_utils.gpuhost.audit.virt import gather_virtualization
-from ansible.module_utils.gpuhost.rules import host as rules
+from ansible.module_utils.gpuhost.rules import engine
+from ansible.module_utils.gpuhost.rules.finding import counts, verdict, worst
+from ansible.module_utils.gpuhost.rules.views import RuleOptions, gpu_devices, matrix_pairs, pci_gpus, tp_group
 
 SCHEMA_VERSION = 1
 SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
@@ -42,7 +44,7 @@ def resolve_subsets(requested: list[str]) -> list[str]:
 
 def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
     read = (facts.get("p2p") or {}).get("read") or []
-    pairs = rules.matrix_pairs(read, group)
+    pairs = matrix_pairs(read, group)
     if not group:
         return "n/a (no GPU usable here)"
     if len(group) < 2:
@@ -55,16 +57,7 @@ def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
     return "none" if ok == 0 else f"partial ({ok} of {len(pairs)} pairs)"
 
 
-def verdict(findings: list[dict[str, Any]]) -> str:
-    severities = {f.get("severity") for f in findings}
-    if "critical" in severities:
-        return "unfit"
-    if "warning" in severities:
-        return "fit, with warnings"
-    return "fit"
-
-
-def audit(source: Source, subsets: list[str], options: rules.RuleOptions) -> dict[str, Any]:
+def audit(source: Source, subsets: list[str], options: RuleOptions) -> dict[str, Any]:
     facts: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "gather_subset": subsets}
 
     # One directory listing says whether this is a Proxmox VE node; only then are its VMs read.
@@ -96,16 +89,16 @@ def audit(source: Source, subsets: list[str], options: rules.RuleOptions) -> dic
             facts["proxmox"] = proxmox
 
     facts["problems"] = list(source.problems)
-    facts["findings"] = rules.evaluate(facts, options)
-    group = rules.tp_group(facts, options)
-    worst = rules.worst(facts["findings"])
+    facts["findings"] = engine.evaluate(facts, options)
+    group = tp_group(facts, options)
+    worst_finding = worst(facts["findings"])
     facts["summary"] = {
         "verdict": verdict(facts["findings"]),
         "virtualization": (facts.get("virtualization") or {}).get("summary"),
-        "gpu_count": len(rules.gpu_devices(facts)) or len(rules.pci_gpus(facts)),
-        "gpu_models": sorted({d.get("name") for d in rules.gpu_devices(facts) if d.get("name")}),
+        "gpu_count": len(gpu_devices(facts)) or len(pci_gpus(facts)),
+        "gpu_models": sorted({d.get("name") for d in gpu_devices(facts) if d.get("name")}),
         "p2p": p2p_verdict(facts, group),
-        "worst_finding": {"id": worst["id"], "severity": worst["severity"]} if worst else None,
-        "counts": {s: sum(1 for f in facts["findings"] if f["severity"] == s) for s in rules.SEVERITIES},
+        "worst_finding": {"id": worst_finding["id"], "severity": worst_finding["severity"]} if worst_finding else None,
+        "counts": counts(facts["findings"]),
     }
     return facts

@@ -7,7 +7,9 @@ from typing import Any
 
 from ansible.module_utils.gpuhost.audit import nvml
 from ansible.module_utils.gpuhost.audit.source import Source
-from ansible.module_utils.gpuhost.parsers import nvidia_smi
+from ansible.module_utils.gpuhost.parsers import nvidia_smi_list, nvidia_smi_query, nvidia_smi_topo
+from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
+from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import nvidia_smi_failure
 
 # nvidia-smi topo -p2p letters for each matrix the audit keeps.
 P2P_LETTERS = {"read": "r", "write": "w", "nvlink": "n", "atomics": "a"}
@@ -58,8 +60,8 @@ def _nvidia_smi_count(source: Source) -> int | None:
     if not result.ok:
         return None
     try:
-        return len(nvidia_smi.parse_list_gpus(result.stdout))
-    except nvidia_smi.NvidiaSmiParseError as exc:
+        return len(nvidia_smi_list.parse_list_gpus(result.stdout))
+    except NvidiaSmiParseError as exc:
         source.note_problem("nvidia-smi -L", str(exc))
         return None
 
@@ -69,14 +71,14 @@ def _smi(source: Source, argv: list[str]) -> tuple[str | None, str | None]:
     result = source.run(argv)
     if result.rc is None:
         return None, "nvidia-smi is not installed"
-    failure = nvidia_smi.nvidia_smi_failure(result.rc, result.stdout, result.stderr)
+    failure = nvidia_smi_failure(result.rc, result.stdout, result.stderr)
     if failure or not result.ok:
         return None, failure or f"exit {result.rc}: {(result.stderr or result.stdout).strip()[:200]}"
     return result.stdout, None
 
 
 def _from_nvidia_smi(source: Source) -> tuple[dict, dict, dict]:
-    fields = list(nvidia_smi.QUERY_GPU_FIELDS)
+    fields = list(nvidia_smi_query.QUERY_GPU_FIELDS)
     argv = ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
     text, error = _smi(source, argv)
     gpus: dict[str, Any] = {"source": None, "count": 0, "devices": []}
@@ -84,8 +86,8 @@ def _from_nvidia_smi(source: Source) -> tuple[dict, dict, dict]:
         gpus["nvidia_smi_error"] = error
         return gpus, {}, {}
     try:
-        rows = nvidia_smi.parse_query_gpu_csv(text or "", fields)
-    except nvidia_smi.NvidiaSmiParseError as exc:
+        rows = nvidia_smi_query.parse_query_gpu_csv(text or "", fields)
+    except NvidiaSmiParseError as exc:
         gpus["nvidia_smi_error"] = str(exc)
         return gpus, {}, {}
     devices = [smi_device_facts(row) for row in rows]
@@ -102,8 +104,8 @@ def _from_nvidia_smi(source: Source) -> tuple[dict, dict, dict]:
             source.note_problem(f"nvidia-smi topo -p2p {letter}", p2p_error or "no output")
             continue
         try:
-            p2p[name] = nvidia_smi.parse_topo_p2p(out).matrix
-        except nvidia_smi.NvidiaSmiParseError as exc:
+            p2p[name] = nvidia_smi_topo.parse_topo_p2p(out).matrix
+        except NvidiaSmiParseError as exc:
             source.note_problem(f"nvidia-smi topo -p2p {letter}", str(exc))
     topology: dict[str, Any] = {}
     out, topo_error = _smi(source, ["nvidia-smi", "topo", "-m"])
@@ -111,8 +113,8 @@ def _from_nvidia_smi(source: Source) -> tuple[dict, dict, dict]:
         source.note_problem("nvidia-smi topo -m", topo_error or "no output")
     else:
         try:
-            parsed = nvidia_smi.parse_topo_matrix(out)
-        except nvidia_smi.NvidiaSmiParseError as exc:
+            parsed = nvidia_smi_topo.parse_topo_matrix(out)
+        except NvidiaSmiParseError as exc:
             source.note_problem("nvidia-smi topo -m", str(exc))
         else:
             topology = {

@@ -13,7 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ansible.module_utils.gpuhost.audit.source import Source
-from ansible.module_utils.gpuhost.parsers import pci_config
+from ansible.module_utils.gpuhost.parsers.lspci import parse_lspci_vvv
+from ansible.module_utils.gpuhost.parsers.pci_common import PciParseError, describe_pci_id, device_kind, parse_bdf
+from ansible.module_utils.gpuhost.parsers.pci_config_space import parse_config_space
+from ansible.module_utils.gpuhost.parsers.sysfs_pci import link_gen, parse_link_speed, parse_link_width, parse_resource
 
 PCI_DIR = "/sys/bus/pci/devices"
 NVIDIA = "0x10de"
@@ -38,7 +41,7 @@ def parse_numa_node(text: str) -> int | None:
     try:
         node = int(text)
     except ValueError:
-        raise pci_config.PciParseError(f"expected a NUMA node number such as 0 or -1, found {text[:40]!r}") from None
+        raise PciParseError(f"expected a NUMA node number such as 0 or -1, found {text[:40]!r}") from None
     # sysfs says -1 when the platform did not tell the kernel (typical in VMs).
     return node if node >= 0 else None
 
@@ -61,8 +64,8 @@ def upstream_chain(source: Source, bdf: str) -> list[str]:
     chain = []
     for part in parts:
         try:
-            normalized = pci_config.parse_bdf(part)
-        except pci_config.PciParseError:
+            normalized = parse_bdf(part)
+        except PciParseError:
             continue
         if normalized != bdf:
             chain.append(normalized)
@@ -85,7 +88,7 @@ class PciReader:
             return None
         try:
             return parse(text)
-        except pci_config.PciParseError as exc:
+        except PciParseError as exc:
             self.source.note_problem(path, str(exc))
             return None
 
@@ -94,8 +97,8 @@ class PciReader:
         if data is None:
             return None
         try:
-            return pci_config.parse_config_space(data)
-        except pci_config.PciParseError as exc:
+            return parse_config_space(data)
+        except PciParseError as exc:
             self.source.note_problem(f"{PCI_DIR}/{bdf}/config", str(exc))
             return None
 
@@ -106,8 +109,8 @@ class PciReader:
             self._lspci = {}
             if result.ok:
                 try:
-                    self._lspci = pci_config.parse_lspci_vvv(result.stdout)
-                except pci_config.PciParseError as exc:
+                    self._lspci = parse_lspci_vvv(result.stdout)
+                except PciParseError as exc:
                     self.source.note_problem("lspci -vvv -D", str(exc))
         return self._lspci or {}
 
@@ -153,12 +156,12 @@ class PciReader:
         bars: list[dict[str, Any]] = []
         if resource is not None:
             try:
-                bars = [bar_dict(bar) for bar in pci_config.parse_resource(resource)
+                bars = [bar_dict(bar) for bar in parse_resource(resource)
                         if bar.index <= 5 and bar.size]
-            except pci_config.PciParseError as exc:
+            except PciParseError as exc:
                 source.note_problem(f"{base}/resource", str(exc))
-        speed_current = self.attribute(bdf, "current_link_speed", pci_config.parse_link_speed)
-        speed_max = self.attribute(bdf, "max_link_speed", pci_config.parse_link_speed)
+        speed_current = self.attribute(bdf, "current_link_speed", parse_link_speed)
+        speed_max = self.attribute(bdf, "max_link_speed", parse_link_speed)
         chain = upstream_chain(source, bdf)
         for bridge_bdf in chain:
             if bridge_bdf not in bridges:
@@ -176,10 +179,10 @@ class PciReader:
             "link": {
                 "speed_current_gts": speed_current,
                 "speed_max_gts": speed_max,
-                "gen_current": pci_config.link_gen(speed_current),
-                "gen_max": pci_config.link_gen(speed_max),
-                "width_current": self.attribute(bdf, "current_link_width", pci_config.parse_link_width),
-                "width_max": self.attribute(bdf, "max_link_width", pci_config.parse_link_width),
+                "gen_current": link_gen(speed_current),
+                "gen_max": link_gen(speed_max),
+                "width_current": self.attribute(bdf, "current_link_width", parse_link_width),
+                "width_max": self.attribute(bdf, "max_link_width", parse_link_width),
             },
             "numa_node": self.attribute(bdf, "numa_node", parse_numa_node),
             "local_cpulist": source.read_value(f"{base}/local_cpulist"),
@@ -199,15 +202,15 @@ def acs_bits(flags: Any) -> dict[str, bool]:
 def describe(ids: dict[str, str | None]) -> str | None:
     """What a hypervisor-emulated device is; None for real hardware or garbled ids."""
     try:
-        return pci_config.describe_pci_id(ids["vendor"] or "", ids["device"] or "")
-    except pci_config.PciParseError:
+        return describe_pci_id(ids["vendor"] or "", ids["device"] or "")
+    except PciParseError:
         return None
 
 
 def kind_of(ids: dict[str, str | None]) -> str:
     try:
-        return pci_config.device_kind(ids["vendor"] or "", ids["class"] or "")
-    except pci_config.PciParseError:
+        return device_kind(ids["vendor"] or "", ids["class"] or "")
+    except PciParseError:
         return "unknown"
 
 

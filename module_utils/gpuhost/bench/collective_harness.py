@@ -8,6 +8,10 @@ runs it with the interpreter that has torch, usually the serving venv's python::
     <python> collective_harness.py --json-config CONFIG.json
     <python> collective_harness.py --probe
 
+Longer than 500 lines because it is shipped to the target as one self-contained script:
+harness_runner.script_source() sends the text of this module alone, and the interpreter that
+runs it there has neither Ansible nor the rest of gpuhost, so it cannot import a sibling file.
+
 The parent process imports torch once, then forks one worker per rank (the import is paid
 once, not once per rank: on a small CPU that is most of the start-up). Each rank gets RANK,
 WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT, plus the environment the

@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any
 
+from ansible.module_utils.gpuhost.rules.catalog import make
+
 
 class CommModelError(ValueError):
     """A model profile or latency curve that cannot be used, with what to fix."""
@@ -226,14 +228,10 @@ def add_comm_floor(result: dict[str, Any], profile_spec: Any, concurrency: int) 
     loaded = comm_floor(profile, curve, concurrency, measured_ranks=result.get("nranks"))
     result["comm_floor"] = {"batch_1": single, f"batch_{concurrency}": loaded,
                             "summary": single["summary"], "summary_batch": loaded.get("summary_batch")}
-    result.setdefault("findings", []).append({
-        "id": "comm_floor", "severity": "info",
-        "summary": single["summary"].capitalize() + (f"; {loaded['summary_batch']}" if loaded.get("summary_batch")
-                                                      else "") + ".",
-        "evidence": {"model": profile.name, "allreduces_per_token": single["allreduces_per_step"],
-                     "allreduce_bytes": single["allreduce_bytes"],
-                     "allreduce_latency_us": round(single["allreduce_latency_us"], 2),
-                     "latency_basis": single["latency_basis"], "notes": single["notes"] + loaded["notes"]},
-        "remedy": "Lower small-message all-reduce latency raises this ceiling: GPU P2P (see the P2P findings), "
-                  "NVLink, or fewer GPUs per tensor-parallel group.",
-    })
+    result.setdefault("findings", []).append(make(
+        "comm_floor",
+        single["summary"].capitalize() + (f"; {loaded['summary_batch']}" if loaded.get("summary_batch") else "") + ".",
+        {"model": profile.name, "allreduces_per_token": single["allreduces_per_step"],
+         "allreduce_bytes": single["allreduce_bytes"],
+         "allreduce_latency_us": round(single["allreduce_latency_us"], 2),
+         "latency_basis": single["latency_basis"], "notes": single["notes"] + loaded["notes"]}).as_dict())

@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -86,22 +85,6 @@ def run_script(module: ModuleType, python: str, args: list[str], timeout_s: floa
         return run_process([python, path, *args], timeout_s, env=env, cwd=workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def harness_events(text: str) -> Iterator[dict]:
-    """The JSON event objects a harness printed, one per line; any other line is skipped."""
-    import json
-
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            yield event
 
 
 def write_json(data: object, tmpdir: str | None = None, prefix: str = "gpuhost-config-") -> str:

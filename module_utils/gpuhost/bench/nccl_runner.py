@@ -12,7 +12,6 @@ it becomes findings, not a failure.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -29,8 +28,20 @@ from ansible.module_utils.gpuhost.bench.harness_runner import (
     run_script,
     write_json,
 )
+from ansible.module_utils.gpuhost.bench.nccl_findings import findings_for_run, sort_findings, tuning_findings
+from ansible.module_utils.gpuhost.bench.nccl_thresholds import (
+    default_thresholds,
+    evaluate_thresholds,
+    normalize_thresholds,
+)
+from ansible.module_utils.gpuhost.bench.nccl_tuning import choose_best, normalize_candidates, summarize_candidate
+from ansible.module_utils.gpuhost.parsers.harness_events import harness_events
 from ansible.module_utils.gpuhost.parsers.nccl_debug import parse_nccl_debug
-from ansible.module_utils.gpuhost.parsers.nccl_tests import NcclTestsParseError, parse_nccl_tests, parse_nccl_tests_json
+from ansible.module_utils.gpuhost.parsers.nccl_tests import NcclTestsParseError
+from ansible.module_utils.gpuhost.parsers.nccl_tests_json import parse_nccl_tests_json
+from ansible.module_utils.gpuhost.parsers.nccl_tests_text import parse_nccl_tests
+from ansible.module_utils.gpuhost.rules.catalog import make
+from ansible.module_utils.gpuhost.rules.finding import Finding
 
 # Importing torch and initialising CUDA on a cold host can take a minute.
 PROBE_TIMEOUT_S = 120.0
@@ -86,14 +97,9 @@ def probe_python(python: str, tmpdir: str | None) -> dict[str, Any]:
         raise BenchFailure(f"{problem}. Set `python` to the interpreter that has torch (the serving venv's "
                            "python), or use engine nccl-tests.")
     result = run_script(collective_harness, python, ["--probe"], PROBE_TIMEOUT_S, tmpdir=tmpdir)
-    for line in result.stdout.splitlines():
-        if line.startswith("{"):
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue
-            if data.get("event") == "probe":
-                return data
+    for event in harness_events(result.stdout):
+        if event.get("event") == "probe":
+            return event
     reason = "it did not answer in time" if result.timed_out else (result.error or result.stderr.strip()[-1500:])
     raise BenchFailure(f"could not run the benchmark harness with {python}: {reason or 'no output'}. It needs "
                        "Python 3.8 or later; set `python` to the serving venv's interpreter.",
@@ -302,7 +308,7 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
             opts["max_bytes"] = logic.GLOO_MAX_BYTES if engine == "torch-gloo" else logic.DEFAULT_MAX_BYTES
         if opts["max_bytes"] < opts["min_bytes"]:
             raise BenchFailure(f"max_bytes ({opts['max_bytes']}) is below min_bytes ({opts['min_bytes']})")
-        candidates = logic.normalize_candidates(params.get("candidates")) if params.get("tune") else \
+        candidates = normalize_candidates(params.get("candidates")) if params.get("tune") else \
             [{"name": "as-is", "env": {}}]
         sweeps = []
         for candidate in candidates:
@@ -318,18 +324,18 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
                 sweep = harness_sweep(python, backend, nranks, opts, run_env, tmpdir)
             sweeps.append((candidate["name"], env, sweep))
 
-    thresholds = (logic.normalize_thresholds(params["thresholds"]) if params.get("thresholds") is not None
-                  else logic.default_thresholds(nranks or 0, engine))
+    thresholds = (normalize_thresholds(params["thresholds"]) if params.get("thresholds") is not None
+                  else default_thresholds(nranks or 0, engine))
     primary_collective = opts["collectives"][0]
     if source == "log":
         primary_collective = next(iter(sweeps[0][2].collectives), primary_collective)
     name, env, primary = sweeps[0]
     transports = transports_of(primary, engine)
-    violations, unjudged = logic.evaluate_thresholds(primary.collectives, thresholds)
-    summaries = [logic.summarize_candidate(n, e, s.status, s.collectives, primary_collective, s.error, s.hung_at)
+    violations, unjudged = evaluate_thresholds(primary.collectives, thresholds)
+    summaries = [summarize_candidate(n, e, s.status, s.collectives, primary_collective, s.error, s.hung_at)
                  for n, e, s in sweeps]
     control = next((s for s in summaries if s["env"].get("NCCL_P2P_DISABLE") == "1" and s["status"] == "ok"), None)
-    findings = logic.findings_for_run(
+    findings = findings_for_run(
         engine=engine, nranks=nranks or 0, collectives=primary.collectives, violations=violations, env=env,
         status=primary.status, hung_at=primary.hung_at, timeout_s=limit_for(primary, opts), transports=transports,
         alive=primary.alive, control=control)
@@ -338,12 +344,12 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
 
     tuning = None
     if params.get("tune") and source == "run":
-        tuning = logic.choose_best(summaries, base_env)
+        tuning = choose_best(summaries, base_env)
         for (cand_name, cand_env, sweep), summary in zip(sweeps, summaries, strict=False):
             summary["results"] = sweep.collectives.get(primary_collective, [])
             if cand_name == name:
                 continue
-            for finding in logic.findings_for_run(
+            for finding in findings_for_run(
                     engine=engine, nranks=nranks or 0, collectives=sweep.collectives, violations=[], env=cand_env,
                     status=sweep.status, hung_at=sweep.hung_at, timeout_s=limit_for(sweep, opts), alive=sweep.alive,
                     label=cand_name):
@@ -351,7 +357,7 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
                     # Only the environment the deployment uses is critical; the others inform the choice.
                     finding.severity = "warning"
                     findings.append(finding)
-        findings.extend(logic.tuning_findings(tuning, primary_label=name))
+        findings.extend(tuning_findings(tuning, primary_label=name))
         recommended_env = tuning["recommended_env"]
     else:
         healthy = primary.status == "ok" and not any(f.severity == "critical" for f in findings)
@@ -379,7 +385,7 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
         "elapsed_s": round(sum(s.elapsed_s or 0 for _, _, s in sweeps), 3),
         "startup_s": primary.startup_s,
         "versions": primary.versions,
-        "findings": logic.sort_findings(findings),
+        "findings": sort_findings(findings),
     }
     if probe:
         result["versions"] = {**result["versions"], "torch_version": probe.get("torch")}
@@ -447,11 +453,9 @@ def transports_of(sweep: Sweep, engine: str) -> dict[str, Any] | None:
     return parse_nccl_debug(sweep.debug_text).as_dict()
 
 
-def run_failed_finding(engine: str, name: str, env: dict[str, str], sweep: Sweep) -> logic.Finding:
-    return logic.Finding(
-        "nccl_run_failed", "critical",
+def run_failed_finding(engine: str, name: str, env: dict[str, str], sweep: Sweep) -> Finding:
+    return make(
+        "nccl_run_failed",
         f"The {engine} benchmark ({name}) failed before finishing its sweep: {sweep.error}",
         {"engine": engine, "env": env, "error": sweep.error, "ranks": sweep.stderr_tails[:8],
-         "completed": {c: [r["size_bytes"] for r in rows] for c, rows in sweep.collectives.items()}},
-        "Read NCCL's own reason in the ranks' stderr (NCCL WARN lines). 'unhandled cuda error' or 'peer access' "
-        "errors point at P2P: re-run with NCCL_P2P_DISABLE=1 (tune: true tries it) and run gpu_p2p_probe.")
+         "completed": {c: [r["size_bytes"] for r in rows] for c, rows in sweep.collectives.items()}})

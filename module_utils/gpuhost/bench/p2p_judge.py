@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.module_utils.gpuhost.bench.harness_runner import harness_events
-from ansible.module_utils.gpuhost.bench.nccl_judge import P2P_REMEDY, human_bytes
+from ansible.module_utils.gpuhost.bench.units import human_bytes
+from ansible.module_utils.gpuhost.parsers.harness_events import harness_events
 from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import off_diagonal
-from ansible.module_utils.gpuhost.rules.host import SEVERITY_RANK, Finding
+from ansible.module_utils.gpuhost.rules.catalog import make
+from ansible.module_utils.gpuhost.rules.finding import Finding, worst_first
 
 # Small-copy latency between two GPUs, the host-memory fallback's clearest sign.
 # p2pBandwidthLatencyTest (one 16-byte copy, launch excluded): with P2P 0.36-0.52 us on PCIe Gen5
@@ -128,28 +129,22 @@ def findings(result: dict[str, Any], max_small_latency_us: float = DEFAULT_MAX_S
                 wrong.append({"src": i, "dst": j, **cell})
     if wrong:
         mirror = [w for w in wrong if w.get("peer_access") and w.get("zeros_at_destination")]
-        out.append(Finding(
-            "p2p_write_not_arriving", "critical",
+        out.append(make(
+            "p2p_write_not_arriving",
             f"Data copied between {len(wrong)} GPU pair(s) did not arrive intact"
             + (": the destination reads zeros where the peer window was granted, the private-mirror failure "
                "(NVIDIA/nccl#2335)." if mirror else "."),
-            {"pairs": wrong[:16]},
-            "Do not use P2P on these GPUs: set NCCL_P2P_DISABLE=1 for the serving processes and start SGLang with "
-            "--disable-custom-all-reduce; re-run the probe after a driver change. On consumer GPUs a patched or "
-            "unsupported P2P driver is the usual cause; in a VM, check the x-nv-gpudirect-clique settings."))
+            {"pairs": wrong[:16]}))
 
     if status == "timeout":
         at = hung_at or {}
         where = (f"GPU{at.get('src')}->GPU{at.get('dst')} ({at.get('phase')}"
                  + (f", {human_bytes(at['size_bytes'])}" if at.get("size_bytes") else "") + ")"
                  if at.get("src") is not None else "at start-up")
-        out.append(Finding(
-            "p2p_probe_timeout", "critical",
+        out.append(make(
+            "p2p_probe_timeout",
             f"The P2P probe hung {where} and was stopped after {timeout_s:g} s.",
-            {"hung_at": hung_at, "timeout_s": timeout_s},
-            "A copy between GPUs that never completes is what a broken peer window or an IOMMU fault does. "
-            "Check `dmesg` for Xid and IOMMU/DMAR faults; set NCCL_P2P_DISABLE=1 and "
-            "--disable-custom-all-reduce until the pair is fixed; keep iommu=pt on the kernel command line."))
+            {"hung_at": hung_at, "timeout_s": timeout_s}))
 
     denied = [(i, j) for i, row in enumerate(access) for j, v in enumerate(row) if v is False]
     latency = small_latency_matrix(result)
@@ -159,11 +154,11 @@ def findings(result: dict[str, Any], max_small_latency_us: float = DEFAULT_MAX_S
             evidence["latency_us"] = {f"GPU{i}->GPU{j}": v for i, j, v in off_diagonal(latency["values"])
                                       if (i, j) in set(denied)}
             evidence["latency_matrix"] = latency["name"]
-        out.append(Finding(
-            "p2p_peer_access_unavailable", "warning",
+        out.append(make(
+            "p2p_peer_access_unavailable",
             f"{len(denied)} of {len(access) * (len(access) - 1)} GPU pairs cannot access each other's memory: "
             "copies between them go through host memory.",
-            evidence, P2P_REMEDY))
+            evidence))
 
     if latency:
         slow = [(i, j, v) for i, j, v in off_diagonal(latency["values"]) if v > max_small_latency_us]
@@ -172,22 +167,20 @@ def findings(result: dict[str, Any], max_small_latency_us: float = DEFAULT_MAX_S
                        if i < len(access) and j < len(access[i]) and access[i][j]]
             worst = max(slow, key=lambda cell: cell[2])
             size = latency.get("size_bytes")
-            out.append(Finding(
-                "p2p_small_copy_latency", "critical",
+            out.append(make(
+                "p2p_small_copy_latency",
                 f"A small copy between GPUs takes up to {worst[2]:g} us (GPU{worst[0]}->GPU{worst[1]}"
                 f"{', ' + human_bytes(size) if size else ''}), above the {max_small_latency_us:g} us that peer-to-peer "
                 "gives: this is the host-memory path, and every all-reduce of a decode step pays it"
                 + (f"; {len(granted)} of these pairs were granted peer access." if granted else "."),
                 {"matrix": latency["name"], "limit_us": max_small_latency_us, "slow_pairs": len(slow),
                  "worst": {"pair": f"GPU{worst[0]}->GPU{worst[1]}", "us": worst[2]},
-                 "granted_but_slow": _pairs_text([(i, j) for i, j, _ in granted][:16])},
-                P2P_REMEDY))
+                 "granted_but_slow": _pairs_text([(i, j) for i, j, _ in granted][:16])}))
 
     if result.get("tool") == "torch":
         out.extend(_no_gain(result, access))
 
-    out.sort(key=lambda f: SEVERITY_RANK.get(f.severity, len(SEVERITY_RANK)))
-    return [f.as_dict() for f in out]
+    return [f.as_dict() for f in worst_first(out)]
 
 
 def _no_gain(result: dict[str, Any], access: list[list[Any]]) -> list[Finding]:
@@ -207,8 +200,8 @@ def _no_gain(result: dict[str, Any], access: list[list[Any]]) -> list[Finding]:
             same.append({"pair": f"GPU{i}->GPU{j}", "peer_us": value, "host_us": other})
     if not same:
         return []
-    return [Finding(
-        "p2p_no_gain", "warning",
+    return [make(
+        "p2p_no_gain",
         f"On {len(same)} GPU pair(s) granted peer access, a {human_bytes(peer['size_bytes'])} copy is no faster "
         "than through host memory: the peer path is not doing what it should.",
-        {"pairs": same[:16]}, P2P_REMEDY)]
+        {"pairs": same[:16]})]

@@ -23,8 +23,10 @@ import math
 import re
 from typing import Any
 
+from ansible.module_utils.gpuhost.parsers._common import ParseError
 
-class P2PToolParseError(ValueError):
+
+class P2PToolParseError(ParseError):
     """Output of a P2P tool that cannot be read, with what was expected."""
 
 

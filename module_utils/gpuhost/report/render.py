@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ansible.module_utils.gpuhost.rules.catalog import make
+from ansible.module_utils.gpuhost.rules.finding import counts, severity_rank, verdict
+
 SEVERITY_MARK = {"critical": "CRITICAL", "warning": "warning", "info": "info"}
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 # Probe matrices shown in the Markdown report: the all-reduce range people compare.
 SMALL_PROBE_SIZES = (4096, 16384, 65536)
 
@@ -27,10 +29,9 @@ def bench_findings(bench: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(result, dict):
             continue
         if result.get("failed"):
-            found.append({"id": f"bench_{step}_not_run", "severity": "warning",
-                          "summary": f"The {label} could not run: {result.get('msg', 'no reason given')}",
-                          "evidence": {"step": step}, "remedy": "Fix what the message names and run "
-                          "playbooks/bench.yml again; until then the deployment gate has no measured proof."})
+            found.append(make(f"bench_{step}_not_run",
+                              f"The {label} could not run: {result.get('msg', 'no reason given')}",
+                              {"step": step}).as_dict())
         found.extend(f for f in result.get("findings") or [] if isinstance(f, dict))
     return found
 
@@ -41,13 +42,12 @@ def merge_bench(facts: dict[str, Any], bench: dict[str, Any] | None) -> dict[str
         return facts
     merged = dict(facts, bench=bench)
     merged["findings"] = sorted([*facts.get("findings", []), *bench_findings(bench)],
-                                key=lambda f: SEVERITY_ORDER.get(f.get("severity"), len(SEVERITY_ORDER)))
+                                key=lambda f: severity_rank(f.get("severity")))
     summary = dict(facts.get("summary") or {})
-    summary["counts"] = {s: sum(1 for f in merged["findings"] if f.get("severity") == s) for s in SEVERITY_ORDER}
+    summary["counts"] = counts(merged["findings"])
     worst = merged["findings"][0] if merged["findings"] else None
     summary["worst_finding"] = {"id": worst["id"], "severity": worst["severity"]} if worst else None
-    summary["verdict"] = ("unfit" if summary["counts"]["critical"] else
-                          "fit, with warnings" if summary["counts"]["warning"] else "fit")
+    summary["verdict"] = verdict(merged["findings"])
     floor = (bench.get("nccl") or {}).get("comm_floor") or {}
     if floor.get("summary"):
         summary["comm_floor"] = floor["summary"]

@@ -17,11 +17,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible.module_utils.gpuhost.audit.proxmox import (
+from ansible.module_utils.gpuhost.audit.proxmox_vm import is_nvidia_gpu, next_power_of_two
+from ansible.module_utils.gpuhost.parsers.proxmox_config import (
     CLIQUE_OPTION,
     OVMF_MMIO64_NAME,
-    is_nvidia_gpu,
-    next_power_of_two,
     parse_property_string,
     split_args,
 )

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from ansible.module_utils.gpuhost.audit import facts
 from ansible.module_utils.gpuhost.audit.source import CaptureError, CommandResult, LiveSource, ReplaySource
-from ansible.module_utils.gpuhost.parsers import pci_config
-from ansible.module_utils.gpuhost.rules import host as findings
+from ansible.module_utils.gpuhost.parsers import lspci, pci_common, pci_config_space
+from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from tests.unit.captures import (
     ALL,
     CAPTURES,
@@ -144,7 +144,7 @@ READS_ADDED_AFTER_THESE_CAPTURES = {"dirs: /etc/pve/qemu-server"}
 @pytest.mark.parametrize("name", ALL)
 def test_capture_answers_every_read_of_the_audit(name: str) -> None:
     source = StrictReplay(capture(name))
-    facts.audit(source, facts.resolve_subsets(["all"]), findings.RuleOptions())
+    facts.audit(source, facts.resolve_subsets(["all"]), RuleOptions())
     assert [read for read in source.unanswered if read not in READS_ADDED_AFTER_THESE_CAPTURES] == []
 
 
@@ -165,7 +165,7 @@ def test_config_space_decodes_to_the_described_device(name: str) -> None:
     assert configs
     for bdf, raw in configs.items():
         dev = by_bdf[bdf]
-        config = pci_config.parse_config_space(raw)
+        config = pci_config_space.parse_config_space(raw)
         assert (config.vendor_id, config.device_id) == (f"{dev.vendor:04x}", f"{dev.device:04x}"), bdf
         assert config.class_code == f"{dev.cls:06x}", bdf
         if not host.as_root:
@@ -183,7 +183,7 @@ def test_config_space_decodes_to_the_described_device(name: str) -> None:
         if dev.acs is None:
             assert config.acs is None, bdf
         else:
-            control = pci_config.AcsFlags.from_register(BUILD._acs_bits(dev.acs.ctrl))
+            control = pci_common.AcsFlags.from_register(BUILD._acs_bits(dev.acs.ctrl))
             assert config.acs is not None and config.acs.control == control, bdf
         assert [(r.index, r.current_size, r.max_size) for r in config.resizable_bars] == \
             [(r.bar, r.size, r.max_size) for r in dev.rebar], bdf
@@ -191,7 +191,7 @@ def test_config_space_decodes_to_the_described_device(name: str) -> None:
 
 def test_unprivileged_lspci_output_reads_as_access_denied() -> None:
     data = capture(RTX4090)
-    listed = pci_config.parse_lspci_vvv(data["commands"]["lspci -vvv -D"]["stdout"])
+    listed = lspci.parse_lspci_vvv(data["commands"]["lspci -vvv -D"]["stdout"])
     assert sorted(listed) == data["dirs"][PCI]
     assert all(device.capabilities_access_denied and device.acs is None for device in listed.values())
     assert listed["0000:16:00.0"].driver == "nvidia"
@@ -638,7 +638,7 @@ def test_any_damaged_entry_gives_facts_or_a_clean_capture_error(name: str, data:
 
 
 def test_live_capture_of_this_machine_replays_to_the_same_facts() -> None:
-    subsets, options = facts.resolve_subsets(["all"]), findings.RuleOptions()
+    subsets, options = facts.resolve_subsets(["all"]), RuleOptions()
     live = LiveSource(record=True)
     first = json.loads(json.dumps(facts.audit(live, subsets, options)))
     saved = json.loads(json.dumps(live.capture))

@@ -18,28 +18,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.audit import facts, proxmox
-from ansible.module_utils.gpuhost.audit.proxmox import (
-    HostView,
-    ProxmoxParseError,
-    clique_of,
-    machine_type,
-    normalize_pci_id,
-    parse_args,
-    parse_hostpci,
-    parse_pveversion,
-    parse_vm_config,
-    vm_facts,
-)
+from ansible.module_utils.gpuhost.audit import facts
+from ansible.module_utils.gpuhost.audit.proxmox_vm import HostView, vm_facts
 from ansible.module_utils.gpuhost.audit.source import CommandResult, ReplaySource
+from ansible.module_utils.gpuhost.parsers.proxmox_config import parse_pci_mapping, parse_vm_config
 from ansible.module_utils.gpuhost.report import render as report
-from ansible.module_utils.gpuhost.rules import host as findings
 from ansible.module_utils.gpuhost.rules.proxmox_plans import (
     enrich_guest_findings,
     link_guest_to_host,
     plan_vm,
     uuid_variants,
 )
+from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from tests import paths
 from tests.unit.captures import audit, audited, capture
 from tests.unit.modules import run_module
@@ -174,7 +164,7 @@ def test_odd_spacing_crlf_pending_and_special_sections() -> None:
 def test_mappings_global_clique_and_args_cpu() -> None:
     config = parse_vm_config(fixture("q35-mapping-global-clique_pve8.2.conf"))
     host = HostView(bdfs=["0000:01:00.0", "0000:02:00.0"],
-                    mappings=proxmox.parse_pci_mapping(fixture("mapping-pci.cfg"), "pve-gpu-01"))
+                    mappings=parse_pci_mapping(fixture("mapping-pci.cfg"), "pve-gpu-01"))
     assert host.mappings["pro6000-a"] == [{"id": "10de:2bb5", "iommugroup": "15", "node": "pve-gpu-01",
                                            "path": "0000:01:00.0", "subsystem-id": "10de:204e"}]
     vm = vm_facts(300, config, host)
@@ -186,77 +176,6 @@ def test_mappings_global_clique_and_args_cpu() -> None:
     assert vm["cpu_type"] == "x86-64-v2-AES"
     unmapped = vm_facts(300, config, HostView(mappings={}))
     assert unmapped["hostpci"][0]["bdfs"] == [] and "has no entry for this node" in unmapped["warnings"][0]
-
-
-@pytest.mark.parametrize(("value", "expected"), [
-    (None, "i440fx"), ("pc", "i440fx"), ("pc-i440fx-8.1", "i440fx"), ("q35", "q35"), ("pc-q35-8.1+pve0", "q35"),
-    ("type=q35,viommu=intel", "q35"), ("virt", "virt"), ("", "i440fx"),
-])
-def test_machine_type(value: str | None, expected: str) -> None:
-    assert machine_type(value) == expected
-
-
-@pytest.mark.parametrize(("value", "ids", "options"), [
-    ("0000:41:00.0,pcie=1", ["0000:41:00.0"], {"pcie": True}),
-    ("host=41:00.0,pcie=on,x-vga=1", ["0000:41:00.0"], {"pcie": True, "x_vga": True}),
-    ("41:00", ["0000:41:00"], {}),
-    ("02:00.4;02:00.5", ["0000:02:00.4", "0000:02:00.5"], {}),
-    ("0000:41:00.0,hidden=1", ["0000:41:00.0"], {"hidden": True, "unknown_options": ["hidden"]}),
-    ("0000:41:00.0,rombar=0,romfile=vbios.rom", ["0000:41:00.0"], {"rombar": False, "romfile": "vbios.rom"}),
-    ("mapping=gpu0,pcie=1", [], {"mapping": "gpu0"}),
-    ("0000:41:00.0,mdev=nvidia-1097", ["0000:41:00.0"], {"mdev": "nvidia-1097"}),
-])
-def test_parse_hostpci(value: str, ids: list[str], options: dict[str, Any]) -> None:
-    entry = parse_hostpci(3, value)
-    assert entry.id == "hostpci3" and entry.host_ids == ids and entry.warnings == []
-    for name, expected in options.items():
-        assert getattr(entry, name) == expected, name
-
-
-def test_parse_hostpci_keeps_garbage_as_warnings() -> None:
-    entry = parse_hostpci(0, "zz:top,pcie")
-    assert entry.host_ids == [] and entry.pcie is False
-    # A bare `pcie` is a second value for the default key, as qemu-server reads it.
-    assert entry.warnings == ["'host' given twice", "'pcie' is not a PCI id (bus:dev.func)",
-                              "neither host nor mapping is set"]
-
-
-def test_normalize_pci_id() -> None:
-    assert normalize_pci_id("41:00.0") == "0000:41:00.0"
-    assert normalize_pci_id("0000:C1:00.0") == "0000:c1:00.0"
-    assert normalize_pci_id("41:00") == "0000:41:00"
-    assert normalize_pci_id("41:00.9") is None and normalize_pci_id("gpu") is None
-
-
-def test_parse_args_options() -> None:
-    args = parse_args("-set device.hostpci0.x-nv-gpudirect-clique=3 --set device.hostpci1.x-nv-gpudirect-clique=0x2 "
-                      "-global driver=vfio-pci,property=x-nv-gpudirect-clique,value=7 "
-                      "-fw_cfg opt/ovmf/X-PciMmio64Mb,string=65536 -cpu 'host,kvm=off' -device foo")
-    assert clique_of(args, "hostpci0") == (3, "-set device.hostpci0.x-nv-gpudirect-clique")
-    assert clique_of(args, "hostpci1") == (2, "-set device.hostpci1.x-nv-gpudirect-clique")
-    assert clique_of(args, "hostpci5") == (7, "-global vfio-pci.x-nv-gpudirect-clique")
-    assert args.fw_cfg == {"opt/ovmf/X-PciMmio64Mb": "65536"} and args.cpu == "host,kvm=off"
-    assert proxmox.args_hide_kvm(args)
-
-
-def test_parse_args_refuses_what_qemu_refuses() -> None:
-    bad = parse_args("-set device.hostpci0.x-nv-gpudirect-clique=16 -set nonsense -fw_cfg")
-    assert clique_of(bad, "hostpci0")[0] is None and "invalid" in clique_of(bad, "hostpci0")[1]
-    assert any("cannot parse" in w for w in bad.warnings) and any("has no value" in w for w in bad.warnings)
-    unbalanced = parse_args("-set 'device.hostpci0.x-nv-gpudirect-clique=0")
-    assert unbalanced.tokens == [] and "QEMU gets none of it" in unbalanced.warnings[0]
-
-
-def test_parse_pveversion() -> None:
-    assert parse_pveversion("pve-manager/8.3.2/3e76eec21c4a14a7 (running kernel: 6.8.12-5-pve)\n") == \
-        {"version": "8.3.2", "build": "3e76eec21c4a14a7", "kernel": "6.8.12-5-pve"}
-    assert parse_pveversion("bash: pveversion: command not found") == {"version": None, "build": None,
-                                                                       "kernel": None}
-
-
-def test_non_text_is_a_parse_error() -> None:
-    with pytest.raises(ProxmoxParseError, match="expected the text of a qemu-server config"):
-        parse_vm_config(42)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -289,21 +208,6 @@ def test_any_config_parses_to_facts_or_warnings(lines: list[str], newline: str) 
             assert any(w.startswith(f"line {number}: ") for w in config.warnings), (number, line)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.binary(max_size=400))
-def test_any_bytes_parse(raw: bytes) -> None:
-    parse_vm_config(raw)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.text(max_size=120))
-def test_any_args_or_hostpci_value_parses(text: str) -> None:
-    parse_args(text)
-    parse_hostpci(0, text)
-    proxmox.parse_cpu(text)
-    proxmox.parse_pci_mapping(text, None)
-
-
 # ---------------------------------------------------------------------------
 # The incident's hypervisor, before and after the fix
 
@@ -334,7 +238,7 @@ class StrictReplay(ReplaySource):
 @pytest.mark.parametrize("name", [NO_CLIQUE, CLIQUE_OK])
 def test_proxmox_host_capture_answers_every_read(name: str) -> None:
     source = StrictReplay(capture(name))
-    facts.audit(source, facts.resolve_subsets(["all"]), findings.RuleOptions())
+    facts.audit(source, facts.resolve_subsets(["all"]), RuleOptions())
     assert source.unanswered == []
 
 
@@ -390,12 +294,12 @@ def test_a_host_that_is_not_a_proxmox_node_has_no_proxmox_facts() -> None:
     result = audit(capture(FOUR_GPU_HOST))
     assert "proxmox" not in result and "proxmox" in result["gather_subset"]
     skipped = facts.audit(ReplaySource(capture(NO_CLIQUE)), facts.resolve_subsets(["!proxmox"]),
-                          findings.RuleOptions())
+                          RuleOptions())
     assert "proxmox" not in skipped and not any(f["id"].startswith("proxmox_") for f in skipped["findings"])
 
 
 def test_only_the_proxmox_subset_still_reads_the_host_devices() -> None:
-    result = facts.audit(ReplaySource(capture(NO_CLIQUE)), ["proxmox"], findings.RuleOptions())
+    result = facts.audit(ReplaySource(capture(NO_CLIQUE)), ["proxmox"], RuleOptions())
     assert "pci" not in result and "iommu" not in result
     assert result["proxmox"]["vms"][0]["hostpci"][0]["host_device"]["driver"] == "vfio-pci"
     assert {f["id"] for f in result["findings"]} >= {"proxmox_vm_no_clique", "proxmox_vm_hidden"}

@@ -18,7 +18,7 @@ from ansible.module_utils.gpuhost.bench.comm_model import (
     load_profile,
 )
 from ansible.module_utils.gpuhost.bench.model_profiles import MODEL_PROFILES, get_profile
-from ansible.module_utils.gpuhost.parsers.nccl_tests import parse_nccl_tests
+from ansible.module_utils.gpuhost.parsers.nccl_tests_text import parse_nccl_tests
 from tests import paths
 
 FIXTURES = paths.FIXTURES / "nccl"
@@ -241,7 +241,7 @@ def test_bench_result_priced_for_glm5_from_the_incident_log() -> None:
 
     from ansible.module_utils.gpuhost.bench.comm_model import add_comm_floor, measured_curve
     from ansible.module_utils.gpuhost.bench.model_profiles import get_profile
-    from ansible.module_utils.gpuhost.parsers.nccl_tests import parse_nccl_tests
+    from ansible.module_utils.gpuhost.parsers.nccl_tests_text import parse_nccl_tests
 
     log = FIXTURES / (
         "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt")

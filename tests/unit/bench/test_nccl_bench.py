@@ -18,9 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible.module_utils.gpuhost.bench import collective_harness as harness
+from ansible.module_utils.gpuhost.bench import nccl_findings, nccl_thresholds, nccl_tuning
 from ansible.module_utils.gpuhost.bench import nccl_judge as logic
 from ansible.module_utils.gpuhost.bench import nccl_runner as nccl_bench_run
-from ansible.module_utils.gpuhost.parsers.nccl_tests import bus_bandwidth_factor, parse_nccl_tests
+from ansible.module_utils.gpuhost.parsers.nccl_tests import bus_bandwidth_factor
+from ansible.module_utils.gpuhost.parsers.nccl_tests_text import parse_nccl_tests
 from tests import paths
 from tests.unit.modules import run_module
 
@@ -144,14 +146,14 @@ def test_harness_error_message_falls_back_to_rank_stderr():
 
 @pytest.mark.parametrize(("nranks", "limit"), [(2, 14.0), (4, 22.0), (8, 38.0)])
 def test_default_small_message_limit_grows_with_ring_hops(nranks, limit):
-    small, large = logic.default_thresholds(nranks, "torch-nccl")
+    small, large = nccl_thresholds.default_thresholds(nranks, "torch-nccl")
     assert (small["size_bytes"], small["max_time_us"], small["severity"]) == (16384, limit, "critical")
     assert (large["size_bytes"], large["min_busbw_gbps"], large["severity"]) == (64 << 20, 8.0, "warning")
 
 
 def test_no_default_thresholds_for_gloo_or_one_rank():
-    assert logic.default_thresholds(4, "torch-gloo") == []
-    assert logic.default_thresholds(1, "torch-nccl") == []
+    assert nccl_thresholds.default_thresholds(4, "torch-gloo") == []
+    assert nccl_thresholds.default_thresholds(1, "torch-nccl") == []
 
 
 @pytest.mark.parametrize(("entry", "message"), [
@@ -164,16 +166,16 @@ def test_no_default_thresholds_for_gloo_or_one_rank():
 ])
 def test_bad_thresholds_say_what_is_expected(entry, message):
     with pytest.raises(logic.BenchInputError, match=message):
-        logic.normalize_thresholds([entry])
+        nccl_thresholds.normalize_thresholds([entry])
 
 
 def test_threshold_judges_the_better_placement_at_the_nearest_size():
     rows = [{**row(16384, 40.0, 1.0), "out_of_place": {"time_us": 25.0, "algbw_gbps": 0.6, "busbw_gbps": 1.1,
                                                       "wrong": 0}}]
-    thresholds = logic.normalize_thresholds([{"size_bytes": 12288, "max_time_us": 30},
-                                             {"size_bytes": 16384, "max_time_us": 20, "why": "baseline"},
-                                             {"size_bytes": 1 << 26, "min_busbw_gbps": 10}])
-    violations, unjudged = logic.evaluate_thresholds({"all_reduce": rows}, thresholds)
+    thresholds = nccl_thresholds.normalize_thresholds([{"size_bytes": 12288, "max_time_us": 30},
+                                                       {"size_bytes": 16384, "max_time_us": 20, "why": "baseline"},
+                                                       {"size_bytes": 1 << 26, "min_busbw_gbps": 10}])
+    violations, unjudged = nccl_thresholds.evaluate_thresholds({"all_reduce": rows}, thresholds)
     assert violations == [{"collective": "all_reduce", "size_bytes": 16384, "measured_size_bytes": 16384,
                            "metric": "time_us", "limit": 20.0, "measured": 25.0, "placement": "out_of_place",
                            "severity": "critical", "why": "baseline"}]
@@ -313,7 +315,7 @@ def test_best_per_size_class_and_one_recommendation():
                  summary("p2p-disabled", {"NCCL_P2P_DISABLE": "1"}, 50.0, 30.0),
                  summary("proto-ll", {"NCCL_PROTO": "LL"}, 20.0, 10.0),
                  summary("proto-simple", {"NCCL_PROTO": "Simple"}, 30.0, 41.0)]
-    tuning = logic.choose_best(summaries, {"NCCL_DEBUG": "WARN"})
+    tuning = nccl_tuning.choose_best(summaries, {"NCCL_DEBUG": "WARN"})
 
     assert (tuning["best"]["small"]["name"], tuning["best"]["small"]["time_us"]) == ("proto-ll", 20.0)
     assert (tuning["best"]["large"]["name"], tuning["best"]["large"]["busbw_gbps"]) == ("proto-simple", 41.0)
@@ -325,35 +327,35 @@ def test_best_per_size_class_and_one_recommendation():
 
 def test_a_clear_winner_is_recommended_and_a_near_tie_keeps_the_simpler_env():
     better = [summary("as-is", {}, 30.0, 20.0), summary("p2p-level-sys", {"NCCL_P2P_LEVEL": "SYS"}, 12.0, 40.0)]
-    assert logic.choose_best(better, {})["recommended_env"] == {"NCCL_P2P_LEVEL": "SYS"}
+    assert nccl_tuning.choose_best(better, {})["recommended_env"] == {"NCCL_P2P_LEVEL": "SYS"}
     tie = [summary("as-is", {}, 20.5, 40.0), summary("proto-ll128", {"NCCL_PROTO": "LL128"}, 20.0, 40.0)]
-    assert logic.choose_best(tie, {})["recommended"]["name"] == "as-is"
+    assert nccl_tuning.choose_best(tie, {})["recommended"]["name"] == "as-is"
 
 
 def test_failing_candidates_do_not_compete():
     summaries = [summary("as-is", {}, 5.0, 50.0, status="wrong_values"),
                  summary("p2p-disabled", {"NCCL_P2P_DISABLE": "1"}, 40.0, 20.0)]
-    tuning = logic.choose_best(summaries, {})
+    tuning = nccl_tuning.choose_best(summaries, {})
     assert tuning["recommended"]["name"] == "p2p-disabled"
-    finding = logic.tuning_findings(tuning)[0]
+    finding = nccl_findings.tuning_findings(tuning)[0]
     assert (finding.id, finding.severity) == ("nccl_tuning_recommendation", "critical")
 
-    none_work = logic.choose_best([summary("as-is", {}, 5.0, 50.0, status="timeout")], {})
+    none_work = nccl_tuning.choose_best([summary("as-is", {}, 5.0, 50.0, status="timeout")], {})
     assert none_work["recommended"] is None and none_work["recommended_env"] is None
-    assert logic.tuning_findings(none_work)[0].id == "nccl_tuning_no_working_candidate"
+    assert nccl_findings.tuning_findings(none_work)[0].id == "nccl_tuning_no_working_candidate"
 
 
 def test_wrong_values_make_a_candidate_ineligible():
     rows = [row(16384, 20.0, 1.0, wrong=3), row(1 << 20, 100.0, 10.0)]
-    assert logic.summarize_candidate("as-is", {}, "ok", {"all_reduce": rows}, "all_reduce")["status"] == \
+    assert nccl_tuning.summarize_candidate("as-is", {}, "ok", {"all_reduce": rows}, "all_reduce")["status"] == \
         "wrong_values"
 
 
 def test_candidates_are_checked():
-    assert [c["name"] for c in logic.normalize_candidates(None)] == [
+    assert [c["name"] for c in nccl_tuning.normalize_candidates(None)] == [
         "as-is", "p2p-disabled", "p2p-level-sys", "proto-ll", "proto-ll128", "proto-simple"]
     with pytest.raises(logic.BenchInputError, match="used twice"):
-        logic.normalize_candidates([{"name": "a", "env": {}}, {"name": "a", "env": {}}])
+        nccl_tuning.normalize_candidates([{"name": "a", "env": {}}, {"name": "a", "env": {}}])
 
 
 def fake_sweeps(monkeypatch, by_env):
@@ -384,7 +386,7 @@ def test_tuning_through_the_module(monkeypatch, capsys):
 
     assert len(calls) == 6 and all(c["NCCL_DEBUG"] == "INFO" and c["NCCL_IB_DISABLE"] == "1" for c in calls)
     tuning = result["tuning"]
-    assert [c["name"] for c in tuning["candidates"]] == [c["name"] for c in logic.DEFAULT_CANDIDATES]
+    assert [c["name"] for c in tuning["candidates"]] == [c["name"] for c in nccl_tuning.DEFAULT_CANDIDATES]
     assert tuning["best"]["small"]["name"] == "proto-ll"
     assert tuning["best"]["large"]["name"] == "proto-simple"
     assert tuning["recommended"]["name"] == "p2p-level-sys"
@@ -404,11 +406,11 @@ def test_p2p_that_gains_nothing_is_reported(monkeypatch, capsys):
 
 
 def test_transport_through_host_memory_is_reported():
-    findings = logic.findings_for_run(
+    findings = nccl_findings.findings_for_run(
         engine="torch-nccl", nranks=8, collectives={}, violations=[], env={},
         transports={"transports": {"SHM": 56}, "p2p_used": False})
     assert [f.id for f in findings] == ["nccl_no_p2p_transport"]
-    deliberate = logic.findings_for_run(
+    deliberate = nccl_findings.findings_for_run(
         engine="torch-nccl", nranks=8, collectives={}, violations=[], env={"NCCL_P2P_DISABLE": "1"},
         transports={"transports": {"SHM": 56}, "p2p_used": False})
     assert deliberate == []

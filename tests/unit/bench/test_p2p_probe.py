@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible.module_utils.gpuhost.bench import p2p_judge as logic
+from ansible.module_utils.gpuhost.bench import p2p_runner
 from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import P2PToolParseError, parse_p2p_log
 from tests import paths
 from tests.unit.modules import run_module
@@ -239,8 +240,8 @@ def test_save_log_keeps_the_run_for_replay(tmp_path, capsys, monkeypatch):
     class Ran:
         stdout, stderr, rc, error = text, "", 0, None
 
-    monkeypatch.setattr(gpu_p2p_probe, "python_problem", lambda python: None)
-    monkeypatch.setattr(gpu_p2p_probe, "run_script", lambda *args, **kwargs: Ran())
+    monkeypatch.setattr(p2p_runner, "python_problem", lambda python: None)
+    monkeypatch.setattr(p2p_runner, "run_script", lambda *args, **kwargs: Ran())
     live = run_module(gpu_p2p_probe.main, {"save_log": str(saved)}, capsys)
     replayed = run_module(gpu_p2p_probe.main, {"log": str(saved)}, capsys)
 
@@ -256,8 +257,8 @@ def test_save_log_writes_nothing_in_check_mode(tmp_path, capsys, monkeypatch):
     class Ran:
         stdout, stderr, rc, error = text, "", 0, None
 
-    monkeypatch.setattr(gpu_p2p_probe, "python_problem", lambda python: None)
-    monkeypatch.setattr(gpu_p2p_probe, "run_script", lambda *args, **kwargs: Ran())
+    monkeypatch.setattr(p2p_runner, "python_problem", lambda python: None)
+    monkeypatch.setattr(p2p_runner, "run_script", lambda *args, **kwargs: Ran())
     run_module(gpu_p2p_probe.main, {"save_log": str(saved)}, capsys, check_mode=True)
 
     assert not saved.exists()

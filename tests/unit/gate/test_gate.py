@@ -17,12 +17,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.bench import nccl_judge as bench_logic
+from ansible.module_utils.gpuhost.bench import nccl_findings, nccl_thresholds, nccl_tuning
 from ansible.module_utils.gpuhost.bench import p2p_judge as probe_logic
 from ansible.module_utils.gpuhost.gate import decide as gate
 from ansible.module_utils.gpuhost.gate import versions
 from ansible.module_utils.gpuhost.gate.known_good import KNOWN_GOOD, merged_table
-from ansible.module_utils.gpuhost.rules import host as findings
+from ansible.module_utils.gpuhost.rules import engine
 from tests.unit.captures import ALL, H100, HYPERVISOR, I440FX, INCIDENT, MICROVM, PRO6000, RTX4090, audited
 from tests.unit.modules import run_module
 
@@ -57,7 +57,7 @@ def set_numa(facts_: dict[str, Any], nodes: list[int]) -> dict[str, Any]:
         if device["kind"] == "gpu" and device["bdf"] in bus:
             device["numa_node"] = nodes[bus[device["bdf"]]]
     facts_["topology"]["numa_affinity"] = list(nodes)
-    facts_["findings"] = findings.evaluate(facts_)
+    facts_["findings"] = engine.evaluate(facts_)
     return facts_
 
 
@@ -85,23 +85,23 @@ def row(size: int, time_us: float, busbw: float = 1.0) -> dict[str, Any]:
 def bench_result(candidates: list[tuple[str, dict[str, str], str, list[dict[str, Any]]]], nranks: int = 8,
                  thresholds: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """An nccl_bench result with tuning, built as run_bench builds it: (name, env, status, rows) per candidate."""
-    summaries = [bench_logic.summarize_candidate(name, env, status, {"all_reduce": rows}, "all_reduce")
+    summaries = [nccl_tuning.summarize_candidate(name, env, status, {"all_reduce": rows}, "all_reduce")
                  for name, env, status, rows in candidates]
-    tuning = bench_logic.choose_best(summaries, {})
+    tuning = nccl_tuning.choose_best(summaries, {})
     for summary, (_name, _env, _status, rows) in zip(summaries, candidates, strict=True):
         summary["results"] = rows
     name, env, status, rows = candidates[0]
-    limits = bench_logic.normalize_thresholds(thresholds) if thresholds is not None else \
-        bench_logic.default_thresholds(nranks, "torch-nccl")
-    violations, _ = bench_logic.evaluate_thresholds({"all_reduce": rows}, limits)
+    limits = nccl_thresholds.normalize_thresholds(thresholds) if thresholds is not None else \
+        nccl_thresholds.default_thresholds(nranks, "torch-nccl")
+    violations, _ = nccl_thresholds.evaluate_thresholds({"all_reduce": rows}, limits)
     control = next((s for s in summaries if s["env"].get("NCCL_P2P_DISABLE") == "1" and s["status"] == "ok"), None)
-    found = bench_logic.findings_for_run(engine="torch-nccl", nranks=nranks, collectives={"all_reduce": rows},
-                                         violations=violations, env=env, status=status, timeout_s=300.0,
-                                         control=control)
-    found.extend(bench_logic.tuning_findings(tuning, primary_label=name))
+    found = nccl_findings.findings_for_run(engine="torch-nccl", nranks=nranks, collectives={"all_reduce": rows},
+                                           violations=violations, env=env, status=status, timeout_s=300.0,
+                                           control=control)
+    found.extend(nccl_findings.tuning_findings(tuning, primary_label=name))
     return {"engine": "torch-nccl", "source": "run", "status": status, "nranks": nranks, "collective": "all_reduce",
             "results": rows, "env": env, "tuning": tuning, "recommended_env": tuning["recommended_env"],
-            "findings": bench_logic.sort_findings(found)}
+            "findings": nccl_findings.sort_findings(found)}
 
 
 # The incident VM's all-reduce: about 13.7 us for small messages without P2P; the as-is run (NCCL trying
@@ -375,7 +375,7 @@ def test_auto_prefers_gpus_the_driver_lets_peer():
     facts_ = audit(RTX4090)
     read = facts_["p2p"]["read"]
     read[2][3] = read[3][2] = "OK"
-    facts_["findings"] = findings.evaluate(facts_)
+    facts_["findings"] = engine.evaluate(facts_)
     model = {"name": "Qwen-14B", "family": "qwen", "weights_gib": 28}
     result = gate.decide(facts_, model)
     assert result["verdict"] == "pass"

@@ -16,9 +16,9 @@ from ansible.module_utils.gpuhost.parsers.nccl_tests import (
     bus_bandwidth_factor,
     collective_name,
     nccl_version_from_code,
-    parse_nccl_tests,
-    parse_nccl_tests_json,
 )
+from ansible.module_utils.gpuhost.parsers.nccl_tests_json import parse_nccl_tests_json
+from ansible.module_utils.gpuhost.parsers.nccl_tests_text import parse_nccl_tests
 from tests import paths
 
 FIXTURES = paths.FIXTURES / "nccl"

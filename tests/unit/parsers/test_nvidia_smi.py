@@ -8,25 +8,25 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers.nvidia_smi import (
-    P2P_NVML_STATUS,
-    P2P_STATUS_MEANING,
+from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError, strip_ansi
+from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import classify_nvidia_smi_failure, nvidia_smi_failure
+from ansible.module_utils.gpuhost.parsers.nvidia_smi_list import parse_list_gpus
+from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import (
     QUERY_GPU_FIELDS,
-    NvidiaSmiParseError,
-    classify_nvidia_smi_failure,
     convert_query_gpu,
     is_invalid_field_error,
-    nvidia_smi_failure,
-    nvlink_count,
-    nvml_topology_level,
-    parse_list_gpus,
     parse_query_gpu,
     parse_query_gpu_csv,
-    parse_topo_matrix,
-    parse_topo_p2p,
     pci_bus_id_to_sysfs,
     split_query_gpu_csv,
-    strip_ansi,
+)
+from ansible.module_utils.gpuhost.parsers.nvidia_smi_topo import (
+    P2P_NVML_STATUS,
+    P2P_STATUS_MEANING,
+    nvlink_count,
+    nvml_topology_level,
+    parse_topo_matrix,
+    parse_topo_p2p,
 )
 from tests import paths
 

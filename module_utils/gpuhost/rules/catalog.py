@@ -1,0 +1,401 @@
+"""The findings catalog: every finding id the project raises, in one table.
+
+Longer than 500 lines because it is one table: each entry holds the id, its category,
+the severity it is raised at (and any other the situation may call for), a one-line
+title (the README's findings table is generated from these) and the remedy text, with
+``{field}`` slots that the rule fills from what it saw. Remedies that several entries
+share are written once in remedies.py. As in DCGM's error catalog, ids are only ever
+added; an id that is no longer raised stays, marked ``retired`` with the reason.
+
+Findings are made only through ``make``: the audit rules, the benchmark judges, the
+report (a benchmark step that could not run) and the gate's own blocking reasons.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from ansible.module_utils.gpuhost.rules.finding import SEVERITIES, Finding
+from ansible.module_utils.gpuhost.rules.remedies import GATE_ACCEPT_HINT, P2P_HOST_MEMORY
+
+CATEGORIES = MappingProxyType({
+    "gpu": "the GPUs and their driver as the host sees them",
+    "p2p": "GPU peer-to-peer: granted by the driver, proven by the probe, measured",
+    "pci": "PCIe links, BARs and ACS between the GPUs",
+    "iommu": "IOMMU groups and passthrough isolation",
+    "virtualization": "what a guest's virtual machine gives its GPUs",
+    "proxmox": "a Proxmox VE host: its VM configs and passthrough setup",
+    "nccl": "collectives between the GPUs (NCCL, nccl-tests, torch)",
+    "bench": "the benchmark phase itself and what its numbers cost a model",
+    "gate": "the deployment gate's own reasons",
+    "audit": "the audit itself: what it could not read or judge",
+})
+
+
+class CatalogError(ValueError):
+    """A finding made against the catalog's table: unknown id, severity or remedy field."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    category: str
+    severity: str
+    title: str
+    remedy: str = ""
+    also: tuple[str, ...] = ()  # other severities the situation may call for
+    texts: Mapping[str, str] = field(default_factory=dict)  # other remedy texts, by situation
+    retired: str = ""  # why it is no longer raised; retired ids stay in the table
+
+    @property
+    def severities(self) -> tuple[str, ...]:
+        return (self.severity, *self.also)
+
+    def severity_text(self) -> str:
+        return self.severity + (f" (or {', '.join(self.also)})" if self.also else "")
+
+
+def _entries(*entries: Entry) -> Mapping[str, Entry]:
+    table: dict[str, Entry] = {}
+    for entry in entries:
+        if entry.id in table:
+            raise CatalogError(f"finding id {entry.id!r} is in the catalog twice")
+        table[entry.id] = entry
+    return MappingProxyType(table)
+
+
+CATALOG = _entries(
+    # ---- the GPUs and their driver -------------------------------------------------------
+    Entry("no_nvidia_gpu", "gpu", "critical", "no NVIDIA GPU on the PCI bus or through NVML",
+          "If this host should have GPUs: `lspci -nn -d 10de:` on it lists what the bus sees. In a VM, the GPUs "
+          "must be passed through on the hypervisor (Proxmox: `qm set <vmid> --hostpci0 0000:BB:00.0,pcie=1`). "
+          "If this host is a controller or has no GPUs by design, nothing is wrong."),
+    Entry("nvidia_driver_not_loaded", "gpu", "critical", "GPUs on the bus, no driver bound, NVML sees none",
+          "Install the NVIDIA driver (the nvidia_driver role of this project: open kernel modules, branch 570 or "
+          "newer for Blackwell) and reboot; `nvidia-smi` must then list every GPU."),
+    Entry("nouveau_loaded", "gpu", "critical", "nouveau holds the GPUs",
+          "Blacklist it: /etc/modprobe.d/blacklist-nouveau.conf with `blacklist nouveau` and "
+          "`options nouveau modeset=0`, then `update-initramfs -u` and reboot (the nvidia_driver role does this)."),
+    Entry("gpu_count_mismatch", "gpu", "critical", "PCI, NVML and nvidia-smi count differently",
+          "Look for Xid errors: `dmesg | grep -i -e NVRM -e Xid`. A GPU that fell off the bus needs a cold reboot; "
+          "one that keeps failing, reseating or RMA. In a VM, compare the guest's GPUs with the hostpci lines of "
+          "the VM config."),
+    Entry("gpus_bound_to_vfio", "gpu", "info", "a hypervisor holding GPUs for its guests",
+          "Nothing to do on a hypervisor. To serve from this host instead, unbind them from vfio-pci "
+          "(remove their ids from vfio-pci.ids / modprobe.d) and install the NVIDIA driver."),
+    Entry("persistence_mode_off", "gpu", "info", "nvidia-persistenced not running",
+          "Enable the daemon: `systemctl enable --now nvidia-persistenced` (the nvidia_driver role does this)."),
+    Entry("nvml_unavailable", "gpu", "info", "facts came from nvidia-smi",
+          "Install nvidia-ml-py for the interpreter that runs the audit (for example the serving venv, set as "
+          "ansible_python_interpreter) to get every field."),
+
+    # ---- GPU peer-to-peer ----------------------------------------------------------------
+    Entry("p2p_not_supported", "p2p", "critical",
+          "a pair of the tensor-parallel group has no P2P; in a VM with the Proxmox clique remedy written out",
+          "Cause by status: {causes}. Keep each tensor-parallel group on GPUs that show OK in "
+          "`nvidia-smi topo -p2p r` (and ideally one NUMA node); otherwise run with NCCL_P2P_DISABLE=1 "
+          "and SGLang --disable-custom-all-reduce, and expect the host-memory latency floor.",
+          texts={
+              "vm": "The guest sees QEMU's emulated root ports, which the NVIDIA driver does not trust for P2P; "
+                    "the clique option tells it which GPUs may peer.\n{clique_fix}",
+              "vm_i440fx": "The VM uses the i440fx machine, which has no PCIe: switch it to q35 first "
+                           "(`qm set <vmid> --machine q35`, hostpci lines with pcie=1), then:\n{clique_fix}",
+              "gate": "{audit_remedy}\nTo deploy without P2P anyway, add p2p_not_supported to the accepted "
+                      "findings: the gate then launches with NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce.",
+              "gate_default": "Choose GPUs that show OK in `nvidia-smi topo -p2p r`.",
+          }),
+    Entry("consumer_p2p_unproven", "p2p", "warning",
+          "P2P granted on GeForce/TITAN GPUs: may be a mirror, prove it",
+          "Prove it before serving: run the P2P probe (a write checked at the destination) and a value-checked "
+          "all-reduce with a timeout, with NCCL_P2P_DISABLE=1 as the control. If the proof fails, set "
+          "NCCL_P2P_DISABLE=1 and SGLang --disable-custom-all-reduce."),
+    Entry("p2p_write_not_arriving", "p2p", "critical",
+          "the probe's data written into a peer GPU did not arrive intact (a private-mirror P2P window)",
+          "Do not use P2P on these GPUs: set NCCL_P2P_DISABLE=1 for the serving processes and start SGLang with "
+          "--disable-custom-all-reduce; re-run the probe after a driver change. On consumer GPUs a patched or "
+          "unsupported P2P driver is the usual cause; in a VM, check the x-nv-gpudirect-clique settings."),
+    Entry("p2p_probe_timeout", "p2p", "critical", "the P2P probe hung and was stopped",
+          "A copy between GPUs that never completes is what a broken peer window or an IOMMU fault does. "
+          "Check `dmesg` for Xid and IOMMU/DMAR faults; set NCCL_P2P_DISABLE=1 and "
+          "--disable-custom-all-reduce until the pair is fixed; keep iommu=pt on the kernel command line."),
+    Entry("p2p_peer_access_unavailable", "p2p", "warning",
+          "GPU pairs that cannot access each other's memory (copies go through host memory)", P2P_HOST_MEMORY),
+    Entry("p2p_small_copy_latency", "p2p", "critical",
+          "a small GPU-to-GPU copy is as slow as the host-memory path", P2P_HOST_MEMORY),
+    Entry("p2p_no_gain", "p2p", "warning", "granted peer access is no faster than host memory", P2P_HOST_MEMORY),
+
+    # ---- PCIe ----------------------------------------------------------------------------
+    Entry("gpus_on_several_numa_nodes", "pci", "warning", "tensor-parallel GPUs talk over PCIe across NUMA nodes",
+          "Prefer tensor-parallel groups within one NUMA node (CUDA_VISIBLE_DEVICES), or check that "
+          "`nvidia-smi topo -m` shows NV# or PIX/PXB between them. In a VM, give it vNUMA matching the host "
+          "(Proxmox: numa: 1 and numaN lines) and pin vCPUs."),
+    Entry("pcie_link_narrow", "pci", "warning", "a GPU link trained narrower than it can",
+          "Reseat the card or riser, check the slot's wiring (an x16 slot wired x8) and BIOS bifurcation "
+          "settings. In a VM, the guest may show the emulated port's width: compare with "
+          "`lspci -vv -s <bdf>` on the host."),
+    Entry("pcie_link_slow", "pci", "info", "a link below top speed now (idle GPUs downshift; check under load)",
+          "Check under load: `nvidia-smi -q -d PCIE` while a job runs should show the max gen. If not, look at "
+          "BIOS PCIe speed settings, risers and retimers."),
+    Entry("small_bar1", "pci", "warning", "BAR1 under `gpu_audit_min_bar1_mib`",
+          "Enable 'Above 4G decoding' and 'Resizable BAR' in the BIOS; some datacenter GPUs also need "
+          "their BAR1 mode switched with NVIDIA's display mode selector tool.",
+          texts={"vm": "Enable Resizable BAR / above-4G decoding in the host BIOS, then give the guest a 64-bit MMIO "
+                       "window big enough for every GPU's BAR (OVMF: `args: -fw_cfg name=opt/ovmf/X-PciMmio64Mb,"
+                       "string=262144` for 256 GB; add it to the existing args line), and use q35 with pcie=1."}),
+    Entry("acs_redirect_between_gpus", "pci", "warning", "ACS redirect on a switch port between GPUs, bare metal",
+          "On a serving host (no GPU passthrough), disable ACS in the BIOS ('ACS Control' / 'PCIe ACS') or at boot "
+          "for each bridge: `setpci -s <bdf> ECAP_ACS+0x6.w=0000`. Keep ACS on hypervisors that pass GPUs to VMs: "
+          "it is what isolates them."),
+    Entry("acs_unreadable", "pci", "info", "ACS could not be read (not root)",
+          "Run the audit with privileges (`become: true`, or as root) to check ACS redirect between GPUs."),
+
+    # ---- IOMMU ---------------------------------------------------------------------------
+    Entry("iommu_group_shared", "iommu", "warning", "a GPU shares its IOMMU group with an unrelated device",
+          "Put the GPU in a slot behind a port with ACS, or enable ACS in the BIOS. The pcie_acs_override kernel "
+          "patch splits groups without real isolation: use it only if you accept that risk."),
+
+    # ---- what a guest's VM gives it ------------------------------------------------------
+    Entry("qemu_machine_i440fx", "virtualization", "critical", "i440fx guest: no PCIe",
+          "On the Proxmox host: `qm set <vmid> --machine q35` and add `,pcie=1` to every hostpciN line "
+          "(OVMF firmware recommended for large BARs); stop and start the VM.",
+          also=("warning",)),
+
+    # ---- a Proxmox VE host ---------------------------------------------------------------
+    Entry("proxmox_iommu_off", "proxmox", "critical",
+          "a Proxmox host with passthrough VMs has no IOMMU; kernel parameters for Intel or AMD and for its boot "
+          "loader",
+          "Enable {firmware} in the firmware setup. {vendor_note}"
+          "Kernel parameters, for the boot loader this host uses:\n{boot}"
+          "\nReboot; `dmesg | grep -e DMAR -e AMD-Vi` and a non-empty /sys/kernel/iommu_groups prove it.",
+          texts={
+              "amd_note": "On AMD the kernel turns the IOMMU on by itself once the firmware does; `iommu=pt` keeps "
+                          "host DMA fast. ",
+              "intel_note": "On Intel, kernels before 6.8 need intel_iommu=on; set it anyway. ",
+              "grub": "  GRUB: add `{parameters}` to GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub, then "
+                      "`update-grub`",
+              "systemd-boot": "  systemd-boot: add `{parameters}` to /etc/kernel/cmdline, then "
+                              "`proxmox-boot-tool refresh`",
+          }),
+    Entry("proxmox_vm_not_q35", "proxmox", "critical",
+          "a VM passes GPUs on i440fx (also when `machine` is unset: i440fx is the default)",
+          "Switch to q35 and put the GPUs on PCIe root ports. A Linux guest renames its network interfaces "
+          "(check /etc/netplan or /etc/network/interfaces from the console); OVMF (`bios: ovmf` with an "
+          "efidisk) suits large BARs best.\n{commands}"),
+    Entry("proxmox_vm_no_pcie", "proxmox", "critical", "a q35 VM passes a GPU without `pcie=1`", "{commands}",
+          also=("warning",)),
+    Entry("proxmox_vm_function_not_explicit", "proxmox", "warning",
+          "a VM with several GPUs passes one as a whole multifunction device (`41:00`, a `;` list, a whole-device "
+          "mapping): QEMU names it `hostpciN.0`, so the clique's `-set` cannot reach it",
+          "Pass the GPU function alone (a compute GPU does not need its audio function in the guest; pass it "
+          "as its own hostpci line if you do):\n{commands}{mapping_note}",
+          texts={"mapping_note": "\nFor {mapped}, edit the resource mapping (Datacenter > Resource Mappings) so "
+                                 "that its path names the .0 function."}),
+    Entry("proxmox_vm_hidden", "proxmox", "critical",
+          "KVM hidden from the guest (`cpu: ...,hidden=1`, `x-vga=1`, `kvm=off` in args, or `hidden=1` on a "
+          "hostpci line, which is no option at all): the driver ignores the clique",
+          "Current NVIDIA drivers (465 and newer) run in a visible VM; drop what hides KVM "
+          "(cpu hidden=1, x-vga=1 on a compute GPU, kvm=off in args, hidden=1 on a hostpci line):\n{commands}",
+          also=("warning",)),
+    Entry("proxmox_vm_no_clique", "proxmox", "critical",
+          "a VM passes 2 or more NVIDIA GPUs and args gives one of them no `x-nv-gpudirect-clique` (warning when "
+          "the GPUs are split across cliques); remedy: the `qm set <vmid> --args` that keeps the existing args",
+          "{name_first}Give every GPU of the VM the same clique (this keeps the rest of the args line):\n"
+          "{commands}\nThen in the guest `nvidia-smi topo -p2p r` should say OK (reported effect: all-reduce "
+          "latency from 12-15 us down to 1.0-1.4 us). The clique is ignored while KVM is hidden: see "
+          "proxmox_vm_hidden.",
+          also=("warning",),
+          texts={
+              "name_first": "First name the GPU function of {unnamed} (see proxmox_vm_function_not_explicit): "
+                            "QEMU names the functions of a multifunction device hostpciN.0, hostpciN.1, and -set "
+                            "cannot reach them.\n",
+              "split": "If the split is not deliberate (one tensor-parallel group per clique), put every GPU in one "
+                       "clique: `qm set {vmid} --args '...'` with `-set device.hostpciN.x-nv-gpudirect-clique=0` "
+                       "for each GPU, then stop and start the VM.",
+          }),
+    Entry("proxmox_vm_mmio_window_small", "proxmox", "warning",
+          "OVMF's 64-bit MMIO window (set in args, or estimated from the guest's address bits) is smaller than "
+          "the passed devices' BARs need",
+          "Set the window to {recommended_mb} MiB (the next power of two) in args:\n{commands}"),
+    Entry("proxmox_gpu_not_vfio", "proxmox", "warning", "a passed GPU is bound to a host driver, not vfio-pci",
+          "Bind them to vfio-pci at boot on the host:\n"
+          "  printf 'vfio\\nvfio_iommu_type1\\nvfio_pci\\n' >> /etc/modules\n"
+          "  echo 'options vfio-pci ids={ids}' > /etc/modprobe.d/vfio.conf\n"
+          "{softdeps}"
+          "  update-initramfs -u -k all && reboot\n"
+          "`lspci -nnk -s <bdf>` must then say `Kernel driver in use: vfio-pci`.",
+          texts={"softdep": "  echo 'softdep {driver} pre: vfio-pci' >> /etc/modprobe.d/vfio.conf\n"}),
+    Entry("proxmox_gpu_group_shared", "proxmox", "warning",
+          "a passed device's IOMMU group holds other, unrelated devices",
+          "Move the GPU to a slot whose root port has ACS (its own group), or enable ACS / 'PCIe ARI' in the "
+          "BIOS, then check `find /sys/kernel/iommu_groups/ -type l`. pcie_acs_override=downstream only "
+          "pretends to split groups: use it only if you accept that the devices are not isolated."),
+    Entry("proxmox_vm_balloon", "proxmox", "warning",
+          "ballooning with passthrough, which pins all guest memory (info when only the device is there)",
+          "{commands}", also=("info",)),
+    Entry("proxmox_cpu_not_host", "proxmox", "warning", "a GPU VM's CPU type is not `host`",
+          "A VM with passed-through devices cannot live-migrate anyway, so nothing is lost:\n{commands}"),
+    Entry("proxmox_no_numa", "proxmox", "info", "a GPU VM has no vNUMA on a host with several NUMA nodes",
+          "Mirror the host's nodes in the VM (and bind its memory to them), e.g.:\n{commands}"
+          "\nThen pin each serving process to the node of its GPUs in the guest."),
+
+    # ---- collectives ---------------------------------------------------------------------
+    Entry("nccl_wrong_values", "nccl", "critical", "a collective completed with wrong values",
+          "Do not serve with these settings. On GPUs whose P2P grant is a private mirror (NVIDIA/nccl#2335) "
+          "writes succeed and the peer reads zeros: run the P2P probe (gpu_p2p_probe) and compare with "
+          "NCCL_P2P_DISABLE=1 (the tuning's p2p-disabled candidate); if that one is correct, deploy with "
+          "NCCL_P2P_DISABLE=1 and SGLang --disable-custom-all-reduce."),
+    Entry("nccl_timeout", "nccl", "critical", "a collective hung and was stopped at its deadline",
+          "A collective that never finishes is what a broken P2P window does to NCCL (NVIDIA/nccl#2335), as "
+          "do an IOMMU without passthrough and nvidia_uvm HMM on some hosts. Re-run with NCCL_P2P_DISABLE=1: "
+          "if it completes, P2P is the cause (run gpu_p2p_probe for the pair). Check `dmesg` for Xid and "
+          "IOMMU faults, and that iommu=pt is on the kernel command line."),
+    Entry("nccl_run_failed", "nccl", "critical", "the benchmark failed before finishing its sweep",
+          "Read NCCL's own reason in the ranks' stderr (NCCL WARN lines). 'unhandled cuda error' or 'peer access' "
+          "errors point at P2P: re-run with NCCL_P2P_DISABLE=1 (tune: true tries it) and run gpu_p2p_probe."),
+    Entry("nccl_small_message_latency", "nccl", "critical",
+          "small all-reduces take longer than GPUs with working P2P need", P2P_HOST_MEMORY, also=("warning",)),
+    Entry("nccl_low_bus_bandwidth", "nccl", "warning", "large all-reduces under the bus bandwidth floor",
+          "Check each GPU's link in the audit (current vs max link speed and width; a slot at x4 or Gen1 "
+          "shows here), that NCCL did not pick NET/Socket between GPUs of this host (NCCL_DEBUG=INFO), and "
+          "compare the tuning candidates: NCCL_P2P_LEVEL=SYS or NCCL_P2P_DISABLE=1 may move more.",
+          also=("critical",)),
+    Entry("nccl_p2p_no_gain", "nccl", "warning", "all-reduce with P2P is no faster than with NCCL_P2P_DISABLE=1",
+          P2P_HOST_MEMORY),
+    Entry("nccl_no_p2p_transport", "nccl", "warning", "NCCL connected the ranks without a P2P transport",
+          P2P_HOST_MEMORY),
+    Entry("nccl_tuning_no_working_candidate", "nccl", "critical",
+          "no NCCL environment tried finished with correct values",
+          "Fix what the nccl_wrong_values / nccl_timeout findings name before deploying; the audit "
+          "(gpu_host_facts) and the P2P probe (gpu_p2p_probe) tell which GPUs and which path fail."),
+    Entry("nccl_tuning_recommendation", "nccl", "info",
+          "another NCCL environment does better than the host as it is (critical when only it works)",
+          "Use recommended_env for the serving processes (the SGLang role's environment); a P2P-disabled "
+          "recommendation also means SGLang --disable-custom-all-reduce.",
+          also=("critical",)),
+
+    # ---- the benchmark phase -------------------------------------------------------------
+    Entry("comm_floor", "bench", "info", "the decode ceiling that the measured all-reduce latency sets for the model",
+          "Lower small-message all-reduce latency raises this ceiling: GPU P2P (see the P2P findings), "
+          "NVLink, or fewer GPUs per tensor-parallel group."),
+    Entry("bench_probe_not_run", "bench", "warning", "the P2P probe could not run",
+          "Fix what the message names and run playbooks/bench.yml again; until then the deployment gate has no "
+          "measured proof."),
+    Entry("bench_nccl_not_run", "bench", "warning", "the NCCL benchmark could not run",
+          "Fix what the message names and run playbooks/bench.yml again; until then the deployment gate has no "
+          "measured proof."),
+
+    # ---- the gate's own reasons ----------------------------------------------------------
+    Entry("audit_missing", "gate", "critical", "the gate was given no audit facts",
+          "Run gpu_host_facts on the host first and pass ansible_facts.gpu_host as audit."),
+    Entry("model_profile_invalid", "gate", "critical", "the model profile has a missing or mistyped field",
+          "Correct the model profile in the inventory."),
+    Entry("known_good_override_invalid", "gate", "critical", "an entry of known_good_overrides is malformed",
+          "Correct the entry in known_good_overrides "
+          "(fields: id, arch, models, sglang_versions, flags, env, purpose, source, note)."),
+    Entry("driver_too_old", "gate", "critical", "the NVIDIA driver is older than the model needs",
+          "Install a newer driver branch (the nvidia_driver role: nvidia_driver_branch) and reboot."),
+    Entry("driver_version_unknown", "gate", "critical",
+          "the driver version is unknown, so the minimum cannot be checked",
+          "Audit with NVML available (nvidia-ml-py in the interpreter that runs gpu_host_facts) or "
+          "check `nvidia-smi`; accept driver_version_unknown to deploy anyway.",
+          texts={"not_a_version": "Check `nvidia-smi`."}),
+    Entry("cuda_too_old", "gate", "critical", "the CUDA version the driver supports is older than the model needs",
+          "The driver decides the highest CUDA version it runs: install a newer driver branch."),
+    Entry("cuda_version_unknown", "gate", "critical",
+          "the CUDA version the driver supports is unknown, so the minimum cannot be checked",
+          "Audit with NVML available (nvidia-ml-py in the interpreter that runs gpu_host_facts) or "
+          "check `nvidia-smi`; accept cuda_version_unknown to deploy anyway.",
+          texts={"not_a_version": "Check `nvidia-smi`."}),
+    Entry("no_usable_gpu", "gate", "critical", "no GPU this host can use",
+          "Deploy the model on a host (or VM) whose audit lists its GPUs; the audit's findings say "
+          "what is missing here."),
+    Entry("compute_capability_too_low", "gate", "critical", "too few GPUs have the compute capability the model needs",
+          "Serve this model on newer GPUs, or choose a build (quantization) that supports these."),
+    Entry("compute_capability_unknown", "gate", "critical", "a GPU's compute capability is unknown",
+          "Audit with NVML available; accept compute_capability_unknown to use them anyway."),
+    Entry("not_enough_gpus", "gate", "critical", "fewer usable GPUs than the model's min_gpus",
+          "Serve it on a host with more GPUs, or lower tensor_parallel_size if the memory allows."),
+    Entry("tensor_parallel_unsatisfiable", "gate", "critical", "no tensor-parallel size fits the model and the host",
+          "Serve it on a host with more GPUs, or lower tensor_parallel_size if the memory allows.",
+          texts={
+              "below_min_gpus": "Raise tensor_parallel_size or correct min_gpus in the model profile.",
+              "heads": "Choose a size that divides the attention heads, or 'auto'.",
+              "no_size": "Set tensor_parallel_size explicitly in the model profile.",
+          }),
+    Entry("not_enough_gpu_memory", "gate", "critical", "the model does not fit the GPUs' memory",
+          "Serve it on more or larger GPUs, use a smaller quantization, or lower kv_cache_gib_per_gpu / "
+          "kv_cache_fraction if the context you need allows."),
+
+    # ---- the audit itself ----------------------------------------------------------------
+    Entry("audit_incomplete", "audit", "info", "something could not be read; what and why",
+          "Run the audit as root (`become: true`) for privileged files such as PCI extended config space and "
+          "dmesg; a timed-out nvidia-smi points to a wedged GPU (check `dmesg | grep Xid`)."),
+    Entry("rule_error", "audit", "warning", "a rule could not judge these facts (a defect: report it)",
+          "Report this with the capture of the host (playbooks/capture.yml) attached."),
+)
+
+
+def entry(finding_id: str) -> Entry:
+    try:
+        return CATALOG[finding_id]
+    except KeyError:
+        raise CatalogError(f"finding id {finding_id!r} is not in the findings catalog (rules/catalog.py): "
+                           "add it there with its category, severity, title and remedy") from None
+
+
+def category_of(finding_id: Any) -> str | None:
+    """The category of an id; None for an id the catalog does not know (e.g. from an older report)."""
+    known = CATALOG.get(finding_id) if isinstance(finding_id, str) else None
+    return known.category if known else None
+
+
+def text(finding_id: str, which: str = "remedy", **fields: Any) -> str:
+    """One of an entry's remedy texts with its fields filled in."""
+    found = entry(finding_id)
+    template = found.remedy if which == "remedy" else found.texts.get(which)
+    if template is None:
+        raise CatalogError(f"finding {finding_id!r} has no remedy text {which!r} in the catalog")
+    try:
+        return template.format(**fields) if fields or "{" in template else template
+    except (KeyError, IndexError) as exc:
+        raise CatalogError(f"remedy text {which!r} of {finding_id!r} needs the field {exc}") from None
+
+
+def make(finding_id: str, summary: str, evidence: dict[str, Any] | None = None, *, severity: str | None = None,
+         remedy: str | None = None, **fields: Any) -> Finding:
+    """A finding of a catalog entry. The remedy is the entry's, filled with ``fields``, unless
+    ``remedy`` gives text already made from the entry's other texts."""
+    found = entry(finding_id)
+    severity = severity or found.severity
+    if severity not in found.severities:
+        raise CatalogError(f"finding {finding_id!r} is raised as {severity!r}; the catalog allows "
+                           f"{', '.join(found.severities)}")
+    if found.retired:
+        raise CatalogError(f"finding {finding_id!r} is retired ({found.retired}) and must not be raised")
+    return Finding(finding_id, severity, summary, evidence or {},
+                   text(finding_id, **fields) if remedy is None else remedy)
+
+
+def gate_accept_hint(finding_id: str) -> str:
+    return GATE_ACCEPT_HINT.format(id=finding_id)
+
+
+def fields_of(template: str) -> set[str]:
+    """The ``{field}`` names a remedy text needs."""
+    return {name for _literal, name, _spec, _conv in string.Formatter().parse(template) if name}
+
+
+def _check(catalog: Mapping[str, Entry]) -> None:
+    for item in catalog.values():
+        if item.category not in CATEGORIES:
+            raise CatalogError(f"finding {item.id!r}: unknown category {item.category!r}")
+        unknown = [s for s in item.severities if s not in SEVERITIES]
+        if unknown:
+            raise CatalogError(f"finding {item.id!r}: unknown severity {unknown}")
+
+
+_check(CATALOG)

@@ -1,0 +1,55 @@
+"""The Finding type and the severity order that every part of the project shares.
+
+A finding names what was seen (``summary``, ``evidence``: the values used) and what to
+do (``remedy``). Findings are made only through ``rules.catalog.make``, which takes the
+remedy text from the catalog; this module holds no text of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SEVERITIES = ("critical", "warning", "info")
+SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
+
+
+@dataclass
+class Finding:
+    id: str
+    severity: str
+    summary: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    remedy: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def severity_rank(severity: Any) -> int:
+    """Sort key: critical first, unknown severities last."""
+    return SEVERITY_RANK.get(severity, len(SEVERITIES))
+
+
+def worst_first(findings: Iterable[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: severity_rank(f.severity))
+
+
+def worst(findings: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The first of the most severe findings (finding dicts, as in the facts)."""
+    return min(findings, key=lambda f: severity_rank(f.get("severity")), default=None)
+
+
+def counts(findings: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """How many findings of each severity, every severity present."""
+    found = [f.get("severity") for f in findings]
+    return {s: found.count(s) for s in SEVERITIES}
+
+
+def verdict(findings: Iterable[Mapping[str, Any]]) -> str:
+    """A host's verdict from its findings: one critical finding makes it unfit."""
+    by_severity = counts(findings)
+    if by_severity["critical"]:
+        return "unfit"
+    return "fit, with warnings" if by_severity["warning"] else "fit"

@@ -1,0 +1,56 @@
+"""What the rules read: their options, and the views over the gpu_host facts that several share.
+
+The facts are the same dictionaries the JSON report holds (docs/gpu_host.schema.json), so
+rules run on live hosts, on captures and on saved reports alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# BAR1 is the window peers and the CPU map GPU memory through. Without Resizable
+# BAR / above-4G decoding it stays at 256 MiB.
+DEFAULT_MIN_BAR1_MIB = 1024
+
+
+@dataclass
+class RuleOptions:
+    tensor_parallel_gpus: list[int] | None = None  # None: every GPU
+    min_bar1_mib: int = DEFAULT_MIN_BAR1_MIB
+
+
+def pci_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    return [d for d in (facts.get("pci") or {}).get("nvidia_devices", []) if d.get("kind") == "gpu"]
+
+
+def gpu_devices(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((facts.get("gpus") or {}).get("devices") or [])
+
+
+def is_vm(facts: dict[str, Any]) -> bool:
+    return (facts.get("virtualization") or {}).get("type") == "vm"
+
+
+def tp_group(facts: dict[str, Any], options: RuleOptions) -> list[int]:
+    indices = [d.get("index") for d in gpu_devices(facts) if isinstance(d.get("index"), int)]
+    if options.tensor_parallel_gpus is None:
+        return indices
+    return [i for i in options.tensor_parallel_gpus if i in indices]
+
+
+def matrix_pairs(matrix: list[list[str]], group: list[int]) -> list[tuple[int, int, str]]:
+    """(i, j, label) for every ordered pair of the group that the matrix covers."""
+    pairs = []
+    for i in group:
+        for j in group:
+            if i != j and i < len(matrix) and j < len(matrix[i]):
+                pairs.append((i, j, matrix[i][j]))
+    return pairs
+
+
+def pairs_text(pairs: list[tuple[int, int, str]], limit: int = 8) -> list[str]:
+    shown = [f"GPU{i}->GPU{j}: {label}" for i, j, label in pairs[:limit]]
+    if len(pairs) > limit:
+        shown.append(f"... and {len(pairs) - limit} more pairs")
+    return shown
