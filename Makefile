@@ -20,7 +20,7 @@ SCENARIOS := $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/m
 SCENARIO ?= $(SCENARIOS)
 INVENTORY ?= inventories/local/hosts.yml
 
-.PHONY: help venv torch-venv system-deps image lint unit fleet molecule test audit bench-audit time-extension-build clean
+.PHONY: help venv torch-venv system-deps image lint unit fleet molecule test audit bench-audit gpu-check time-extension-build clean
 
 help: ## List the targets
 	@echo "Targets:"
@@ -83,6 +83,9 @@ audit: venv ## Audit the hosts in INVENTORY (default: this machine); reports und
 
 bench-audit: venv ## Time the audit (scripts/bench_audit.py)
 	$(PYTHON) scripts/bench_audit.py
+
+gpu-check: ## On a machine with a GPU: the GPU paths for real (scripts/gpu-check.sh); reports/gpu-check/gpu-check.json
+	scripts/gpu-check.sh
 
 time-extension-build: venv ## Time first build, wheelhouse install, no-op re-run (scripts/time_extension_build.py)
 	$(PYTHON) scripts/time_extension_build.py

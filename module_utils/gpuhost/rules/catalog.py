@@ -107,6 +107,22 @@ CATALOG = _entries(
               "gate": "{audit_remedy}\nTo deploy without P2P anyway, add p2p_not_supported to the accepted "
                       "findings: the gate then launches with NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce.",
               "gate_default": "Choose GPUs that show OK in `nvidia-smi topo -p2p r`.",
+              # A guest whose VM the audit of its Proxmox host found: the remedy names that VM.
+              "host_link": "This guest is {vm} on the Proxmox host {host} (its DMI product_uuid is the VM's "
+                           "{matched_by}).",
+              "host_link_blockers": "The host's audit of that VM says why the guest driver refuses P2P:",
+              "host_link_no_blocker": "The host's audit finds nothing in that VM's config that blocks P2P. If the "
+                                      "config was changed since the VM started, the running QEMU still has the old "
+                                      "one: stop and start it (`qm shutdown {vmid} && qm start {vmid}`). Otherwise "
+                                      "check the guest driver (the clique needs a recent NVIDIA driver) and the "
+                                      "host's IOMMU groups.",
+              "host_link_also": "Also on that VM: {others}.",
+              "host_link_run": "Run on {host}:",
+              "host_link_restart": "(a reboot inside the guest keeps the old QEMU process: stop and start the VM "
+                                   "from the host)",
+              "host_link_then": "Then audit this guest again: `nvidia-smi topo -p2p r` should say OK between the "
+                                "GPUs.\nUntil then, run without P2P on purpose: NCCL_P2P_DISABLE=1, SGLang "
+                                "--disable-custom-all-reduce, and fewer GPUs per tensor-parallel group.",
           }),
     Entry("consumer_p2p_unproven", "p2p", "warning",
           "P2P granted on GeForce/TITAN GPUs: may be a mirror, prove it",

@@ -24,6 +24,7 @@ from ansible.module_utils.gpuhost.parsers.proxmox_config import (
     parse_property_string,
     split_args,
 )
+from ansible.module_utils.gpuhost.rules.catalog import text
 
 # Guest findings whose remedy is a change to the VM on the hypervisor.
 GUEST_FINDINGS_FIXED_ON_HOST = ("p2p_not_supported", "qemu_machine_i440fx")
@@ -305,23 +306,20 @@ def host_remedy(link: dict[str, Any]) -> str:
     vm = f"VM {link['vmid']}" + (f" ({link['name']})" if link.get("name") else "")
     blockers = [f for f in link["findings"] if f.get("id") in P2P_BLOCKERS]
     others = [f for f in link["findings"] if f.get("id") not in P2P_BLOCKERS]
-    lines = [f"This guest is {vm} on the Proxmox host {link['host']} (its DMI product_uuid is the VM's "
-             f"{link['matched_by']})."]
+    def say(which: str, **fields: Any) -> str:
+        return text("p2p_not_supported", which, **fields)
+
+    lines = [say("host_link", vm=vm, host=link["host"], matched_by=link["matched_by"])]
     if blockers:
-        lines.append("The host's audit of that VM says why the guest driver refuses P2P:")
+        lines.append(say("host_link_blockers"))
         lines += [f"  - {f['id']}: {f['summary']}" for f in blockers]
     else:
-        lines.append("The host's audit finds nothing in that VM's config that blocks P2P. If the config was "
-                     "changed since the VM started, the running QEMU still has the old one: stop and start it "
-                     f"(`qm shutdown {link['vmid']} && qm start {link['vmid']}`). Otherwise check the guest "
-                     "driver (the clique needs a recent NVIDIA driver) and the host's IOMMU groups.")
+        lines.append(say("host_link_no_blocker", vmid=link["vmid"]))
     if others:
-        lines.append("Also on that VM: " + ", ".join(f"{f['id']} ({f['severity']})" for f in others) + ".")
+        lines.append(say("host_link_also", others=", ".join(f"{f['id']} ({f['severity']})" for f in others)))
     if link["commands"]:
-        lines.append(f"Run on {link['host']}:")
+        lines.append(say("host_link_run", host=link["host"]))
         lines += [f"  {command}" for command in link["commands"]]
-        lines.append("(a reboot inside the guest keeps the old QEMU process: stop and start the VM from the host)")
-    lines.append("Then audit this guest again: `nvidia-smi topo -p2p r` should say OK between the GPUs.")
-    lines.append("Until then, run without P2P on purpose: NCCL_P2P_DISABLE=1, SGLang --disable-custom-all-reduce, "
-                 "and fewer GPUs per tensor-parallel group.")
+        lines.append(say("host_link_restart"))
+    lines.append(say("host_link_then"))
     return "\n".join(lines)
