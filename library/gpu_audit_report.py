@@ -23,13 +23,32 @@ options:
     type: path
     required: true
   hosts:
-    description: Mapping of inventory host name to its C(gpu_host) facts, as M(gpu_host_facts) returns them.
+    description:
+      - Mapping of inventory host name to its C(gpu_host) facts, as M(gpu_host_facts) returns them, or to the same
+        as a JSON string (its C(facts_json) return), which a fleet passes far faster.
     type: dict
     required: true
   fleet:
-    description: Also write C(fleet.md) covering the hosts given.
+    description: Also write C(fleet.md) covering the hosts given and those of O(fleet_hosts).
     type: bool
     default: true
+  fleet_hosts:
+    description:
+      - The other hosts of the fleet table, so that it loses none (every host of the play, or of the fleet, that
+        O(hosts) does not name), each with its registered M(gpu_host_facts) result, or an empty mapping when it has
+        none. No report of theirs is written.
+      - A host whose result carries C(ansible_facts.gpu_host) (audited in this run) is shown from those facts.
+        Any other is shown from its last report, C(<dest>/<host>.json), marked C(unreachable) or C(failed) (with
+        the result's C(msg)) or C(not audited), and with that file's date, its modification time in UTC (reports
+        carry no timestamp, so that a re-run changes no file).
+    type: dict
+    default: {}
+  fleet_keep:
+    description:
+      - Also keep every host the existing C(<dest>/fleet.md) lists, as if given in O(fleet_hosts) with no result,
+        so that a later phase (the benchmark) adds to the table and never shrinks it.
+    type: bool
+    default: false
   bench:
     description:
       - Mapping of host name to its benchmark results C({probe, nccl}) as the C(gpu_bench) role collects them.
@@ -73,6 +92,23 @@ written:
   type: list
   elements: str
   sample: [reports/gpu-node-1.json, reports/gpu-node-1.md, reports/fleet.md]
+lines:
+  description: >-
+    Per host given, the line the audit prints: verdict, virtualization, GPU count, P2P, the worst finding, the
+    Proxmox VM that runs it when linked, and the path of its Markdown report.
+  returned: always
+  type: dict
+  sample:
+    gpu-node-1: "gpu-node-1: fit (bare metal; 8 GPU(s); P2P ok) - no findings. Report: reports/gpu-node-1.md"
+fleet:
+  description: >-
+    Per host of the fleet table, where its row comes from: C(this run), or why not (C(unreachable), C(failed),
+    C(not audited)), its last report's date when it has one, and the reason the run gave.
+  returned: always
+  type: dict
+  sample:
+    gpu-node-1: {audit: this run}
+    gpu-node-2: {audit: unreachable, report_date: "2026-12-01 09:14 UTC", msg: "Failed to connect to the host via ssh"}
 reports:
   description: Per host, the paths of its JSON and Markdown reports.
   returned: always
@@ -95,12 +131,23 @@ guest_links:
 
 import json
 import os
+import re
 import tempfile
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.report.plot import sweep_svg
-from ansible.module_utils.gpuhost.report.render import fleet_markdown, host_markdown, merge_bench, report_json
+from ansible.module_utils.gpuhost.report.render import (
+    fleet_markdown,
+    host_markdown,
+    merge_bench,
+    report_json,
+    verdict_line,
+)
 from ansible.module_utils.gpuhost.rules.proxmox_plans import enrich_guest_findings
+
+# A row of fleet.md's table: its first cell, the host (a "|" in it escaped as "\\|").
+FLEET_ROW = re.compile(r"^\| ((?:[^|\\]|\\.)+?) \|")
 
 
 def get_argument_spec() -> dict:
@@ -108,28 +155,92 @@ def get_argument_spec() -> dict:
         "dest": {"type": "path", "required": True},
         "hosts": {"type": "dict", "required": True},
         "fleet": {"type": "bool", "default": True},
+        "fleet_hosts": {"type": "dict", "default": {}},
+        "fleet_keep": {"type": "bool", "default": False},
         "bench": {"type": "dict", "default": {}},
         "captures": {"type": "dict", "default": {}},
         "captures_dest": {"type": "path"},
     }
 
 
-def previous_bench(dest: str, host: str) -> dict | None:
-    """The benchmark section of a host's existing JSON report, if any."""
+def as_facts(value: object) -> object:
+    """A host's facts given as gpu_host_facts' facts_json (a JSON string), or as they are."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
+
+
+def previous_report(dest: str, host: str) -> dict | None:
+    """A host's existing JSON report, if any."""
     text = current_content(os.path.join(dest, f"{host}.json"))
     try:
-        bench = json.loads(text).get("bench") if text else None
-    except (ValueError, AttributeError):
+        report = json.loads(text) if text else None
+    except ValueError:
         return None
+    return report if isinstance(report, dict) else None
+
+
+def previous_bench(dest: str, host: str) -> dict | None:
+    """The benchmark section of a host's existing JSON report, if any."""
+    bench = (previous_report(dest, host) or {}).get("bench")
     return bench if isinstance(bench, dict) else None
 
 
+def fleet_listed(dest: str) -> list[str]:
+    """The hosts the existing fleet.md lists: the first cell of each row of its table."""
+    hosts, in_table = [], False
+    for line in (current_content(os.path.join(dest, "fleet.md")) or "").splitlines():
+        if line.startswith("| Host |"):
+            in_table = True
+        elif in_table and not line.startswith("|"):
+            break
+        elif in_table and not line.startswith("|---"):
+            match = FLEET_ROW.match(line)
+            if match:
+                hosts.append(match.group(1).replace("\\|", "|"))
+    return hosts
+
+
+def fleet_rows(dest: str, hosts: dict, fleet_hosts: dict) -> tuple[dict, dict]:
+    """The fleet table's hosts beyond `hosts`: those audited in this run (facts), and the absent ones.
+
+    An absent host shows its last report with that file's modification time: the date of the audit it holds
+    (a report is rewritten only when its content changes, so a later audit that found the same left it as it was).
+    """
+    audited, absent = {}, {}
+    for host, result in sorted(fleet_hosts.items()):
+        if host in hosts:
+            continue
+        result = result if isinstance(result, dict) else {}
+        facts = as_facts(result["facts_json"]) if result.get("facts_json") else \
+            (result.get("ansible_facts") or {}).get("gpu_host")
+        if isinstance(facts, dict) and "summary" in facts:
+            audited[host] = merge_bench(facts, previous_bench(dest, host))
+            continue
+        status = "unreachable" if result.get("unreachable") else "failed" if result.get("failed") else "not audited"
+        path = os.path.join(dest, f"{host}.json")
+        report = previous_report(dest, host)
+        absent[host] = {"status": status, "msg": str(result["msg"]) if status != "not audited" and result.get("msg")
+                        else None, "report": report,
+                        "report_date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(os.stat(path).st_mtime))
+                        if report else None}
+    return audited, absent
+
+
 def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_dest: str | None,
-                  bench: dict | None = None) -> dict[str, str]:
+                  bench: dict | None = None, fleet_hosts: dict | None = None) -> tuple[dict[str, str], dict, dict]:
+    """The files to write, the hosts' facts as written (benchmark merged, guests linked), and per host of the
+    fleet table where its row comes from."""
     files = {}
     bench = bench or {}
     hosts = {host: merge_bench(facts, bench.get(host) or previous_bench(dest, host)) for host, facts in hosts.items()}
-    hosts = link_guests(hosts)
+    audited, absent = fleet_rows(dest, hosts, fleet_hosts or {})
+    # The Proxmox hosts audited in this run link their guests, whether their reports are written here or not
+    # (the benchmark's task writes the guests' reports only): a re-run then rewrites nothing.
+    hosts = link_guests(hosts, audited)
     for host, facts in sorted(hosts.items()):
         rows = ((facts.get("bench") or {}).get("nccl") or {}).get("results")
         if rows:
@@ -139,14 +250,19 @@ def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_
     for host, facts in sorted(hosts.items()):
         files[os.path.join(dest, f"{host}.json")] = report_json(host, facts)
         files[os.path.join(dest, f"{host}.md")] = host_markdown(host, facts)
+    sources: dict[str, dict] = {}
     if fleet:
-        files[os.path.join(dest, "fleet.md")] = fleet_markdown(hosts)
-    return files
+        files[os.path.join(dest, "fleet.md")] = fleet_markdown({**hosts, **audited}, absent)
+        sources = {host: {"audit": "this run"} for host in [*hosts, *audited]}
+        sources.update({host: {"audit": row["status"], "report_date": row["report_date"], "msg": row["msg"]}
+                        for host, row in absent.items()})
+    return files, hosts, dict(sorted(sources.items()))
 
 
-def link_guests(hosts: dict) -> dict:
-    """Each guest's host-side remedy, from the Proxmox hosts of the same run that run it (smbios1 uuid)."""
-    proxmox_hosts = {host: facts for host, facts in hosts.items() if facts.get("proxmox")}
+def link_guests(hosts: dict, others: dict | None = None) -> dict:
+    """Each guest's host-side remedy, from the Proxmox hosts of the same run that run it (smbios1 uuid), among
+    `hosts` and `others` (hosts audited in this run whose reports are not written here)."""
+    proxmox_hosts = {host: facts for host, facts in {**(others or {}), **hosts}.items() if facts.get("proxmox")}
     if not proxmox_hosts:
         return hosts
     return {host: enrich_guest_findings(facts, proxmox_hosts) for host, facts in hosts.items()}
@@ -195,7 +311,7 @@ def write_atomically(module: AnsibleModule, path: str, content: str) -> None:
 
 def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
-    dest, hosts = module.params["dest"], module.params["hosts"]
+    dest, hosts = module.params["dest"], {host: as_facts(facts) for host, facts in module.params["hosts"].items()}
     bad = sorted(h for h, facts in hosts.items() if not isinstance(facts, dict) or "summary" not in facts)
     if bad:
         module.fail_json(msg=f"no audit facts for {', '.join(bad)}: expected each host's ansible_facts.gpu_host "
@@ -203,9 +319,12 @@ def main() -> None:
     captures = {h: c for h, c in module.params["captures"].items() if c}
     if captures and not module.params["captures_dest"]:
         module.fail_json(msg="captures were given but no captures_dest to write them to")
-    files = planned_files(dest, hosts, module.params["fleet"], captures, module.params["captures_dest"],
-                          module.params["bench"])
-    links = guest_links(link_guests(hosts))
+    fleet_hosts = module.params["fleet_hosts"]
+    if module.params["fleet_keep"]:
+        fleet_hosts = {**dict.fromkeys(fleet_listed(dest)), **fleet_hosts}
+    files, linked, fleet = planned_files(dest, hosts, module.params["fleet"], captures, module.params["captures_dest"],
+                                         module.params["bench"], fleet_hosts)
+    links = guest_links(linked)
     changed = {path: content for path, content in files.items() if current_content(path) != content}
     diffs = [{"before_header": path, "after_header": path, "before": current_content(path) or "",
               "after": content} for path, content in changed.items()] if module._diff else []
@@ -219,7 +338,10 @@ def main() -> None:
                                  "set gpu_audit_report_dir to a writable directory")
     reports = {host: {"json": os.path.join(dest, f"{host}.json"), "markdown": os.path.join(dest, f"{host}.md")}
                for host in hosts}
-    result = {"changed": bool(changed), "written": sorted(changed), "reports": reports, "guest_links": links}
+    lines = {host: verdict_line(host, facts, links.get(host), reports[host]["markdown"])
+             for host, facts in sorted(hosts.items())}
+    result = {"changed": bool(changed), "written": sorted(changed), "reports": reports, "guest_links": links,
+              "fleet": fleet, "lines": lines}
     if diffs:
         result["diff"] = diffs
     module.exit_json(**result)

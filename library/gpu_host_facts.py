@@ -117,7 +117,16 @@ ansible_facts:
           sample: {read: [["X", "NS"], ["NS", "X"]]}
         topology:
           description: The topology matrix (X, NV#, PIX, PXB, PHB, NODE, SYS) with CPU and NUMA affinity per GPU.
+            Matrices are keyed by NVML index; a pair with a GPU NVML counted but could not open is null.
           type: dict
+        health:
+          description: >-
+            GPU health: per GPU the ECC mode and uncorrectable/corrected counts, retired pages, row remapping,
+            clocks event reasons and NVLink fabric state (NVML, else nvidia-smi); the kernel log's Xid events
+            (dmesg, else the journal); the PCIe AER counters of the GPUs and the ports above them; the fabric
+            manager service on NVSwitch hosts.
+          type: dict
+          returned: with the gpus subset
         proxmox:
           description: >-
             Only on a Proxmox VE node: its version, and every VM that passes PCI devices through, as it will
@@ -139,6 +148,12 @@ ansible_facts:
         summary:
           description: Verdict (fit, fit with warnings, unfit), GPU count and models, P2P verdict, worst finding.
           type: dict
+facts_json:
+  description: >-
+    C(ansible_facts.gpu_host) again, as one JSON string, for M(gpu_audit_report): a fleet's facts reach it in one
+    template without Ansible walking every value of every host's facts.
+  returned: always
+  type: str
 capture:
   description: Everything read from the system, replayable with O(capture).
   returned: when O(save_capture) is true
@@ -186,7 +201,9 @@ def main() -> None:
         facts = audit(source, subsets, options)
     except (SubsetError, CaptureError) as exc:
         module.fail_json(msg=str(exc))
-    result = {"changed": False, "ansible_facts": {"gpu_host": facts}}
+    # The facts again as one JSON string: gpu_audit_report takes a whole fleet's from it without Ansible
+    # walking every value of every host's facts to template them into its arguments.
+    result = {"changed": False, "ansible_facts": {"gpu_host": facts}, "facts_json": json.dumps(facts, sort_keys=True)}
     if params["save_capture"] and isinstance(source, LiveSource):
         result["capture"] = source.capture
     module.exit_json(**result)

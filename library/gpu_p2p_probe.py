@@ -29,8 +29,8 @@ options:
     type: path
   log:
     description:
-      - Output to read instead of probing; p2pBandwidthLatencyTest or nvbandwidth (text or C(-j) JSON), or the
-        probe's own JSON lines kept with O(save_log).
+      - Output to read instead of probing; p2pBandwidthLatencyTest or nvbandwidth (text or C(-j) JSON, whole or
+        a matrix cut out of it, C([...]) where rows were cut), or the probe's own JSON lines kept with O(save_log).
     type: path
   save_log:
     description:
@@ -124,8 +124,10 @@ proof:
   type: list
 matrices:
   description: >-
-    Each C(name), C(kind) (latency, bandwidth), C(unit), C(path) (peer, host, p2p_enabled, p2p_disabled),
-    C(size_bytes), C(bidirectional), C(measured_by) and C(values) (rows: source GPU, columns: destination).
+    Each C(name), C(kind) (latency, bandwidth), C(unit) (us, ns for nvbandwidth's latencies, GB/s), C(path) (peer,
+    host, p2p_enabled, p2p_disabled), C(size_bytes), C(bidirectional), C(measured_by) and C(values) (rows: source
+    GPU, columns: destination); C(values_us) beside latencies printed in ns, C(sum) for nvbandwidth's SUM line. A
+    matrix pasted without its title has null C(name), C(kind) and C(unit), and is not judged.
   returned: always
   type: list
 hung_at:

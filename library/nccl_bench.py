@@ -195,7 +195,9 @@ nccl_version:
   type: str
   sample: 2.27.3
 collective:
-  description: The collective RV(results) belongs to.
+  description: >-
+    The collective RV(results) belongs to; null for a log that does not show which one it measured (no all-reduce
+    threshold is applied to it, and RV(per_collective) keys its results C(unknown)).
   returned: always
   type: str
 results:
@@ -218,8 +220,10 @@ env:
   type: dict
 transports:
   description: >-
-    What NCCL_DEBUG=INFO said: C(nccl_version), C(connections), C(transports) (name -> count) and C(env), as
-    nccl_debug.parse_transports gives it; null for gloo or when no NCCL lines were printed.
+    What NCCL_DEBUG=INFO said: C(nccl_version), C(connections), C(transports) (name -> count), C(env),
+    C(p2p_used) and C(p2p_refusals) (each C(reason), C(host), C(devices), C(index_kind), C(bus_ids), C(ranks),
+    C(message): where NCCL said P2P could not be enabled), as nccl_debug.parse_nccl_debug gives it; null for gloo
+    or when no NCCL lines were printed.
   returned: always
   type: dict
 thresholds:
@@ -255,10 +259,18 @@ findings:
   description: >-
     Worst first, each C(id), C(severity), C(summary), C(evidence), C(remedy): C(nccl_small_message_latency),
     C(nccl_low_bus_bandwidth), C(nccl_wrong_values), C(nccl_timeout), C(nccl_run_failed), C(nccl_no_p2p_transport),
+    C(nccl_p2p_refused) (the GPU pairs where C(NCCL_DEBUG=INFO) said P2P could not be enabled, and why),
     C(nccl_tuning_recommendation), C(nccl_tuning_no_working_candidate).
   returned: always
   type: list
   elements: dict
+notes:
+  description: >-
+    What the reader of the result should know, for example that a log does not name the collective it measured
+    (so no all-reduce threshold and no communication floor apply to it).
+  returned: when there is something to say
+  type: list
+  elements: str
 elapsed_s:
   description: Seconds the sweeps took, start-up included, all candidates together.
   returned: always

@@ -31,7 +31,7 @@ import struct
 import sys
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,8 @@ _import_module_utils()
 
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS  # noqa: E402
 from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, command_key, encode_bytes  # noqa: E402
+from ansible.module_utils.gpuhost.audit.health import FABRIC_MANAGER, JOURNAL  # noqa: E402
+from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import HEALTH_QUERY_FIELDS  # noqa: E402
 
 PCI = "/sys/bus/pci/devices"
 DMI = "/sys/class/dmi/id"
@@ -135,6 +137,8 @@ class Dev:
     group: str | None = None
     multifunction: bool = False
     gpu: Gpu | None = None
+    # PCIe AER counters since boot (sysfs aer_dev_<kind>): (kind, name, count) for the non-zero ones.
+    aer: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def is_bridge(self) -> bool:
@@ -179,6 +183,8 @@ class Gpu:
     gen: int | None = None  # current link generation NVML reports; None: the model's
     virtualization_mode: int = 0
     nvlinks: tuple[tuple[bool, str | None], ...] = ()  # (active, remote bus id) per link
+    # NVML health readings that differ from a healthy, idle GPU of its model (see nvml_health).
+    health: tuple[tuple[str, Any], ...] = ()
 
 
 H100_SXM = GpuModel(
@@ -419,6 +425,12 @@ class Host:
     # Anything else the host shows the audit (a Proxmox node's VM configs): path -> text or None.
     extra_files: dict[str, str | None] = field(default_factory=dict)
     extra_dirs: dict[str, list[str] | None] = field(default_factory=dict)
+    # /sys/module/nvidia/version, written when the nvidia module is in ``modules``.
+    module_version: str | None = None
+    # `systemctl is-active nvidia-fabricmanager` on hosts with NVSwitches: what it prints.
+    fabric_manager: str | None = None
+    # `journalctl -k -b --no-pager -q`, read by the audit when dmesg is refused.
+    journal: dict[str, Any] | None = None
 
 
 def _ok(stdout: str) -> dict[str, Any]:
@@ -488,6 +500,14 @@ def capture(host: Host) -> dict[str, Any]:
         text(path, host.container_files.get(path))
 
     commands["dmesg"] = host.dmesg
+    if host.dmesg.get("rc") != 0:
+        # A user outside the adm and systemd-journal groups sees no kernel lines in the journal either.
+        commands[command_key(JOURNAL)] = host.journal or _ok("")
+    if "nvidia" in host.modules:
+        text("/sys/module/nvidia/version", host.module_version + "\n" if host.module_version else None)
+    if any(dev.nvidia and dev.cls >> 8 == 0x0680 for dev in host.devices):
+        state = host.fabric_manager or "inactive"
+        commands[command_key(FABRIC_MANAGER)] = _ok(state + "\n") if state == "active" else _failed(3, state + "\n")
     commands["systemd-detect-virt --vm"] = _ok(host.detect_vm + "\n") if host.detect_vm != "none" \
         else _failed(1, "none\n")
     commands["systemd-detect-virt --container"] = _ok(host.detect_container + "\n") \
@@ -537,6 +557,9 @@ def capture(host: Host) -> dict[str, Any]:
         dev = by_bdf[bdf]
         size = 4096 if host.as_root else 64
         files[f"{PCI}/{bdf}/config"] = encode_bytes(config_space(dev, addresses[bdf], size))
+        for kind in AER_TOTALS:
+            # The kernel keeps AER counters for every PCIe function whose AER capability it drives.
+            text(f"{PCI}/{bdf}/aer_dev_{kind}", aer_text(kind, dev.aer) if dev.link else None)
     if not host.as_root:
         commands[command_key(["lspci", "-vvv", "-D"])] = _ok(lspci_unprivileged(host.devices, addresses))
 
@@ -562,6 +585,20 @@ def capture(host: Host) -> dict[str, Any]:
 # NVML snapshots (the shape nvml.read_nvml returns) and nvidia-smi's text
 
 
+AER_CORRECTABLE = ("RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF")
+AER_UNCORRECTABLE = ("Undefined", "DLP", "SDES", "TLP", "FCP", "CmpltTO", "CmpltAbrt", "UnxCmplt", "RxOF", "MalfTLP",
+                     "ECRC", "UnsupReq", "ACSViol", "UncorrIntErr", "BlockedTLP", "AtomicOpBlocked", "TLPBlockedErr",
+                     "PoisonTLPBlocked")
+AER_TOTALS = {"correctable": "TOTAL_ERR_COR", "nonfatal": "TOTAL_ERR_NONFATAL", "fatal": "TOTAL_ERR_FATAL"}
+
+
+def aer_text(kind: str, counts: tuple[tuple[str, str, int], ...]) -> str:
+    """sysfs aer_dev_<kind> as drivers/pci/pcie/aer.c prints it: every named bit, then the total."""
+    mine = {name: count for k, name, count in counts if k == kind}
+    names = AER_CORRECTABLE if kind == "correctable" else AER_UNCORRECTABLE
+    return "".join(f"{name} {mine.get(name, 0)}\n" for name in names) + f"{AER_TOTALS[kind]} {sum(mine.values())}\n"
+
+
 def gpus_of(devices: Iterable[Dev]) -> list[Dev]:
     return sorted((d for d in devices if d.gpu is not None), key=lambda d: d.gpu.index if d.gpu else 0)
 
@@ -580,6 +617,8 @@ def nvml_snapshot(devices: list[Dev], *, driver: str, cuda: int, p2p: dict[str, 
         "nvml_version": f"{cuda // 1000}.{driver}",
         "devices": [nvml_device(dev) for dev in gpus],
         "errors": {},
+        "device_count": len(gpus),
+        "matrix_gpus": list(range(len(gpus))),
     }
     indexes = range(len(gpus))
     snapshot["p2p"] = {cap: [[None if i == j else pair(i, j) for j in indexes] for i in indexes]
@@ -618,7 +657,48 @@ def nvml_device(dev: Dev) -> dict[str, Any]:
         "nvlinks": [{"link": n, "active": active, "remote_bus_id": remote}
                     for n, (active, remote) in enumerate(gpu.nvlinks)],
         "errors": errors,
+        "health": nvml_health(gpu),
     }
+
+
+def nvml_health(gpu: Gpu) -> dict[str, Any]:
+    """What audit/nvml_health.read_device_health reads from an idle, healthy GPU of this model, then the GPU's
+    own readings (``Gpu.health``). Page retirement is pre-Ampere only (every model here has row remapping
+    instead, where it has ECC); fabric state is Hopper and newer."""
+    model = gpu.model
+    errors: dict[str, str] = {}
+    not_supported = "NVMLError_NotSupported"
+    ecc_on = model.ecc == 1
+    reading: dict[str, Any] = {
+        "ecc_mode_current": model.ecc, "ecc_mode_pending": model.ecc,
+        "ecc_uncorrected_volatile": 0 if ecc_on else None, "ecc_uncorrected_aggregate": 0 if ecc_on else None,
+        "ecc_corrected_volatile": 0 if ecc_on else None, "ecc_corrected_aggregate": 0 if ecc_on else None,
+        "retired_pages_pending": None, "retired_pages_sbe": None, "retired_pages_dbe": None,
+        "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": 0, "failure": 0} if ecc_on else None,
+        "clocks_event_reasons": 0x1,
+        "fabric": ({"state": 3, "status": 0} if gpu.nvlinks else {"state": 0, "status": 0})
+        if model.compute_capability[0] >= 9 else None,
+    }
+    for label, value in reading.items():
+        if value is None:
+            errors["ecc_mode" if label.startswith("ecc_mode") else label] = not_supported
+    reading.update(dict(gpu.health))
+    reading["errors"] = {label: error for label, error in errors.items()
+                         if reading.get(label if label != "ecc_mode" else "ecc_mode_current") is None}
+    return reading
+
+
+def lose_gpu(snapshot: dict[str, Any], index: int, error: str = "NVMLError_GpuIsLost") -> dict[str, Any]:
+    """The snapshot read_nvml takes when GPU ``index``'s handle fails: NVML still counts it, its device
+    entry is missing and the matrices cover the other GPUs only."""
+    keep = [n for n in range(snapshot["device_count"]) if n != index]
+
+    def without(matrix: list[list[Any]]) -> list[list[Any]]:
+        return [[matrix[i][j] for j in keep] for i in keep]
+
+    return {**snapshot, "devices": [d for d in snapshot["devices"] if d["index"] != index],
+            "errors": {**snapshot["errors"], f"gpu{index}.handle": error}, "matrix_gpus": keep,
+            "p2p": {cap: without(m) for cap, m in snapshot["p2p"].items()}, "topology": without(snapshot["topology"])}
 
 
 P2P_LABELS = {0: "OK", 1: "CNS", 2: "GNS", 3: "TNS", 4: "DR", 5: "NS", 6: "U"}
@@ -692,7 +772,31 @@ def smi_commands(devices: list[Dev], driver: str, p2p: dict[str, Callable[[int, 
     for cap, letter in (("read", "r"), ("write", "w"), ("nvlink", "n"), ("atomics", "a")):
         commands[f"nvidia-smi topo -p2p {letter}"] = _ok(smi_topo_p2p(count, p2p[cap]))
     commands["nvidia-smi topo -m"] = _ok(smi_topo_matrix(count, topology, cpu_affinity, numa_affinity))
+    health = ["nvidia-smi", f"--query-gpu={','.join(HEALTH_QUERY_FIELDS)}", "--format=csv,noheader,nounits"]
+    commands[command_key(health)] = _ok(smi_query_health(devices))
     return commands
+
+
+def smi_query_health(devices: list[Dev]) -> str:
+    """nvidia-smi --query-gpu=<HEALTH_QUERY_FIELDS> --format=csv,noheader,nounits, from the NVML readings."""
+    lines = []
+    for dev in gpus_of(devices):
+        assert dev.gpu is not None
+        raw = nvml_health(dev.gpu)
+
+        def cell(key: str, words: tuple[str, str] | None = None, raw: dict[str, Any] = raw) -> str:
+            value = raw.get(key)
+            if value is None:
+                return "[N/A]"
+            return (words[1] if value else words[0]) if words else str(value)
+
+        lines.append(", ".join([
+            str(dev.gpu.index), nvml_bus_id(dev.bdf), cell("ecc_mode_current", ("Disabled", "Enabled")),
+            cell("ecc_mode_pending", ("Disabled", "Enabled")), cell("ecc_uncorrected_volatile"),
+            cell("ecc_uncorrected_aggregate"), cell("ecc_corrected_volatile"), cell("ecc_corrected_aggregate"),
+            cell("retired_pages_pending", ("No", "Yes")), cell("retired_pages_sbe"), cell("retired_pages_dbe"),
+            f"0x{raw['clocks_event_reasons']:016x}"]))
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------
@@ -885,8 +989,7 @@ NVIDIA_MODULES = ("nvidia", "nvidia_drm", "nvidia_modeset", "nvidia_uvm")
 # 1. DGX/HGX H100: NVLink through NVSwitches, PCIe through Broadcom switches
 
 
-def dgx_h100() -> Host:
-    name = "baremetal-8xH100-SXM"
+def dgx_h100(name: str = "baremetal-8xH100-SXM") -> Host:
     # GPU bus numbers of an HGX H100 board as nvidia-smi prints them (thamada/nvidia-smi, nvsim/H100SXMx8_smi.py).
     gpu_buses = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
     switch_buses = (0x0D, 0x0E, 0x0F, 0x10)
@@ -973,6 +1076,8 @@ def dgx_h100() -> Host:
         detect_vm="none",
         nodes=(0, 1),
         modules=(*SERVER_MODULES, *NVIDIA_MODULES, "mlx5_core", "mlx5_ib", "nvidia_peermem", "kvm", "kvm_intel"),
+        module_version="550.127.05",
+        fabric_manager="active",
         nvml=nvml,
         commands={"nvidia-smi -L": _ok(smi_list(devices))},
     )
@@ -1006,8 +1111,7 @@ def epyc_gpu_host(name: str, model: GpuModel, slots: list[tuple[str, str]], *, d
     return devices
 
 
-def rtx_pro_6000_baremetal() -> Host:
-    name = "baremetal-8xRTXPRO6000-p2p-ok"
+def rtx_pro_6000_baremetal(name: str = "baremetal-8xRTXPRO6000-p2p-ok") -> Host:
     # Two GPUs per I/O quadrant: pairs share a host bridge (PHB), the rest meet across the I/O die (NODE).
     slots = [(f"0000:{root:02x}:{port}", f"0000:{root + offset:02x}:00.0")
              for root in (0x00, 0x40, 0x80, 0xC0) for port, offset in (("01.1", 1), ("03.1", 2))]
@@ -1055,6 +1159,7 @@ def rtx_pro_6000_baremetal() -> Host:
                     (21.550812, "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.95.05")),
         detect_vm="none",
         modules=(*SERVER_MODULES, *NVIDIA_MODULES, "kvm", "kvm_amd"),
+        module_version="580.95.05",
         iommu_hardware=("ivhd0", "ivhd1", "ivhd2", "ivhd3"),
         group_type="identity",
         nvml=nvml,
@@ -1066,8 +1171,7 @@ def rtx_pro_6000_baremetal() -> Host:
 # 3. The incident: a Proxmox q35 guest with 8x RTX PRO 6000, every GPU pair NS
 
 
-def proxmox_q35_guest() -> Host:
-    name = "proxmox-q35-guest-8xRTXPRO6000-p2p-NS"
+def proxmox_q35_guest(name: str = "proxmox-q35-guest-8xRTXPRO6000-p2p-NS") -> Host:
     link = Link(32.0, 16, 32.0, 16)
     port_link = Link(16.0, 32, 16.0, 32)  # Proxmox sets x-speed=16,x-width=32 on its pcie-root-ports
     ich9 = "Intel Corporation 82801I (ICH9 Family)"
@@ -1150,6 +1254,7 @@ def proxmox_q35_guest() -> Host:
         modules=("ahci", "drm", "ehci_hcd", "ext4", "libahci", "nvidia", "nvidia_drm", "nvidia_modeset",
                  "nvidia_uvm", "pcieport", "snd_hda_intel", "uhci_hcd", "virtio_balloon", "virtio_net", "virtio_pci",
                  "virtio_scsi", "xfs"),
+        module_version="590.44.01",
         nvml=nvml,
         commands={"nvidia-smi -L": _ok(smi_list(devices))},
     )
@@ -1207,6 +1312,7 @@ def proxmox_i440fx_guest() -> Host:
         detect_vm="kvm",
         modules=("ata_piix", "drm", "ext4", "nvidia", "nvidia_drm", "nvidia_modeset", "nvidia_uvm", "snd_hda_intel",
                  "virtio_balloon", "virtio_net", "virtio_pci", "virtio_scsi"),
+        module_version="580.95.05",
         nvml={"error": "NVMLError_LibraryNotFound: NVML Shared Library Not Found", "kind": "library_missing"},
         commands=smi_commands(devices, "580.95.05", ns, lambda i, j: 30, "", ""),
     )
@@ -1274,6 +1380,7 @@ def rtx4090_workstation() -> Host:
         cgroup="0::/init.scope\n",
         modules=("drm", "drm_kms_helper", "ext4", "igc", "nvme", "nvme_core", "snd_hda_intel", "usbcore",
                  *NVIDIA_MODULES),
+        module_version="550.127.05",
         nvml=nvml,
         commands={"nvidia-smi -L": _ok(smi_list(devices))},
     )
@@ -1465,6 +1572,123 @@ def proxmox_host_vm_clique_ok() -> Host:
     return proxmox_incident_host("proxmox-host-8xRTXPRO6000-vm-clique-ok", fixed=True)
 
 
+# ---------------------------------------------------------------------------
+# 8. Hosts whose GPUs cannot be used, and a host with GPU health problems ("Audit truth")
+
+NVML_MISMATCH = "NVMLError_LibRmVersionMismatch: RM has detected an NVML/RM version mismatch."
+SMI_MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 590.48\n"
+
+
+def incident_guest_driver_mismatch() -> Host:
+    """The incident guest after `apt upgrade` moved the driver from 590.44.01 to 590.48 without a reboot: the
+    590.44.01 kernel module still runs, NVML and nvidia-smi are 590.48 and refuse to talk to it."""
+    host = proxmox_q35_guest("proxmox-q35-guest-8xRTXPRO6000-driver-mismatch")
+    host.note = ("Reconstructed from the incident guest (proxmox-q35-guest-8xRTXPRO6000-p2p-NS) after the driver "
+                 "packages were upgraded from 590.44.01 to 590.48 without a reboot: the PCI bus still shows the 8 GPUs "
+                 "bound to nvidia and /sys/module/nvidia/version says 590.44.01, while NVML fails to initialise with "
+                 "NVMLError_LibRmVersionMismatch and every nvidia-smi call exits 18 with 'Failed to initialize NVML: "
+                 "Driver/library version mismatch'; dmesg has the kernel module's 'API mismatch' lines. Built by "
+                 "tests/captures/build.py; sources in tests/captures/SOURCES.md.")
+    host.nvml = {"error": NVML_MISMATCH, "kind": "version_mismatch"}
+    query = ["nvidia-smi", f"--query-gpu={','.join(QUERY_GPU_FIELDS)}", "--format=csv,noheader,nounits"]
+    host.commands = {command_key(query): _failed(18, SMI_MISMATCH)}
+    lines = host.dmesg["stdout"] + "".join(
+        f"[{stamp:12.6f}] {message}\n" for stamp, message in (
+            (93512.118402, "NVRM: API mismatch: the client has the version 590.48, but"),
+            (93512.118405, "NVRM: this kernel module has the version 590.44.01.  Please"),
+            (93512.118406, "NVRM: make sure that this kernel module and all NVIDIA driver"),
+            (93512.118407, "NVRM: components have the same version.")))
+    host.dmesg = _ok(lines)
+    return host
+
+
+def incident_guest_no_nvml() -> Host:
+    """The incident guest audited by an interpreter without nvidia-ml-py: nvidia-smi answers instead."""
+    host = proxmox_q35_guest("proxmox-q35-guest-8xRTXPRO6000-no-nvml")
+    host.note = ("Reconstructed from the incident guest (proxmox-q35-guest-8xRTXPRO6000-p2p-NS), audited by a Python "
+                 "without nvidia-ml-py: NVML is not read, nvidia-smi (driver 590.44.01) answers every query, and its "
+                 "topo -p2p says NS for every pair as NVML did. Built by tests/captures/build.py; sources in "
+                 "tests/captures/SOURCES.md.")
+    host.nvml = {"error": "the Python binding nvidia-ml-py (module pynvml) is not installed for this interpreter",
+                 "kind": "binding_missing"}
+    ns = {cap: (lambda i, j: 5) for cap in ("read", "write", "nvlink", "atomics")}
+    host.commands = smi_commands(host.devices, "590.44.01", ns, lambda i, j: 30, "0-63", "N/A")
+    return host
+
+
+LOST_GPU = 3
+
+
+def rtx_pro_6000_gpu_lost() -> Host:
+    """The bare-metal RTX PRO 6000 host after GPU3 fell off the bus (Xid 79): NVML counts 8, GPU3's handle says
+    GPU is lost, the matrices cover the other 7, its root port logged a Surprise Down."""
+    name = "baremetal-8xRTXPRO6000-gpu-lost"
+    host = rtx_pro_6000_baremetal(name)
+    gpu = gpus_of(host.devices)[LOST_GPU]
+    bus = gpu.bdf[:-2]
+    host.devices = [replace(d, aer=(("fatal", "SDES", 1),)) if d.bdf == gpu.parent else d for d in host.devices]
+    host.nvml = lose_gpu(host.nvml, LOST_GPU)
+    host.note = ("Reconstructed from baremetal-8xRTXPRO6000-p2p-ok after GPU3 (0000:42:00.0) fell off the bus: the "
+                 "kernel logged Xid 79 and 'GPU has fallen off the bus', its root port counted a Surprise Down "
+                 "(AER fatal), NVML still counts 8 GPUs but GPU3's handle fails with NVMLError_GpuIsLost, so the "
+                 "P2P and topology matrices cover the other 7, and nvidia-smi -L names the lost GPU. Built by "
+                 "tests/captures/build.py; sources in tests/captures/SOURCES.md.")
+    listing = smi_list([d for d in host.devices if d.gpu is not None and d.gpu.index != LOST_GPU])
+    host.commands = {"nvidia-smi -L": _failed(15, listing + f"Unable to determine the device handle for GPU{bus.upper()}"
+                                                            f".0: GPU is lost.  Reboot the system to recover this "
+                                                            "GPU\n")}
+    short = f"PCI:{bus}"
+    lines = host.dmesg["stdout"] + "".join(f"[{stamp:12.6f}] {message}\n" for stamp, message in (
+        (402117.250911, f"NVRM: GPU at {short}: {gpu.gpu.uuid if gpu.gpu else ''}"),
+        (402117.250916, "NVRM: GPU Board Serial Number: 1652924012345"),
+        (402117.250920, f"NVRM: Xid ({short}): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."),
+        (402117.250925, f"NVRM: GPU {gpu.bdf}: GPU has fallen off the bus."),
+        (402117.250931, "NVRM: A GPU crash dump has been created. If possible, please run"),
+        (402117.250932, "NVRM: nvidia-bug-report.sh as root to collect this data before"),
+        (402117.250933, "NVRM: the NVIDIA kernel module is unloaded.")))
+    host.dmesg = _ok(lines)
+    return host
+
+
+def dgx_h100_health() -> Host:
+    """The DGX H100 after an uncorrectable memory error on GPU2 and with GPU5's clocks held back."""
+    name = "baremetal-8xH100-SXM-xid48-row-remap"
+    host = dgx_h100(name)
+    gpus = gpus_of(host.devices)
+    sick, slow = gpus[2], gpus[5]
+    remap = {"correctable": 0, "uncorrectable": 1, "pending": 1, "failure": 0}
+    readings = {
+        sick.bdf: (("ecc_uncorrected_volatile", 1), ("ecc_uncorrected_aggregate", 1), ("ecc_corrected_volatile", 3),
+                   ("ecc_corrected_aggregate", 12), ("remapped_rows", remap)),
+        slow.bdf: (("clocks_event_reasons", 0x88),),
+    }
+    noisy_port = slow.parent
+    host.devices = [replace(d, gpu=replace(d.gpu, health=readings[d.bdf])) if d.gpu and d.bdf in readings
+                    else replace(d, aer=(("correctable", "BadTLP", 181), ("correctable", "BadDLLP", 57),
+                                         ("correctable", "Rollover", 2))) if d.bdf == noisy_port
+                    else d for d in host.devices]
+    host.nvml = nvml_snapshot(host.devices, driver="550.127.05", cuda=12040,
+                              p2p={cap: (lambda i, j: 0) for cap in ("read", "write", "nvlink", "atomics", "pci")},
+                              topology=lambda i, j: 40 if i // 4 == j // 4 else 50)
+    host.commands = {"nvidia-smi -L": _ok(smi_list(host.devices))}
+    short = f"PCI:{sick.bdf[:-2]}"
+    host.note = ("Reconstructed from baremetal-8xH100-SXM on a bad day: GPU2 (0000:3a:00.0) took an uncorrectable "
+                 "HBM error during a job (Xid 48, then 94 contained and 63 row remap event), NVML counts one "
+                 "uncorrectable error since boot and a row remap pending; GPU5's clocks are held back by HW slowdown "
+                 "and power brake; the switch port above GPU5 counted 240 corrected PCIe errors. Fabric manager "
+                 "active, every GPU's fabric registration completed. Built by tests/captures/build.py; sources in "
+                 "tests/captures/SOURCES.md.")
+    lines = host.dmesg["stdout"] + "".join(f"[{stamp:12.6f}] {message}\n" for stamp, message in (
+        (51233.871020, f"NVRM: Xid ({short}): 48, pid=48211, name=python3, An uncorrectable double bit error (DBE) "
+                       "has been detected on GPU in the framebuffer at partition 6, subpartition 0."),
+        (51233.871544, f"NVRM: Xid ({short}): 94, pid=48211, name=python3, Contained: CE User Channel (0x9). "
+                       "RST: No, D-RST: No"),
+        (51233.902117, f"NVRM: Xid ({short}): 63, pid='<unknown>', name=<unknown>, Row Remapper: New row (0x0000000000"
+                       "1c2e40) marked for remapping, reset gpu to activate.")))
+    host.dmesg = _ok(lines)
+    return host
+
+
 HOSTS: dict[str, Callable[[], Host]] = {
     "baremetal-8xH100-SXM": dgx_h100,
     "baremetal-8xRTXPRO6000-p2p-ok": rtx_pro_6000_baremetal,
@@ -1474,6 +1698,10 @@ HOSTS: dict[str, Callable[[], Host]] = {
     "proxmox-host-4xRTXPRO6000-vfio": proxmox_host,
     "proxmox-host-8xRTXPRO6000-vm-no-clique": proxmox_host_vm_no_clique,
     "proxmox-host-8xRTXPRO6000-vm-clique-ok": proxmox_host_vm_clique_ok,
+    "proxmox-q35-guest-8xRTXPRO6000-driver-mismatch": incident_guest_driver_mismatch,
+    "proxmox-q35-guest-8xRTXPRO6000-no-nvml": incident_guest_no_nvml,
+    "baremetal-8xRTXPRO6000-gpu-lost": rtx_pro_6000_gpu_lost,
+    "baremetal-8xH100-SXM-xid48-row-remap": dgx_h100_health,
 }
 
 

@@ -20,7 +20,13 @@ I440FX = "proxmox-i440fx-guest-2xA6000"
 RTX4090 = "baremetal-4xRTX4090-consumer"
 HYPERVISOR = "proxmox-host-4xRTXPRO6000-vfio"
 MICROVM = "firecracker-microvm-no-gpu"
-ALL = (H100, PRO6000, INCIDENT, I440FX, RTX4090, HYPERVISOR, MICROVM)
+# GPUs the host cannot use, and GPU health: the incident guest after a driver upgrade without a reboot and
+# without nvidia-ml-py, the RTX PRO 6000 host with a GPU fallen off the bus, the H100 host with an Xid 48.
+MISMATCH = "proxmox-q35-guest-8xRTXPRO6000-driver-mismatch"
+NO_NVML = "proxmox-q35-guest-8xRTXPRO6000-no-nvml"
+GPU_LOST = "baremetal-8xRTXPRO6000-gpu-lost"
+H100_SICK = "baremetal-8xH100-SXM-xid48-row-remap"
+ALL = (H100, PRO6000, INCIDENT, I440FX, RTX4090, HYPERVISOR, MICROVM, MISMATCH, NO_NVML, GPU_LOST, H100_SICK)
 
 
 @cache

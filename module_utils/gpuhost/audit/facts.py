@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.gpuhost.audit.gpus import gather_gpus
+from ansible.module_utils.gpuhost.audit.health import gather_health
 from ansible.module_utils.gpuhost.audit.iommu import Iommu, gather_iommu
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR, gather_pci, read_ids
 from ansible.module_utils.gpuhost.audit.proxmox import gather_proxmox, is_proxmox_node
@@ -12,7 +13,14 @@ from ansible.module_utils.gpuhost.audit.source import Source
 from ansible.module_utils.gpuhost.audit.virt import gather_virtualization
 from ansible.module_utils.gpuhost.rules import engine
 from ansible.module_utils.gpuhost.rules.finding import counts, verdict, worst
-from ansible.module_utils.gpuhost.rules.views import RuleOptions, gpu_devices, matrix_pairs, pci_gpus, tp_group
+from ansible.module_utils.gpuhost.rules.views import (
+    RuleOptions,
+    gpu_devices,
+    matrix_pairs,
+    pci_gpus,
+    tp_group,
+    unread_pairs,
+)
 
 SCHEMA_VERSION = 1
 SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
@@ -45,6 +53,7 @@ def resolve_subsets(requested: list[str]) -> list[str]:
 def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
     read = (facts.get("p2p") or {}).get("read") or []
     pairs = matrix_pairs(read, group)
+    unread = len(unread_pairs(read, group))
     if not group:
         return "n/a (no GPU usable here)"
     if len(group) < 2:
@@ -53,8 +62,10 @@ def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
         return "unknown"
     ok = sum(1 for _i, _j, label in pairs if label == "OK")
     if ok == len(pairs):
-        return "ok"
-    return "none" if ok == 0 else f"partial ({ok} of {len(pairs)} pairs)"
+        # What was read is fine; pairs with a GPU NVML could not open are not claimed.
+        return f"unknown ({unread} of {len(pairs) + unread} pairs not read)" if unread else "ok"
+    total = len(pairs) + unread
+    return "none" if ok == 0 and not unread else f"partial ({ok} of {total} pairs)"
 
 
 def audit(source: Source, subsets: list[str], options: RuleOptions) -> dict[str, Any]:
@@ -82,6 +93,7 @@ def audit(source: Source, subsets: list[str], options: RuleOptions) -> dict[str,
 
     if "gpus" in subsets:
         facts["gpus"], facts["p2p"], facts["topology"] = gather_gpus(source, pci_facts)
+        facts["health"] = gather_health(source, pci_facts, facts["gpus"], source.nvml())
 
     if proxmox_node:
         proxmox = gather_proxmox(source, iommu, pci_facts)

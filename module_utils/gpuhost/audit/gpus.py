@@ -13,6 +13,9 @@ from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import nvidia_smi_f
 
 # nvidia-smi topo -p2p letters for each matrix the audit keeps.
 P2P_LETTERS = {"read": "r", "write": "w", "nvlink": "n", "atomics": "a"}
+# The loaded kernel module's version: with NVML's and nvidia-smi's it tells a driver upgraded
+# without a reboot (the library is new, the module still the old one).
+KERNEL_MODULE_VERSION = "/sys/module/nvidia/version"
 
 
 def gather_gpus(source: Source, pci_facts: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -24,18 +27,49 @@ def gather_gpus(source: Source, pci_facts: dict[str, Any]) -> tuple[dict[str, An
         snapshot = {"error": f"unusable NVML readings: {problem}"}
     if not snapshot.get("error"):
         gpus, p2p, topology = _from_nvml(snapshot, pci_facts)
+        _note_nvml_errors(source, snapshot)
         count = _nvidia_smi_count(source)
         if count is not None:
             gpus["nvidia_smi_count"] = count
-        return gpus, p2p, topology
-    gpus, p2p, topology = _from_nvidia_smi(source)
-    gpus["nvml_error"] = snapshot.get("error")
+    else:
+        gpus, p2p, topology = _from_nvidia_smi(source)
+        gpus["nvml_error"] = snapshot.get("error")
+    module_version = source.read_value(KERNEL_MODULE_VERSION) if "nvidia" in (source.listdir("/sys/module") or []) \
+        else None
+    if module_version:
+        gpus["kernel_module_version"] = module_version
     return gpus, p2p, topology
+
+
+def _note_nvml_errors(source: Source, snapshot: dict[str, Any]) -> None:
+    """A GPU whose handle did not open, or a count NVML refused, is something the audit could not read."""
+    errors = snapshot.get("errors") if isinstance(snapshot.get("errors"), dict) else {}
+    for label, error in sorted(errors.items(), key=lambda item: _handle_index(item[0]) or 0):
+        index = _handle_index(label)
+        if index is not None:
+            source.note_problem(f"NVML GPU{index} (nvmlDeviceGetHandleByIndex)", str(error))
+        elif label == "device_count":
+            source.note_problem("NVML GPU count (nvmlDeviceGetCount)", str(error))
+
+
+def _handle_index(label: Any) -> int | None:
+    """``gpu3.handle`` -> 3."""
+    if not isinstance(label, str) or not label.startswith("gpu") or not label.endswith(".handle"):
+        return None
+    number = label[3:-len(".handle")]
+    return int(number) if number.isdigit() else None
+
+
+def handle_errors(snapshot: dict[str, Any]) -> dict[str, str]:
+    """NVML index (as text, for JSON) -> the error of each GPU whose handle did not open."""
+    errors = snapshot.get("errors") if isinstance(snapshot.get("errors"), dict) else {}
+    found = {_handle_index(label): str(error) for label, error in errors.items()}
+    return {str(index): error for index, error in sorted((i, e) for i, e in found.items() if i is not None)}
 
 
 def _from_nvml(snapshot: dict[str, Any], pci_facts: dict[str, Any]) -> tuple[dict, dict, dict]:
     devices = [nvml.device_facts(raw) for raw in snapshot.get("devices") or []]
-    gpus = {
+    gpus: dict[str, Any] = {
         "source": "nvml",
         "driver_version": snapshot.get("driver_version"),
         "cuda_driver_version": nvml.cuda_version_text(snapshot.get("cuda_driver_version")),
@@ -43,14 +77,23 @@ def _from_nvml(snapshot: dict[str, Any], pci_facts: dict[str, Any]) -> tuple[dic
         "count": len(devices),
         "devices": devices,
     }
+    if isinstance(snapshot.get("device_count"), int):
+        gpus["nvml_device_count"] = snapshot["device_count"]
+    lost_handles = handle_errors(snapshot)
+    if lost_handles:
+        gpus["nvml_handle_errors"] = lost_handles
+    # The matrices are keyed by NVML index, every GPU NVML counted; rows of GPUs it could not open
+    # hold None (not read), so that rules and the gate never take one GPU's pair for another's.
     by_bus = {d["bdf"]: d for d in pci_facts.get("nvidia_devices") or []}
-    affinity = [by_bus.get(d.get("pci_bus_id") or "", {}) for d in devices]
+    by_index = {d.get("index"): by_bus.get(d.get("pci_bus_id") or "", {}) for d in devices}
+    matrix = nvml.topology_matrix(snapshot)
+    indexes = range(len(matrix)) if matrix else [d.get("index") for d in devices]
     topology = {
         "source": "nvml",
-        "gpus": [f"GPU{d['index']}" for d in devices],
-        "matrix": nvml.topology_matrix(snapshot),
-        "cpu_affinity": [a.get("local_cpulist") for a in affinity],
-        "numa_affinity": [a.get("numa_node") for a in affinity],
+        "gpus": [f"GPU{i}" for i in indexes],
+        "matrix": matrix,
+        "cpu_affinity": [by_index.get(i, {}).get("local_cpulist") for i in indexes],
+        "numa_affinity": [by_index.get(i, {}).get("numa_node") for i in indexes],
     }
     return gpus, nvml.p2p_matrices(snapshot), topology
 

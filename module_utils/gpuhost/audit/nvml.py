@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from ansible.module_utils.gpuhost.audit.nvml_health import read_device_health
+
 # nvmlDeviceGetP2PStatus capability indexes, in the order nvidia-smi's topo -p2p
 # letters name them (r, w, n, a, p).
 P2P_CAPS = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3, "pci": 4}
@@ -56,6 +58,8 @@ def read_nvml() -> dict[str, Any]:
 
 
 def classify_init_error(name: str) -> str:
+    if "LibRmVersionMismatch" in name:
+        return "version_mismatch"
     if "LibraryNotFound" in name:
         return "library_missing"
     if "DriverNotLoaded" in name:
@@ -86,14 +90,17 @@ def _read_initialised(nvml: Any) -> dict[str, Any]:
         "devices": [],
         "errors": errors,
     }
-    count = call("device_count", nvml.nvmlDeviceGetCount) or 0
+    count = call("device_count", nvml.nvmlDeviceGetCount)
+    snapshot["device_count"] = count
     handles = []
-    for index in range(count):
+    for index in range(count or 0):
         handle = call(f"gpu{index}.handle", nvml.nvmlDeviceGetHandleByIndex, index)
         handles.append(handle)
         if handle is not None:
             snapshot["devices"].append(_read_device(nvml, index, handle))
     usable = [h for h in handles if h is not None]
+    # The matrices below cover only the GPUs whose handle opened: their NVML indexes, in row order.
+    snapshot["matrix_gpus"] = [index for index, handle in enumerate(handles) if handle is not None]
     snapshot["p2p"] = {
         name: _pair_matrix(usable, lambda a, b, cap=cap: nvml.nvmlDeviceGetP2PStatus(a, b, cap), nvml)
         for name, cap in P2P_CAPS.items()
@@ -157,6 +164,7 @@ def _read_device(nvml: Any, index: int, handle: Any) -> dict[str, Any]:
         "virtualization_mode": call("virtualization_mode", nvml.nvmlDeviceGetVirtualizationMode),
         "nvlinks": [],
         "errors": errors,
+        "health": read_device_health(nvml, handle),
     }
     for link in range(MAX_NVLINKS):
         try:
@@ -179,6 +187,7 @@ def _read_device(nvml: Any, index: int, handle: Any) -> dict[str, Any]:
 _DEVICE_TYPES: dict[str, tuple[type, ...]] = {
     "index": (int,), "name": (str,), "uuid": (str,), "pci_bus_id": (str,), "compute_capability": (list,),
     "memory_total_bytes": (int,), "bar1_total_bytes": (int,), "nvlinks": (list,), "errors": (dict,),
+    "health": (dict,),
 }
 
 
@@ -202,7 +211,16 @@ def shape_problem(snapshot: dict[str, Any]) -> str | None:
     topology = snapshot.get("topology")
     if topology is not None and not _is_matrix(topology):
         return "'topology' must be a list of lists"
+    covered = snapshot.get("matrix_gpus")
+    if covered is not None and not (isinstance(covered, list) and all(_is_index(i) for i in covered)):
+        return "'matrix_gpus' must be a list of GPU indexes"
+    if snapshot.get("device_count") is not None and not _is_index(snapshot.get("device_count")):
+        return "'device_count' must be a whole number"
     return None
+
+
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 4096
 
 
 def _is_matrix(value: Any) -> bool:
@@ -218,18 +236,57 @@ def p2p_label(code: Any, same: bool = False) -> str:
     return "U"
 
 
-def p2p_matrices(snapshot: dict[str, Any]) -> dict[str, list[list[str]]]:
-    matrices: dict[str, list[list[str]]] = {}
+def matrix_indexes(snapshot: dict[str, Any]) -> list[int]:
+    """The NVML indexes the snapshot's matrices cover, in row order: ``matrix_gpus`` when recorded,
+    else the devices' (a snapshot reads the devices and the matrices over the same opened handles)."""
+    covered = snapshot.get("matrix_gpus")
+    if isinstance(covered, list) and all(_is_index(i) for i in covered):
+        return list(covered)
+    devices = [d for d in snapshot.get("devices") or [] if isinstance(d, dict)]
+    return [d["index"] if _is_index(d.get("index")) else n for n, d in enumerate(devices)]
+
+
+def matrix_size(snapshot: dict[str, Any]) -> int:
+    """Rows of the facts' matrices: every GPU NVML counted, whether its handle opened or not."""
+    count = snapshot.get("device_count")
+    indexes = matrix_indexes(snapshot)
+    return max([count if _is_index(count) else 0, *(i + 1 for i in indexes)])
+
+
+def by_nvml_index(compact: list[list[Any]], covered: list[int], size: int) -> list[list[Any]]:
+    """A matrix over the covered GPUs (row r is GPU covered[r]) re-keyed by NVML index, ``size`` rows:
+    "X" on the diagonal, None for every pair with a GPU the matrix does not cover."""
+    if not compact:
+        return []
+    full: list[list[Any]] = [["X" if i == j else None for j in range(size)] for i in range(size)]
+    for r, i in enumerate(covered[:len(compact)]):
+        row = compact[r]
+        for c, j in enumerate(covered[:len(row)]):
+            if i != j and i < size and j < size:
+                full[i][j] = row[c]
+    return full
+
+
+def p2p_matrices(snapshot: dict[str, Any]) -> dict[str, list[list[str | None]]]:
+    """The P2P matrices by NVML index; pairs with a GPU NVML could not open are None (not read)."""
+    covered, size = matrix_indexes(snapshot), matrix_size(snapshot)
+    matrices: dict[str, list[list[str | None]]] = {}
     for name, rows in (snapshot.get("p2p") or {}).items():
         if not isinstance(rows, list):
             continue
-        matrices[name] = [[p2p_label(code, i == j) for j, code in enumerate(row)]
-                          for i, row in enumerate(rows) if isinstance(row, list)]
+        compact = [[p2p_label(code, i == j) for j, code in enumerate(row)]
+                   for i, row in enumerate(rows) if isinstance(row, list)]
+        matrices[name] = by_nvml_index(compact, covered, size)
     return matrices
 
 
-def topology_matrix(snapshot: dict[str, Any]) -> list[list[str]]:
-    """nvidia-smi's labels from NVML: NV# where NVLinks join two GPUs, else the PCIe ancestor."""
+def topology_matrix(snapshot: dict[str, Any]) -> list[list[str | None]]:
+    """nvidia-smi's labels from NVML by NVML index: NV# where NVLinks join two GPUs, else the PCIe
+    ancestor; None for pairs with a GPU NVML could not open."""
+    return by_nvml_index(_topology_compact(snapshot), matrix_indexes(snapshot), matrix_size(snapshot))
+
+
+def _topology_compact(snapshot: dict[str, Any]) -> list[list[str]]:
     devices = snapshot.get("devices") or []
     levels = snapshot.get("topology") or []
     links = [_nvlink_peers(d, devices) for d in devices]

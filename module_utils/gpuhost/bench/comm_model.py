@@ -220,7 +220,15 @@ def add_comm_floor(result: dict[str, Any], profile_spec: Any, concurrency: int) 
     from ansible.module_utils.gpuhost.bench.model_profiles import get_profile
 
     profile = get_profile(profile_spec) if isinstance(profile_spec, str) else load_profile(profile_spec or {})
-    curve = measured_curve(result.get("results") or [])
+    # Only all-reduce times price the model. A result without the key predates it and was all-reduce.
+    rows = result.get("results") if result.get("collective", "all_reduce") == "all_reduce" else \
+        ((result.get("per_collective") or {}).get("all_reduce") or {}).get("results")
+    if rows is None:
+        measured = result.get("collective") or "a collective the log does not name"
+        result.setdefault("notes", []).append(
+            f"No communication floor for {profile.name}: the benchmark measured {measured}, not all-reduce.")
+        return
+    curve = measured_curve(rows)
     if not curve:
         raise CommModelError("comm floor: the benchmark measured no all-reduce sizes to price; "
                              "run an all_reduce sweep or give a log that holds one")

@@ -1,7 +1,8 @@
 """What one NCCL benchmark sweep and the tuning say about the host: the findings, worst first.
 
 Pure functions over plain data: the sweep's result rows, its threshold violations (nccl_thresholds),
-the transport summary of an ``NCCL_DEBUG=INFO`` log, and the tuning (nccl_tuning). Every finding is
+the transport summary of an ``NCCL_DEBUG=INFO`` log (with the GPU pairs where NCCL said P2P could not
+be enabled), and the tuning (nccl_tuning). Every finding is
 made from the rules catalog (``rules.catalog.make``), which holds its severity and remedy.
 """
 
@@ -12,7 +13,8 @@ from typing import Any
 from ansible.module_utils.gpuhost.bench.nccl_judge import measurements
 from ansible.module_utils.gpuhost.bench.nccl_tuning import summarize_candidate
 from ansible.module_utils.gpuhost.bench.units import human_bytes
-from ansible.module_utils.gpuhost.rules.catalog import make
+from ansible.module_utils.gpuhost.parsers.nccl_debug import REFUSAL_MEANING
+from ansible.module_utils.gpuhost.rules.catalog import make, text
 from ansible.module_utils.gpuhost.rules.finding import Finding, worst_first
 
 # The P2P-disabled control: a hop through host memory costs several times a P2P hop (a copy between
@@ -82,9 +84,10 @@ def findings_for_run(*, engine: str, nranks: int, collectives: dict[str, list[di
             evidence["p2p_disabled_us"] = control["small"]["time_us"]
             ratio = worst_violation["measured"] / control["small"]["time_us"] if control["small"]["time_us"] else 0
             evidence["ratio_to_p2p_disabled"] = round(ratio, 3)
+        what = "All-reduce" if worst_violation["collective"] == "all_reduce" else worst_violation["collective"]
         findings.append(make(
             "nccl_small_message_latency",
-            f"All-reduce of {human_bytes(worst_violation['measured_size_bytes'])} on {nranks} ranks takes "
+            f"{what} of {human_bytes(worst_violation['measured_size_bytes'])} on {nranks} ranks takes "
             f"{worst_violation['measured']:g} us{where}, above the {worst_violation['limit']:g} us that GPUs with "
             "working P2P need: decode, which all-reduces small messages several times a layer, pays this on "
             "every token.",
@@ -115,6 +118,10 @@ def findings_for_run(*, engine: str, nranks: int, collectives: dict[str, list[di
              "time_us": own["small"]["time_us"], "p2p_disabled_us": control["small"]["time_us"],
              "transports": transport_names(transports) or "unknown"}))
 
+    refused = p2p_refused_finding(engine, nranks, transports, env_text, where)
+    if refused is not None:
+        findings.append(refused)
+
     counts = transport_names(transports)
     p2p = (transports or {}).get("p2p_used") if isinstance(transports, dict) and "p2p_used" in transports \
         else uses_p2p(counts)
@@ -126,6 +133,60 @@ def findings_for_run(*, engine: str, nranks: int, collectives: dict[str, list[di
             f"{', '.join(sorted(counts))}, i.e. host memory or the network.",
             {"engine": engine, "transports": counts, "env": env_text}))
     return findings
+
+
+def _device_text(device: Any, bus_id: Any, rank: Any, kind: Any) -> str:
+    name = f"{'NVML GPU' if kind == 'nvml' else 'CUDA device'} {device}"
+    known = [str(bus_id)] if bus_id else []
+    known += [f"rank {rank}"] if rank is not None else []
+    return f"{name} ({', '.join(known)})" if known else name
+
+
+def _pair_texts(refusals: list[dict[str, Any]]) -> list[str]:
+    """Each GPU pair NCCL named once, whichever way round and however often it said so."""
+    pairs: dict[tuple[Any, ...], str] = {}
+    hosts = {r.get("host") for r in refusals if r.get("devices")}
+    for refusal in refusals:
+        devices = refusal.get("devices")
+        if not devices:
+            continue
+        buses = refusal.get("bus_ids") or [None, None]
+        ranks = refusal.get("ranks") or [None, None]
+        kind = refusal.get("index_kind")
+        sides = [(bus or f"{kind}{device}", _device_text(device, bus, rank, kind))
+                 for device, bus, rank in zip(devices, buses, ranks, strict=False)]
+        key = (refusal.get("host"), frozenset(side for side, _ in sides))
+        on = f" on {refusal.get('host')}" if len(hosts) > 1 and refusal.get("host") else ""
+        pairs.setdefault(key, f"{sides[0][1]} and {sides[1][1]}{on}")
+    return list(pairs.values())
+
+
+def p2p_refused_finding(engine: str, nranks: int, transports: dict[str, Any] | None, env_text: str,
+                        where: str = "") -> Finding | None:
+    """What NCCL_DEBUG=INFO said about P2P it could not enable (nccl_debug's p2p_refusals), as one finding
+    naming the pairs; None when it said nothing of the kind."""
+    refusals = [r for r in ((transports or {}).get("p2p_refusals") or []) if isinstance(r, dict)] \
+        if isinstance(transports, dict) else []
+    if not refusals:
+        return None
+    reasons = sorted({str(r.get("reason")) for r in refusals})
+    pairs = _pair_texts(refusals)
+    evidence = {"engine": engine, "nranks": nranks, "env": env_text, "pairs": pairs[:28], "reasons": reasons,
+                "said": [r.get("message") for r in refusals][:8],
+                "transports": transport_names(transports) or "unknown"}
+    if reasons == ["environment"]:
+        return make("nccl_p2p_refused",
+                    f"NCCL did not use P2P{where}: {refusals[0].get('message')}; every GPU pair goes through host "
+                    "memory or the network.", evidence, severity="info", remedy=text("nccl_p2p_refused", "environment"))
+    meaning = "; ".join(REFUSAL_MEANING.get(reason, reason) for reason in reasons if reason != "environment")
+    named = (f" between {len(pairs)} GPU pair(s){where}: {'; '.join(pairs[:6])}"
+             + (f" and {len(pairs) - 6} more" if len(pairs) > 6 else "")) if pairs else where
+    summary = (f"NCCL could not enable P2P{named}. Why, as NCCL says: {meaning}. Those connections go through host "
+               "memory (SHM) or the network.")
+    if "nvml_p2p_disabled_nvlink" in reasons:
+        return make("nccl_p2p_refused", summary, evidence, severity="critical",
+                    remedy=text("nccl_p2p_refused", "nvlink"))
+    return make("nccl_p2p_refused", summary, evidence)
 
 
 def tuning_findings(tuning: dict[str, Any], primary_label: str = "as-is") -> list[Finding]:

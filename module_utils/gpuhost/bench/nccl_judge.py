@@ -22,6 +22,9 @@ from ansible.module_utils.gpuhost.parsers.harness_events import harness_events
 
 ENGINES = ("auto", "nccl-tests", "torch-nccl", "torch-gloo")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+# The key of results whose collective the log does not show (nccl_tests: collective None): no limit of a
+# named collective judges them.
+UNKNOWN_COLLECTIVE = "unknown"
 PLACEMENTS = ("out_of_place", "in_place")
 
 DEFAULT_MIN_BYTES = 8

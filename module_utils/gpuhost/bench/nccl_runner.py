@@ -85,6 +85,7 @@ class Sweep:
     startup_s: float | None = None  # torch engines: until every rank had joined
     versions: dict[str, Any] = field(default_factory=dict)
     stderr_tails: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the reader of the result should know
 
 
 # ---------------------------------------------------------------------------
@@ -221,12 +222,21 @@ def log_sweep(path: str) -> Sweep:
     except NcclTestsParseError as exc:
         kind = "a JSON file written with -J" if is_json else "the text an nccl-tests binary printed"
         raise BenchFailure(f"{path} is not readable as nccl-tests output ({kind}): {exc}") from None
-    collective = run.get("collective") or "all_reduce"
-    return Sweep(status="ok", collectives={collective: run["results"]},
-                 out_of_bounds={collective: run.get("out_of_bounds")},
-                 nccl_version=run.get("nccl_version"), nranks=run.get("nranks"),
-                 debug_text="" if is_json else text,
-                 versions={"avg_busbw_gbps": run.get("avg_busbw_gbps")})
+    # The collective the log shows, never a default: an unnamed one is judged by no collective's limits.
+    collective = run.get("collective") or logic.UNKNOWN_COLLECTIVE
+    sweep = Sweep(status="ok", collectives={collective: run["results"]},
+                  out_of_bounds={collective: run.get("out_of_bounds")},
+                  nccl_version=run.get("nccl_version"), nranks=run.get("nranks"),
+                  debug_text="" if is_json else text,
+                  versions={"avg_busbw_gbps": run.get("avg_busbw_gbps")})
+    if run.get("collective") is None:
+        candidates = run.get("collective_candidates") or []
+        could = f" (its columns fit {' or '.join(candidates)})" if 1 < len(candidates) < 6 else ""
+        sweep.notes.append(
+            f"{path} does not say which collective it measured{could}: no all-reduce threshold was applied and no "
+            "communication floor computed. Keep the command line (./build/all_reduce_perf ...) or the "
+            "'# Collective test starting' line in the log.")
+    return sweep
 
 
 def gpu_count_from_nvidia_smi() -> int | None:
@@ -371,7 +381,7 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
         "status": primary.status,
         "nranks": nranks,
         "nccl_version": primary.nccl_version or (transports or {}).get("nccl_version"),
-        "collective": primary_collective,
+        "collective": None if primary_collective == logic.UNKNOWN_COLLECTIVE else primary_collective,
         "results": primary.collectives.get(primary_collective, []),
         "per_collective": per_collective,
         "env": env,
@@ -391,6 +401,8 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
         result["versions"] = {**result["versions"], "torch_version": probe.get("torch")}
     if primary.error:
         result["error"] = primary.error
+    if primary.notes:
+        result["notes"] = list(primary.notes)
     return result
 
 

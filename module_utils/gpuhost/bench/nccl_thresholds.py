@@ -2,7 +2,9 @@
 
 Pure functions over result rows per collective (the nccl-tests shape, see nccl_judge). A threshold
 is ``{collective, size_bytes, max_time_us and/or min_busbw_gbps, severity, why}``; it is judged on the
-measured size nearest to its size (within a factor of 2), on the better of the two placements.
+measured size nearest to its size (within a factor of 2), on the better of the two placements, and
+only on results of its own collective: results of another collective, or of one the log does not
+name (nccl_judge.UNKNOWN_COLLECTIVE), leave it unjudged with the reason.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 from ansible.module_utils.gpuhost.bench.nccl_judge import (
     COLLECTIVES,
     SMALL_REFERENCE_BYTES,
+    UNKNOWN_COLLECTIVE,
     BenchInputError,
     best_busbw,
     best_time,
@@ -104,7 +107,16 @@ def evaluate_thresholds(collectives: dict[str, list[dict[str, Any]]],
     violations = []
     unjudged = []
     for threshold in thresholds:
-        rows = collectives.get(threshold["collective"]) or []
+        name = threshold["collective"]
+        if name not in collectives and collectives:
+            # A limit of one collective never judges another's numbers, nor numbers of an unknown one.
+            measured = ", ".join(sorted(c for c in collectives if c != UNKNOWN_COLLECTIVE))
+            said = (f"the results are of {measured}" if measured else
+                    "the log does not say which collective it measured (keep its command line or its "
+                    "'# Collective test starting' line)")
+            unjudged.append(dict(threshold, reason=f"{said}; limits for {name} judge {name} results only"))
+            continue
+        rows = collectives.get(name) or []
         row = nearest_row(rows, threshold["size_bytes"])
         if row is None:
             unjudged.append(dict(threshold, reason="no measured size within a factor of 2"))

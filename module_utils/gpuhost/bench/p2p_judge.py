@@ -1,8 +1,10 @@
 """What the P2P probe's measurements mean: matrices, proof, findings.
 
 Pure functions over the p2p harness's JSON events or the parsed output of
-p2pBandwidthLatencyTest / nvbandwidth (p2p_tools). Matrices come in p2p_tools' shape: rows are
-the source GPU, columns the destination, ``None`` where nothing was measured.
+p2pBandwidthLatencyTest / nvbandwidth (parsers/p2p_bandwidth). Matrices come in its shape: rows are
+the source GPU, columns the destination, ``None`` where nothing was measured; latencies are judged
+in us (nvbandwidth's ns through ``values_us``), and a matrix whose unit the output did not say is
+not judged.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Any
 
 from ansible.module_utils.gpuhost.bench.units import human_bytes
 from ansible.module_utils.gpuhost.parsers.harness_events import harness_events
-from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import off_diagonal
+from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import latency_us, off_diagonal
 from ansible.module_utils.gpuhost.rules.catalog import make
 from ansible.module_utils.gpuhost.rules.finding import Finding, worst_first
 
@@ -109,8 +111,9 @@ def small_latency_matrix(result: dict[str, Any]) -> dict[str, Any] | None:
             return None
         return min(peer, key=lambda m: abs((m["size_bytes"] or 0) - REFERENCE_BYTES))
     for wanted in ("p2p_enabled", "peer"):
+        # A latency in a unit the output did not say (a matrix pasted without its title) judges nothing.
         found = [m for m in matrices if m.get("kind") == "latency" and m.get("path") == wanted
-                 and m.get("measured_by") == "gpu"]
+                 and m.get("measured_by") == "gpu" and latency_us(m) is not None]
         if found:
             return found[0]
     return None
@@ -151,7 +154,7 @@ def findings(result: dict[str, Any], max_small_latency_us: float = DEFAULT_MAX_S
     if denied:
         evidence: dict[str, Any] = {"pairs": _pairs_text(denied[:28]), "gpus": len(access)}
         if latency:
-            evidence["latency_us"] = {f"GPU{i}->GPU{j}": v for i, j, v in off_diagonal(latency["values"])
+            evidence["latency_us"] = {f"GPU{i}->GPU{j}": v for i, j, v in off_diagonal(latency_us(latency) or [])
                                       if (i, j) in set(denied)}
             evidence["latency_matrix"] = latency["name"]
         out.append(make(
@@ -161,7 +164,7 @@ def findings(result: dict[str, Any], max_small_latency_us: float = DEFAULT_MAX_S
             evidence))
 
     if latency:
-        slow = [(i, j, v) for i, j, v in off_diagonal(latency["values"]) if v > max_small_latency_us]
+        slow = [(i, j, v) for i, j, v in off_diagonal(latency_us(latency) or []) if v > max_small_latency_us]
         if slow:
             granted = [(i, j, v) for i, j, v in slow
                        if i < len(access) and j < len(access[i]) and access[i][j]]

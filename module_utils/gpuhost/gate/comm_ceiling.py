@@ -15,6 +15,10 @@ from ansible.module_utils.gpuhost.gate.inputs import Gpu, Profile, as_dict, as_i
 
 def _curve(bench: dict[str, Any]) -> list[tuple[int, float]]:
     """(size_bytes, best time_us) of the environment the deployment uses."""
+    # Only all-reduce times price the model (results of another or an unnamed collective do not). A result
+    # without the key predates it and was all-reduce.
+    if bench.get("collective", "all_reduce") != "all_reduce":
+        return _rows_curve(as_list(as_dict(as_dict(bench.get("per_collective")).get("all_reduce")).get("results")))
     tuning = as_dict(bench.get("tuning"))
     name = as_dict(tuning.get("recommended")).get("name")
     rows = as_list(bench.get("results"))
@@ -22,6 +26,10 @@ def _curve(bench: dict[str, Any]) -> list[tuple[int, float]]:
         if isinstance(candidate, dict) and name is not None and candidate.get("name") == name \
                 and as_list(candidate.get("results")):
             rows = as_list(candidate.get("results"))
+    return _rows_curve(rows)
+
+
+def _rows_curve(rows: list[Any]) -> list[tuple[int, float]]:
     curve = []
     for row in rows:
         if not isinstance(row, dict):

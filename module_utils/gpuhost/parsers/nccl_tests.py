@@ -9,10 +9,14 @@ size: ``size_bytes``, ``count``, ``type``, ``redop`` (None where the collective 
 ``out_of_place`` / ``in_place`` (None when not measured), each a ``Measurement`` ``{time_us,
 algbw_gbps, busbw_gbps, wrong}``: times in us, bandwidths in GB/s (1e9), ``wrong`` None when not
 checked), ``avg_busbw_gbps``, ``nccl_version`` (``"2.21.5"``), ``nranks``, ``collective``
-(``"all_reduce"``...) and ``out_of_bounds``; ``NcclTestsRun`` also keeps ``out_of_bounds_ok`` and
-``complete`` (the run got to its footer). ``bus_bandwidth_factor`` gives the factor nccl-tests turns
-algbw into busbw with, ``collective_name`` the collective a binary measures, ``nccl_version_from_code``
-the version an ``NCCL_VERSION_CODE`` stands for.
+(``"all_reduce"``...; None when the output does not show it, never a guess), ``collective_source``
+(``header``, ``command``, ``columns``) and ``collective_candidates`` (what the columns allow), and
+``out_of_bounds``; ``NcclTestsRun`` also keeps ``out_of_bounds_ok`` and ``complete`` (the run got to
+its footer). ``bus_bandwidth_factor`` gives the factor nccl-tests turns algbw into busbw with,
+``collective_name`` the collective a binary measures, ``collectives_named`` the binaries a line names,
+``collective_candidates`` and ``identify_collective`` tell the collective from what a log shows (its
+header, a command line, the redop and root columns, busbw/algbw for the rank count),
+``nccl_version_from_code`` the version an ``NCCL_VERSION_CODE`` stands for.
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ class SizeResult:
 
 @dataclass
 class NcclTestsRun:
-    collective: str | None  # "all_reduce", "all_gather", ... when the output names it
+    collective: str | None  # "all_reduce", "all_gather", ... when the output shows it; never guessed
     nranks: int | None
     nccl_version: str | None  # "2.21.5": the library that ran, when the output says
     avg_busbw_gbps: float | None
@@ -85,6 +89,11 @@ class NcclTestsRun:
     out_of_bounds_ok: bool | None
     results: list[SizeResult] = field(default_factory=list)
     complete: bool = False  # the footer was seen: the run got to its end
+    # How the collective was told: "header" (Collective test starting, -J args), "command" (the binary
+    # named on a command line of the log), "columns" (redop, root and busbw/algbw allow only one); None.
+    collective_source: str | None = None
+    # The collectives the columns allow, when they do not single one out (empty when nothing was measured).
+    collective_candidates: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -93,6 +102,8 @@ class NcclTestsRun:
             "nccl_version": self.nccl_version,
             "nranks": self.nranks,
             "collective": self.collective,
+            "collective_source": self.collective_source,
+            "collective_candidates": list(self.collective_candidates),
             "out_of_bounds": self.out_of_bounds,
         }
 
@@ -131,6 +142,89 @@ def collective_name(name: str) -> str:
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return name
+
+
+# The binaries nccl-tests builds, as a log names them: ./build/all_gather_perf, alltoall_perf_mpi.
+_BINARY_RE = re.compile(r"(?<![A-Za-z0-9_])(all_reduce|all_gather|reduce_scatter|alltoallv?|broadcast|reduce|gather|"
+                        r"scatter|sendrecv|hypercube)_perf(?:_mpi)?(?![A-Za-z0-9_])")
+
+
+def collectives_named(line: str) -> set[str]:
+    """The collectives whose nccl-tests binaries a line names (a command line, a prompt, a job script)."""
+    return set(_BINARY_RE.findall(line)) if "_perf" in line else set()
+
+
+# What each collective's rows show (nccl-tests src/*.cu, the TimeTest call of each test). From 2.13 every
+# binary prints redop and root: the operation for those that take one (sendrecv too: it honours -o),
+# "none" for the others ("" before 2.13.6); a root of 0 or more for the rooted ones, -1 for the others.
+WITH_OPERATION = frozenset({"all_reduce", "reduce_scatter", "reduce", "sendrecv"})
+ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
+# Before 2.13 each binary printed only its own lead columns.
+_OLD_LEAD_COLUMNS = {
+    "all_reduce": frozenset({"redop"}), "reduce_scatter": frozenset({"redop"}), "alltoall": frozenset({"redop"}),
+    "all_gather": frozenset(), "sendrecv": frozenset(), "broadcast": frozenset({"root"}),
+    "gather": frozenset({"root"}), "scatter": frozenset({"root"}), "reduce": frozenset({"redop", "root"}),
+}
+# busbw/algbw is read from rows whose algbw, printed with two decimals, gives the ratio to about 1%.
+_RATIO_MIN_ALGBW = 0.5
+
+
+def _bandwidth_ratio(results: list[SizeResult]) -> tuple[float, float] | None:
+    """busbw/algbw of the row with the largest algbw, and that algbw; None without a usable row."""
+    best = max((r.out_of_place for r in results if math.isfinite(r.out_of_place.algbw_gbps)
+                and math.isfinite(r.out_of_place.busbw_gbps)), key=lambda m: m.algbw_gbps, default=None)
+    if best is None or best.algbw_gbps < _RATIO_MIN_ALGBW:
+        return None
+    return best.busbw_gbps / best.algbw_gbps, best.algbw_gbps
+
+
+def collective_candidates(results: list[SizeResult], columns: frozenset[str], nranks: int | None) -> list[str]:
+    """The collectives whose rows look like these: lead ``columns`` present (``redop``, ``root``), their
+    values, and busbw/algbw against each collective's factor for ``nranks`` (or, without a rank count,
+    against what any rank count allows). Sorted; all of them when nothing tells them apart."""
+    candidates = set(_BUS_FACTORS)
+    if columns >= {"redop", "root"}:
+        pass  # 2.13 on (or the old reduce): the values decide
+    else:
+        candidates = {name for name, lead in _OLD_LEAD_COLUMNS.items() if lead == columns & {"redop", "root"}}
+    if results and "redop" in columns:
+        with_operation = any(r.redop is not None for r in results)
+        candidates = {c for c in candidates if (c in WITH_OPERATION) == with_operation}
+    if results and "root" in columns and columns >= {"redop", "root"}:
+        rooted = any(r.root is not None for r in results)
+        candidates = {c for c in candidates if (c in ROOTED) == rooted}
+    ratio = _bandwidth_ratio(results)
+    if ratio is not None:
+        value, algbw = ratio
+        tolerance = 0.006 * (1 + value) / algbw + 1e-3
+        if nranks is not None and nranks >= 2:
+            candidates = {c for c in candidates if abs(_BUS_FACTORS[c](nranks) - value) <= tolerance}
+        elif nranks is None:
+            # Without a rank count: above 1 only all-reduce's 2(n-1)/n; at 1 all-reduce of two ranks or a
+            # factor-1 collective; below 1 only the (n-1)/n collectives.
+            if value > 1 + tolerance:
+                candidates &= {"all_reduce"}
+            elif value >= 1 - tolerance:
+                candidates = {c for c in candidates if c == "all_reduce" or _BUS_FACTORS[c](2) == 1.0}
+            else:
+                candidates = {c for c in candidates if c != "all_reduce" and _BUS_FACTORS[c](2) < 1.0}
+    return sorted(candidates)
+
+
+def identify_collective(named: str | None, mentioned: set[str], candidates: list[str]) -> tuple[str | None, str | None]:
+    """(collective, source) from what the output shows, in order of trust: the name nccl-tests printed
+    (``named``), one binary named on a command line that the columns allow, the columns when they allow
+    only one. (None, None) when the output cannot tell: never a default."""
+    if named:
+        return named, "header"
+    if len(mentioned) == 1:
+        (name,) = mentioned
+        if name in candidates or not candidates:
+            return name, "command"
+        return None, None
+    if len(candidates) == 1:
+        return candidates[0], "columns"
+    return None, None
 
 
 def bus_bandwidth_factor(collective: str, nranks: int) -> float:

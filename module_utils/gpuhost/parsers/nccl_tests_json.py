@@ -13,7 +13,8 @@ end_time. Booleans are written as the strings "true"/"false", a NaN double as th
 Until nccl-tests 2.17.9 the writer spelled "average_bus_bandwidith" and "bandwidith".
 
 Output schema: ``parse_nccl_tests_json`` -> ``NcclTestsRun`` (nccl_tests.py), the same as the text
-parser gives for the same run: ``collective`` from ``args[0]``, ``nranks`` = processes x nthreads x
+parser gives for the same run: ``collective`` from ``args[0]`` (else from the results' redop, root and
+busbw/algbw when they allow one collective only, else None), ``nranks`` = processes x nthreads x
 ngpus, ``nccl_version`` from the library code, one ``SizeResult`` per ``results`` entry (``redop``
 ``none`` and root -1 as None), ``out_of_bounds`` / ``out_of_bounds_ok`` and ``avg_busbw_gbps``
 (``complete`` when the average is there).
@@ -34,7 +35,9 @@ from ansible.module_utils.gpuhost.parsers.nccl_tests import (
     NcclTestsParseError,
     NcclTestsRun,
     SizeResult,
+    collective_candidates,
     collective_name,
+    identify_collective,
     nccl_version_from_code,
 )
 
@@ -68,9 +71,14 @@ def parse_nccl_tests_json(text: str) -> NcclTestsRun:
     if not results:
         raise _json_error("results", "at least one measured size", results_raw,
                           "The run stopped before measuring: rerun with NCCL_DEBUG=WARN to see why")
+    nranks = _json_nranks(config)
+    candidates = collective_candidates(results, frozenset({"redop", "root"}), nranks)
+    collective, source = identify_collective(_json_collective(document.get("args")), set(), candidates)
     run = NcclTestsRun(
-        collective=_json_collective(document.get("args")),
-        nranks=_json_nranks(config),
+        collective=collective,
+        collective_source=source,
+        collective_candidates=candidates,
+        nranks=nranks,
         nccl_version=nccl_version_from_code(document["nccl_version"])
         if isinstance(document.get("nccl_version"), int) else None,
         avg_busbw_gbps=None,

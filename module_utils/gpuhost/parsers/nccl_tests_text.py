@@ -23,8 +23,13 @@ of several versions (tests/fixtures/nccl/SOURCES.md):
   recent NCCL behind the usual ``host:pid:tid [0] NCCL INFO`` prefix).
 
 Logs are read as users bring them: NCCL INFO/WARN lines interleaved with the table (even in the
-middle of a row), ``mpirun --tag-output`` prefixes (``[1,0]<stdout>:``), indentation, and the ``#``
-lost when a log went through a tool that strips it.
+middle of a row), launcher prefixes (``[1,0]<stdout>:``, ``[rank3]:``, srun's ``3: ``), indentation,
+the ``#`` lost when a log went through a tool that strips it, CRLF and quoted-printable e-mail.
+
+The collective is what the output shows, never a default: the ``Collective test starting`` line, else
+the one binary a command line of the log names (``$ ./build/all_gather_perf -b 8 ...``) when the
+columns allow it, else the columns when they allow only one (redop, root, busbw/algbw for the rank
+count: nccl_tests.collective_candidates). Otherwise ``collective`` is None.
 
 Output schema: ``parse_nccl_tests`` -> ``NcclTestsRun`` (nccl_tests.py): one ``SizeResult`` per row,
 ``Measurement.max_error`` set instead of ``wrong`` for the ``error`` column of versions before 2.13;
@@ -39,7 +44,12 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ansible.module_utils.gpuhost.parsers._common import excerpt, expected_found
+from ansible.module_utils.gpuhost.parsers._common import (
+    excerpt,
+    expected_found,
+    normalize_paste,
+    strip_launcher_prefix,
+)
 from ansible.module_utils.gpuhost.parsers.nccl_tests import (
     EXCERPT_CHARS,
     NAME_RE,
@@ -48,15 +58,16 @@ from ansible.module_utils.gpuhost.parsers.nccl_tests import (
     NcclTestsParseError,
     NcclTestsRun,
     SizeResult,
+    collective_candidates,
     collective_name,
+    collectives_named,
+    identify_collective,
     nccl_version_from_code,
 )
 
 # --------------------------------------------------------------------------------------------------
 # Line shapes
 
-# mpirun --tag-output puts "[jobid,rank]<stdout>:" before every line.
-_MPI_TAG_RE = re.compile(r"^\[\d{1,9},\d{1,9}\]<std(?:out|err)>:")
 # A NCCL log record: "host:pid:tid [dev] NCCL INFO ..." (WARN records carry "file.cc:line" first).
 _NCCL_LOG_RE = re.compile(r"\S+:\d{1,12}:\d{1,12} \[\d{1,6}\] (?:\S+:\d{1,9} )?NCCL (?:INFO|WARN|ERROR|TRACE|ABORT)\b")
 _GLUED_NUMBER_RE = re.compile(r"-?\d{1,19}(?:\.\d{1,19})?(?=[A-Za-z])")
@@ -211,11 +222,7 @@ def _parse_row(tokens: list[str], columns: _Columns, raw: str, line_number: int)
 
 
 def _clean(raw: str) -> str:
-    line = raw.replace("\x00", "").rstrip("\r\n")
-    tagged = _MPI_TAG_RE.match(line)
-    if tagged:
-        line = line[tagged.end():]
-    return line.strip()
+    return strip_launcher_prefix(raw.replace("\x00", "").rstrip("\r\n")).strip()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -234,6 +241,7 @@ class _State:
     failure: tuple[int, str] | None = None
     orphan_row: tuple[int, str] | None = None
     library_version: str | None = None
+    mentioned: set[str] = field(default_factory=set)  # collectives whose binaries the log names
 
 
 def parse_nccl_tests(text: str) -> NcclTestsRun:
@@ -243,10 +251,12 @@ def parse_nccl_tests(text: str) -> NcclTestsRun:
     if not isinstance(text, str):
         raise NcclTestsParseError(
             f"nccl-tests output: expected text; found {type(text).__name__}. Pass what the binary printed.")
-    lines = text.splitlines()
+    lines = normalize_paste(text).splitlines()
     state = _State(NcclTestsRun(None, None, None, None, None, None))
     for number, raw in enumerate(lines, start=1):
-        _read_line(state, _clean(raw), number)
+        line = _clean(raw)
+        state.mentioned |= collectives_named(line)
+        _read_line(state, line, number)
     return _finish(state, lines)
 
 
@@ -292,6 +302,11 @@ def _read_row(state: _State, words: list[str], line: str, number: int) -> None:
     columns = state.columns
     assert columns is not None
     tokens = state.pending + words
+    if not state.pending and len(tokens) == columns.count - 1 and columns.lead[3:5] == ("redop", "root") \
+            and len(tokens) > 3 and SIGNED_INT_RE.match(tokens[3]):
+        # nccl-tests 2.13.0 to 2.13.5 printed an empty redop for collectives without one (all-gather,
+        # alltoall, broadcast, gather, scatter): the root stands where the operation should.
+        tokens = [*tokens[:3], "none", *tokens[3:]]
     if len(tokens) < columns.count:
         # A row cut by a log record continues on a later line.
         if not state.pending:
@@ -394,4 +409,8 @@ def _finish(state: _State, lines: list[str]) -> NcclTestsRun:
     if run.nccl_version is None:
         run.nccl_version = state.library_version
     run.nranks = len(state.ranks) or None
+    lead = frozenset(state.columns.lead) if state.columns is not None else frozenset()
+    run.collective_candidates = collective_candidates(run.results, lead, run.nranks)
+    run.collective, run.collective_source = identify_collective(run.collective, state.mentioned,
+                                                                run.collective_candidates)
     return run

@@ -9,7 +9,10 @@ The formats follow real outputs of several driver generations (see tests/fixture
   older ones), then the attribute columns ``CPU Affinity`` [``NUMA Affinity`` [``GPU NUMA ID``]]. When
   ``GPU NUMA ID`` follows ``NUMA Affinity`` the rows carry one extra empty cell between the two values
   (``0-63\\t0\\t\\tN/A``). NIC rows end in empty cells. A terminal gets the header underlined with ANSI
-  escapes. Drivers before about 2018 printed ``SOC`` where later ones print ``SYS``.
+  escapes. Drivers before about 2018 printed ``SOC`` where later ones print ``SYS``. On hosts with ten
+  or more NICs nvidia-smi drops the tab between some cells (``PXBNODE``, ``SYSSYS``, ``NODE NODE``):
+  such rows are split by the known labels (nvidia_smi_topo_cells); NIC cells that cannot be placed are
+  None, and only a GPU x GPU block that cannot be read is refused.
 * ``nvidia-smi topo -p2p r|w|n|a|p``: header `` \\tGPU0\\tGPU1\\t``, rows `` GPU0\\tX\\tOK\\t``, then a legend.
 
 Output schema:
@@ -18,7 +21,8 @@ Output schema:
   between two GPUs as printed (``X``, ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``/``SOC``, ``NV<n>``),
   ``nics`` and ``nic_links[i][k]`` / ``nic_to_nic``, ``columns`` (the attribute column names), per GPU
   ``cpu_affinity`` (str as printed or None), ``numa_affinity`` and ``gpu_numa_id`` (int or None) and
-  ``attributes`` (column -> cell), ``legend`` (label -> meaning) and ``nic_legend`` (``NIC0`` -> device).
+  ``attributes`` (column -> cell), ``legend`` (label -> meaning) and ``nic_legend`` (``NIC0`` -> device);
+  ``notes``: what was repaired or left unknown (merged cells split, NIC cells that could not be placed).
 * ``parse_topo_p2p`` -> ``P2PMatrix``: ``gpus``, ``status[i][j]`` the code printed (``X``, ``OK``,
   ``CNS``, ``GNS``, ``TNS``, ``NS``, ``DR``, ``U``; unknown codes kept) and ``legend``.
 """
@@ -29,7 +33,21 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import output_lines, small_int, smi_error
+from ansible.module_utils.gpuhost.parsers._common import normalize_paste, strip_launcher_prefix
+from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import (
+    NvidiaSmiParseError,
+    output_lines,
+    small_int,
+    smi_error,
+)
+from ansible.module_utils.gpuhost.parsers.nvidia_smi_topo_cells import (
+    BASE_LABELS,
+    LABEL_LIKE_RE,
+    check_mirror,
+    repair_links,
+    split_header_cell,
+    split_row_label,
+)
 
 # --------------------------------------------------------------------------------------------------
 # Legends
@@ -76,6 +94,15 @@ def _find_header(lines: Sequence[str], what: str, command: str) -> int:
                     f"Check that `{command}` ran and saw GPUs; see nvidia_smi_failure() for its error message.")
 
 
+def _lines(text: object, what: str) -> list[str]:
+    """The output's lines, after undoing what pastes do (CRLF, quoted-printable e-mail, launcher prefixes)."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", errors="replace")
+    if isinstance(text, str):
+        text = "\n".join(strip_launcher_prefix(line) for line in normalize_paste(text).split("\n"))
+    return output_lines(text, what)
+
+
 # --------------------------------------------------------------------------------------------------
 # nvidia-smi topo -m
 
@@ -117,7 +144,8 @@ class TopoMatrix:
     """``nvidia-smi topo -m``: links between GPUs and NICs, and where each GPU sits.
 
     ``links[i][j]`` is the label between ``gpus[i]`` and ``gpus[j]`` as printed (``X`` on the diagonal);
-    ``nic_links[i][k]`` the label between ``gpus[i]`` and ``nics[k]``. Per GPU, ``cpu_affinity`` is the
+    ``nic_links[i][k]`` the label between ``gpus[i]`` and ``nics[k]``, None where merged cells could not
+    be placed (``notes`` says which). Per GPU, ``cpu_affinity`` is the
     CPU list as printed (``"0-31,64-95"``, ``"N/A"``) and ``numa_affinity`` / ``gpu_numa_id`` are integers,
     None where the driver printed N/A, left the cell empty or has no such column. ``attributes`` keeps
     every attribute cell as printed, by column name.
@@ -126,8 +154,8 @@ class TopoMatrix:
     gpus: list[str]
     links: list[list[str]]
     nics: list[str] = field(default_factory=list)
-    nic_links: list[list[str]] = field(default_factory=list)
-    nic_to_nic: list[list[str]] = field(default_factory=list)
+    nic_links: list[list[str | None]] = field(default_factory=list)
+    nic_to_nic: list[list[str | None]] = field(default_factory=list)
     columns: list[str] = field(default_factory=list)
     cpu_affinity: list[str | None] = field(default_factory=list)
     numa_affinity: list[int | None] = field(default_factory=list)
@@ -135,6 +163,7 @@ class TopoMatrix:
     attributes: list[dict[str, str]] = field(default_factory=list)
     legend: dict[str, str] = field(default_factory=dict)
     nic_legend: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def matrix(self) -> list[list[str]]:
@@ -163,7 +192,8 @@ class TopoMatrix:
     def unknown_labels(self) -> set[str]:
         """Labels this parser does not know: a newer driver's, to report rather than guess about."""
         cells = [cell for row in self.links for cell in row] + [cell for row in self.nic_links for cell in row]
-        return {cell for cell in cells if cell not in KNOWN_LINK_LABELS and nvlink_count(cell) is None}
+        return {cell for cell in cells
+                if cell is not None and cell not in KNOWN_LINK_LABELS and nvlink_count(cell) is None}
 
     def _gpu_index(self, gpu: int | str) -> int:
         if isinstance(gpu, int):
@@ -181,13 +211,19 @@ def _split_cells(line: str) -> tuple[list[str], bool]:
 
 
 def _split_topo_header(line: str) -> tuple[list[str], list[str]]:
-    """Device columns and attribute columns of the ``topo -m`` header."""
+    """Device columns and attribute columns of the ``topo -m`` header. Device names a lost tab glued
+    together (``NIC9NIC10``, ``NIC11 NIC12``, ``NIC13CPU Affinity``) are told apart."""
     cells, tabbed = _split_cells(line)
-    cells = [cell for cell in cells if cell]
+    pieces: list[str] = []
+    for cell in (cell for cell in cells if cell):
+        names, rest = split_header_cell(cell)
+        pieces += names
+        if rest:
+            pieces.append(rest)
     devices: list[str] = []
     attributes: list[str] = []
     if tabbed:
-        for cell in cells:
+        for cell in pieces:
             # Attribute names have spaces, device names never; after the first attribute all are attributes.
             if attributes or " " in cell or not _DEVICE_NAME_RE.match(cell):
                 attributes.append(cell)
@@ -196,18 +232,18 @@ def _split_topo_header(line: str) -> tuple[list[str], list[str]]:
         return devices, attributes
     # Tabs expanded to spaces: re-join the known multi-word attribute names.
     position = 0
-    while position < len(cells):
+    while position < len(pieces):
         for name in TOPO_ATTRIBUTE_COLUMNS:
             words = name.split()
-            if cells[position:position + len(words)] == words:
+            if pieces[position:position + len(words)] == words:
                 attributes.append(name)
                 position += len(words)
                 break
         else:
             if attributes:
-                attributes.append(cells[position])
+                attributes.append(pieces[position])
             else:
-                devices.append(cells[position])
+                devices.append(pieces[position])
             position += 1
     return devices, attributes
 
@@ -257,26 +293,38 @@ def _map_attributes(cells: list[str], tabbed: bool, columns: list[str], row: str
         # Values in column order, whatever the spacing between them.
         return dict(zip(columns, values, strict=True))
     raise smi_error(f"nvidia-smi topo -m row {row}", f"{len(columns)} values for {', '.join(columns)}",
-                    " | ".join(cells),
-                    "The row does not line up with the header; capture the command's own output "
-                    "(tabs intact) instead of a copy from a terminal.")
+                    " | ".join(cells), "These values cannot be placed under the attribute columns.")
+
+
+@dataclass
+class _Row:
+    links: list[str | None]
+    attributes: dict[str, str]
+    repaired: bool = False  # its GPU columns were read from merged or short cells
 
 
 def parse_topo_matrix(text: str) -> TopoMatrix:
-    """Parse ``nvidia-smi topo -m``. Unknown link labels are kept as printed; a missing header, a
-    missing row or a row that does not line up with the header raises ``NvidiaSmiParseError``."""
-    lines = output_lines(text, "nvidia-smi topo -m")
+    """Parse ``nvidia-smi topo -m``. Unknown link labels are kept as printed; merged cells are split
+    (see the module's docstring). A missing header, a missing row or a GPU x GPU block that cannot be
+    read raises ``NvidiaSmiParseError``; NIC cells and attribute values that cannot be placed are left
+    unknown and said in ``notes``."""
+    lines = _lines(text, "nvidia-smi topo -m")
     header_at = _find_header(lines, "nvidia-smi topo -m", "nvidia-smi topo -m")
     devices, columns = _split_topo_header(lines[header_at])
     gpus, nics = _check_topo_devices(devices, lines[header_at])
-    rows: dict[str, tuple[list[str], dict[str, str]]] = {}
+    # Labels a legend explains (a newer driver's) split merged cells too.
+    explained, _ = _parse_legends(lines[header_at + 1:])
+    labels = BASE_LABELS + tuple(key for key in explained if LABEL_LIKE_RE.match(key) and "#" not in key
+                                 and key not in BASE_LABELS)
+    notes: list[str] = []
+    rows: dict[str, _Row] = {}
     end = header_at + 1
     while end < len(lines) and not _is_matrix_end(lines[end]):
-        label, links, attributes = _parse_topo_row(lines[end], devices, columns)
+        label, row = _parse_topo_row(lines[end], devices, columns, len(gpus), labels, notes)
         if label in rows:
             raise smi_error("nvidia-smi topo -m", f"one row for {label}", lines[end],
                             "Capture the output again; a line seems to be duplicated.")
-        rows[label] = (links, attributes)
+        rows[label] = row
         end += 1
     missing = [name for name in devices if name not in rows]
     if missing:
@@ -291,43 +339,58 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
                         "This is `nvidia-smi topo -p2p` output; parse it with parse_topo_p2p().")
     gpu_count = len(gpus)
     gpu_rows = [rows[name] for name in gpus]
+    links = [[str(cell) for cell in row.links[:gpu_count]] for row in gpu_rows]
+    check_mirror(gpus, links, [row.repaired for row in gpu_rows])
     return TopoMatrix(
         gpus=gpus,
-        links=[links[:gpu_count] for links, _ in gpu_rows],
+        links=links,
         nics=nics,
-        nic_links=[links[gpu_count:] for links, _ in gpu_rows],
-        nic_to_nic=[rows[name][0][gpu_count:] for name in nics],
+        nic_links=[row.links[gpu_count:] for row in gpu_rows],
+        nic_to_nic=[rows[name].links[gpu_count:] for name in nics],
         columns=columns,
-        cpu_affinity=[attributes.get("CPU Affinity") for _, attributes in gpu_rows],
-        numa_affinity=[small_int(attributes.get("NUMA Affinity")) for _, attributes in gpu_rows],
-        gpu_numa_id=[small_int(attributes.get("GPU NUMA ID")) for _, attributes in gpu_rows],
-        attributes=[attributes for _, attributes in gpu_rows],
+        cpu_affinity=[row.attributes.get("CPU Affinity") for row in gpu_rows],
+        numa_affinity=[small_int(row.attributes.get("NUMA Affinity")) for row in gpu_rows],
+        gpu_numa_id=[small_int(row.attributes.get("GPU NUMA ID")) for row in gpu_rows],
+        attributes=[row.attributes for row in gpu_rows],
         legend=legend,
         nic_legend=nic_legend,
+        notes=notes,
     )
 
 
-def _parse_topo_row(line: str, devices: list[str], columns: list[str]) -> tuple[str, list[str], dict[str, str]]:
+def _is_link_cell(cell: str) -> bool:
+    return bool(cell) and " " not in cell and bool(LABEL_LIKE_RE.match(cell))
+
+
+def _parse_topo_row(line: str, devices: list[str], columns: list[str], gpu_count: int,
+                    labels: tuple[str, ...], notes: list[str]) -> tuple[str, _Row]:
     cells, tabbed = _split_cells(line)
-    label = cells[0]
+    label, rest = cells[0], cells[1:]
+    if label not in devices:
+        label, rest = split_row_label(cells, devices)
     if label not in devices:
         raise smi_error("nvidia-smi topo -m", f"a row for one of {', '.join(devices)}", line,
                         "The matrix holds a row the header does not name; capture the output again.")
-    links = cells[1:1 + len(devices)]
-    if len(links) < len(devices) or not all(cell and " " not in cell for cell in links):
-        raise smi_error(f"nvidia-smi topo -m row {label}", f"{len(devices)} link labels", line,
-                        "The row is shorter than the header: the output looks cut or edited; run the command again.")
+    count = len(devices)
     own = devices.index(label)
-    if links[own] != "X":
-        raise smi_error(f"nvidia-smi topo -m row {label}", f"X in its own column {label}", line,
-                        "Columns are shifted; capture the command's own output (tabs intact).")
-    extra = cells[1 + len(devices):]
-    if _GPU_NAME_RE.match(label):
-        return label, links, _map_attributes(extra, tabbed, columns, label)
-    if any(extra):
-        raise smi_error(f"nvidia-smi topo -m row {label}", "no values after the link labels of a NIC row", line,
-                        "Columns are shifted; capture the command's own output (tabs intact).")
-    return label, links, {}
+    is_gpu = own < gpu_count
+    links: list[str | None]
+    if len(rest) >= count and all(_is_link_cell(cell) for cell in rest[:count]) and rest[own] == "X":
+        links, extra, repaired = list(rest[:count]), rest[count:], False
+    else:
+        links, extra, repaired = repair_links(line, label, rest, tabbed, devices, gpu_count, labels, notes)
+    if not is_gpu:
+        if any(extra):
+            notes.append(f"{label}: values after the link labels ({' | '.join(c for c in extra if c)}) mean its "
+                         "cells are shifted; its links are unknown")
+            return label, _Row([None] * count, {}, True)
+        return label, _Row(links, {}, repaired)
+    try:
+        attributes = _map_attributes(extra, tabbed, columns, label)
+    except NvidiaSmiParseError as exc:
+        notes.append(f"{label}: attribute values unknown ({exc})")
+        attributes = {}
+    return label, _Row(links, attributes, repaired)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -401,7 +464,7 @@ def parse_topo_p2p(text: str) -> P2PMatrix:
     """Parse ``nvidia-smi topo -p2p r|w|n|a|p``. Raises ``NvidiaSmiParseError`` for output without a
     GPU header, with missing rows or rows of the wrong width."""
     what = "nvidia-smi topo -p2p"
-    lines = output_lines(text, what)
+    lines = _lines(text, what)
     header_at = _find_header(lines, what, "nvidia-smi topo -p2p r")
     header_cells = [cell for cell in _split_cells(lines[header_at])[0] if cell]
     if not all(_GPU_NAME_RE.match(cell) for cell in header_cells) or len(set(header_cells)) != len(header_cells):

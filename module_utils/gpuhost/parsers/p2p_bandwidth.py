@@ -1,34 +1,41 @@
-"""Parsers for the P2P tools' outputs: cuda-samples p2pBandwidthLatencyTest and nvbandwidth.
+"""Parsers for the P2P tools' outputs: cuda-samples p2pBandwidthLatencyTest, and the choice between it,
+nvbandwidth's text and nvbandwidth's ``-j`` JSON (parsed in nvbandwidth.py).
 
 Pure functions from text to plain data; the only exception they raise is ``P2PToolParseError``,
-which says what was expected and where. The formats follow the programs' own writers
-(cuda-samples ``p2pBandwidthLatencyTest.cu``: ``printf`` of each matrix; nvbandwidth
-``output.cpp`` for its text and ``json_output.cpp`` for ``-j``) and real outputs
+which says what was expected and where. The format follows the sample's own writer (cuda-samples
+``p2pBandwidthLatencyTest.cu``: one ``printf`` per matrix title, ``D\\D`` headers for bandwidth and
+connectivity, ``GPU`` and ``CPU`` headers for latency, ``%6.02f`` cells) and real outputs
 (tests/fixtures/p2p/SOURCES.md).
 
-Every matrix comes back in one shape, whatever the tool::
+Pasted pieces are read too: one matrix cut out of a longer output without the banner, ``[...]`` where
+rows were cut (those rows are None), Markdown quotes, ``cat -n`` numbers, CRLF, e-mail. What the piece
+does not say is None: a matrix without its title line has no name, kind or unit.
 
-    {"name": <the tool's title>, "kind": "latency" | "bandwidth", "unit": "us" | "GB/s",
-     "path": "p2p_enabled" | "p2p_disabled" | "peer" | "host" | None, "bidirectional": bool,
-     "measured_by": "gpu" | "cpu", "size_bytes": None, "values": [[float | None, ...], ...]}
-
-Rows are the source GPU and columns the destination, as both tools print them; ``None`` is a
-cell the tool left out (``N/A``). nvbandwidth's latencies (ns) are converted to us.
+Every matrix comes back in p2p_common's one shape, whatever the tool. Rows are the source GPU and
+columns the destination, as both tools print them; ``None`` is a cell the tool left out (``N/A``).
+Output schema of ``parse_p2p_bandwidth_latency_test``: ``{"tool": "p2pBandwidthLatencyTest", "devices":
+[{index, name, pci_bus_id}], "access": [[bool | None]], "connectivity": [[bool | None]] | None,
+"matrices": [...]}``.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
 
-from ansible.module_utils.gpuhost.parsers._common import ParseError
+from ansible.module_utils.gpuhost.parsers.nvbandwidth import parse_nvbandwidth_json, parse_nvbandwidth_text
+from ansible.module_utils.gpuhost.parsers.p2p_common import (
+    P2PToolParseError,
+    is_elision,
+    latency_us,
+    matrix,
+    number,
+    p2p_lines,
+)
 
-
-class P2PToolParseError(ParseError):
-    """Output of a P2P tool that cannot be read, with what was expected."""
-
+__all__ = ["P2PToolParseError", "latency_us", "off_diagonal", "parse_nvbandwidth_json", "parse_nvbandwidth_text",
+           "parse_p2p_bandwidth_latency_test", "parse_p2p_log"]
 
 _DEVICE_RE = re.compile(r"^Device:\s*(\d+),\s*(.*?),\s*pciBusID:\s*([0-9a-fA-F]+),\s*pciDeviceID:\s*([0-9a-fA-F]+),"
                         r"\s*pciDomainID:\s*([0-9a-fA-F]+)")
@@ -36,248 +43,156 @@ _ACCESS_RE = re.compile(r"^Device=(\d+) (CAN|CANNOT) Access Peer Device=(\d+)")
 _TITLE_RE = re.compile(r"^(.*Matrix)(?: \((GB/s|us)\))?\s*$")
 _HEADER_RE = re.compile(r"^\s*(D\\D|GPU|CPU)((?:\s+\d+)+)\s*$")
 _ROW_RE = re.compile(r"^\s*(\d+)((?:\s+\S+)+)\s*$")
-_NUMBER_RE = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
+_BANNER = "P2P (Peer-to-Peer) GPU Bandwidth Latency Test"
+_CONNECTIVITY = "P2P Connectivity Matrix"
 
 
-def _number(token: str, where: str) -> float | None:
-    if token in ("N/A", "n/a", "-"):
-        return None
-    if not _NUMBER_RE.match(token):
-        raise P2PToolParseError(f"{where}: expected a number or N/A; found {token!r}. The output is garbled or cut: "
-                                "pass the tool's output as it printed it")
-    return float(token)
-
-
-def _describe(name: str, measured_by: str = "gpu") -> dict[str, Any]:
-    lower = name.lower()
+def _describe(title: str | None, measured_by: str = "gpu") -> dict[str, Any]:
+    """What a matrix's title says; None for each thing a matrix pasted without its title cannot tell."""
+    if title is None:
+        return matrix(None, None, None, None, [], measured_by=measured_by)
+    lower = title.lower()
     kind = "latency" if "latency" in lower else "bandwidth"
-    if "p2p=enabled" in lower:
-        path = "p2p_enabled"
-    elif "p2p=disabled" in lower:
-        path = "p2p_disabled"
-    else:
-        path = None
-    return {"name": name, "kind": kind, "unit": "us" if kind == "latency" else "GB/s", "path": path,
-            "bidirectional": lower.startswith("bidirectional"), "measured_by": measured_by, "size_bytes": None}
+    unit = "us" if "(us)" in lower else "GB/s" if "(gb/s)" in lower else None
+    path = "p2p_enabled" if "p2p=enabled" in lower else "p2p_disabled" if "p2p=disabled" in lower else None
+    return matrix(title, kind, unit, path, [], bidirectional=lower.startswith("bidirectional"),
+                  measured_by=measured_by)
+
+
+class _Reader:
+    """p2pBandwidthLatencyTest's lines, one at a time."""
+
+    def __init__(self) -> None:
+        self.devices: list[dict[str, Any]] = []
+        self.access: dict[tuple[int, int], bool] = {}
+        self.matrices: list[dict[str, Any]] = []
+        self.connectivity: list[list[float | None]] | None = None
+        self.current: dict[str, Any] | None = None
+        self.title: str | None = None
+        self.columns: list[int] = []
+        self.elided = False
+
+    def header(self, kind: str, columns: str) -> None:
+        self.finish()
+        self.columns = [int(c) for c in columns.split()]
+        if self.title == _CONNECTIVITY:
+            self.current = {"name": self.title, "values": []}
+            self.connectivity = self.current["values"]
+        else:
+            self.current = _describe(self.title, "cpu" if kind == "CPU" else "gpu")
+            self.matrices.append(self.current)
+
+    def row(self, index: int, tokens: list[str], where: str) -> None:
+        current = self.current
+        assert current is not None
+        if len(tokens) != len(self.columns):
+            raise P2PToolParseError(f"{where}: expected {len(self.columns)} values in the row of "
+                                    f"{current['name']!r}; found {len(tokens)}. The output is cut or garbled")
+        rows = current["values"]
+        if index != len(rows):
+            if not (self.elided and index > len(rows)):
+                raise P2PToolParseError(f"{where}: expected row {len(rows)} of {current['name']!r}; found row {index}. "
+                                        "Mark rows cut out of a paste with [...]")
+            rows += [[None] * len(self.columns) for _ in range(index - len(rows))]
+        rows.append([number(t, where) for t in tokens])
+
+    def finish(self) -> None:
+        """Rows cut after the last one printed, where the paste says so with [...], are None."""
+        if self.current is not None and self.elided:
+            rows = self.current["values"]
+            rows += [[None] * len(self.columns) for _ in range(len(self.columns) - len(rows))]
+        self.elided = False
 
 
 def parse_p2p_bandwidth_latency_test(text: str) -> dict[str, Any]:
-    """cuda-samples p2pBandwidthLatencyTest output: devices, peer access, connectivity and every matrix."""
+    """cuda-samples p2pBandwidthLatencyTest output, whole or a piece of it: devices, peer access,
+    connectivity and every matrix."""
     if not isinstance(text, str):
         raise P2PToolParseError("p2pBandwidthLatencyTest: expected the text the sample printed")
-    devices: list[dict[str, Any]] = []
-    access: dict[tuple[int, int], bool] = {}
-    matrices: list[dict[str, Any]] = []
-    connectivity: list[list[float | None]] | None = None
-    current: dict[str, Any] | None = None
-    title: str | None = None
-    expected_columns: list[int] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.rstrip()
-        where = f"p2pBandwidthLatencyTest line {number}"
-        match = _DEVICE_RE.match(line)
+    reader = _Reader()
+    for number_, line in enumerate(p2p_lines(text), start=1):
+        where = f"p2pBandwidthLatencyTest line {number_}"
+        match = _DEVICE_RE.match(line.strip())
         if match:
-            devices.append({"index": int(match.group(1)), "name": match.group(2).strip(),
-                            "pci_bus_id": f"{int(match.group(5), 16):04x}:{int(match.group(3), 16):02x}:"
-                                          f"{int(match.group(4), 16):02x}"})
+            reader.devices.append({"index": int(match.group(1)), "name": match.group(2).strip(),
+                                   "pci_bus_id": f"{int(match.group(5), 16):04x}:{int(match.group(3), 16):02x}:"
+                                                 f"{int(match.group(4), 16):02x}"})
             continue
-        match = _ACCESS_RE.match(line)
+        match = _ACCESS_RE.match(line.strip())
         if match:
-            access[(int(match.group(1)), int(match.group(3)))] = match.group(2) == "CAN"
+            reader.access[(int(match.group(1)), int(match.group(3)))] = match.group(2) == "CAN"
             continue
         match = _TITLE_RE.match(line.strip())
         if match and not line.startswith(" "):
-            title = match.group(1) + (f" ({match.group(2)})" if match.group(2) else "")
-            current = None
+            reader.finish()
+            reader.title = match.group(1) + (f" ({match.group(2)})" if match.group(2) else "")
+            reader.current = None
             continue
         match = _HEADER_RE.match(line)
-        if match and title is not None:
-            expected_columns = [int(c) for c in match.group(2).split()]
-            measured_by = "cpu" if match.group(1) == "CPU" else "gpu"
-            if title == "P2P Connectivity Matrix":
-                current = {"name": title, "values": []}
-                connectivity = current["values"]
-            else:
-                current = {**_describe(title, measured_by), "values": []}
-                matrices.append(current)
+        if match:
+            reader.header(match.group(1), match.group(2))
+            continue
+        if reader.current is not None and is_elision(line):
+            reader.elided = True
             continue
         match = _ROW_RE.match(line)
-        if match and current is not None:
-            tokens = match.group(2).split()
-            if len(tokens) != len(expected_columns):
-                raise P2PToolParseError(f"{where}: expected {len(expected_columns)} values in the row of "
-                                        f"{current['name']!r}; found {len(tokens)}. The output is cut or garbled")
-            if int(match.group(1)) != len(current["values"]):
-                raise P2PToolParseError(f"{where}: expected row {len(current['values'])} of {current['name']!r}; "
-                                        f"found row {match.group(1)}")
-            current["values"].append([_number(t, where) for t in tokens])
+        if match and reader.current is not None:
+            reader.row(int(match.group(1)), match.group(2).split(), where)
             continue
         if line.strip() == "":
             continue
-        current = current if line.startswith(" ") else None
+        if not line.startswith(" "):
+            reader.finish()
+            reader.current = None
+    reader.finish()
+    return _result(reader)
+
+
+def _result(reader: _Reader) -> dict[str, Any]:
+    matrices, connectivity, devices = reader.matrices, reader.connectivity, reader.devices
     if not matrices and connectivity is None:
         raise P2PToolParseError("p2pBandwidthLatencyTest: expected its matrices ('Unidirectional P2P=Disabled "
                                 "Bandwidth Matrix (GB/s)' and the others); found none. Pass the complete output")
-    count = len(devices) or (len(connectivity) if connectivity else len(matrices[0]["values"]))
-    for matrix in matrices:
-        if len(matrix["values"]) != count:
-            raise P2PToolParseError(f"p2pBandwidthLatencyTest: {matrix['name']!r} has {len(matrix['values'])} rows "
-                                    f"for {count} GPUs. The output is cut: pass all of it")
-    access_matrix: list[list[bool | None]] = [
-        [None if i == j else access.get((i, j)) for j in range(count)] for i in range(count)]
-    return {"tool": "p2pBandwidthLatencyTest", "devices": devices, "access": access_matrix,
+    count = len(devices) or (len(connectivity) if connectivity else max(len(m["values"]) for m in matrices))
+    for found in matrices:
+        rows = len(found["values"])
+        # Every matrix of the sample is square; a piece without devices says the GPU count by its columns.
+        expected = count if devices or connectivity is not None else len(found["values"][0]) if rows else 0
+        if rows != expected:
+            raise P2PToolParseError(f"p2pBandwidthLatencyTest: {found['name']!r} has {rows} rows for {expected} GPUs. "
+                                    "The output is cut: pass all of it, or mark the rows cut out with [...]")
+    access: list[list[bool | None]] = [
+        [None if i == j else reader.access.get((i, j)) for j in range(count)] for i in range(count)]
+    return {"tool": "p2pBandwidthLatencyTest", "devices": devices, "access": access,
             "connectivity": [[bool(v) if v is not None else None for v in row] for row in connectivity]
             if connectivity else None, "matrices": matrices}
 
 
-# ---------------------------------------------------------------------------
-# nvbandwidth
-
-
-def _nvbandwidth_matrix(name: str, description: str, rows: list[list[float | None]]) -> dict[str, Any]:
-    lower = f"{name} {description}".lower()
-    latency = "latency" in lower
-    nanoseconds = "(ns)" in description or "ns)" in description
-    if latency and nanoseconds:
-        rows = [[v / 1000.0 if v is not None else None for v in row] for row in rows]
-    if "device_to_device" in name or ("gpu(row)" in description.lower() and "gpu(column)" in description.lower()):
-        path = "peer"
-    elif "host" in name or "cpu" in description.lower():
-        path = "host"
-    else:
-        path = None
-    return {"name": name, "description": description, "kind": "latency" if latency else "bandwidth",
-            "unit": "us" if latency else "GB/s", "path": path, "bidirectional": "bidirectional" in name,
-            "measured_by": "gpu", "size_bytes": None, "values": rows}
-
-
-def parse_nvbandwidth_json(text: str) -> dict[str, Any]:
-    """nvbandwidth ``-j`` output: versions and one matrix per test case that ran."""
-    try:
-        document = json.loads(text)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise P2PToolParseError(f"nvbandwidth JSON: expected the document nvbandwidth -j prints; found invalid JSON "
-                                f"({exc})") from None
-    root = document.get("nvbandwidth") if isinstance(document, dict) else None
-    if not isinstance(root, dict):
-        raise P2PToolParseError("nvbandwidth JSON: expected an object with the key 'nvbandwidth'; found "
-                                f"{type(document).__name__}. Pass the output of nvbandwidth -j unchanged")
-    cases = root.get("testcases") or []
-    if not isinstance(cases, list):
-        raise P2PToolParseError("nvbandwidth JSON: 'testcases' must be a list")
-    matrices = []
-    statuses = []
-    for index, case in enumerate(cases):
-        if not isinstance(case, dict):
-            raise P2PToolParseError(f"nvbandwidth JSON: testcases[{index}] must be an object")
-        name = str(case.get("name") or f"testcase {index}")
-        statuses.append({"name": name, "status": case.get("status"), "error": case.get("error")})
-        raw = case.get("bandwidth_matrix")
-        if raw is None:
-            continue
-        if not isinstance(raw, list) or not all(isinstance(row, list) for row in raw):
-            raise P2PToolParseError(f"nvbandwidth JSON: {name}.bandwidth_matrix must be a list of rows")
-        rows = [[_number(str(v), f"nvbandwidth JSON {name}") for v in row] for row in raw]
-        if any(len(row) != len(rows[0]) for row in rows):
-            raise P2PToolParseError(f"nvbandwidth JSON: {name}.bandwidth_matrix has rows of different lengths")
-        matrices.append(_nvbandwidth_matrix(name, str(case.get("bandwidth_description") or ""), rows))
-    if not matrices and root.get("error"):
-        raise P2PToolParseError(f"nvbandwidth JSON: no results; nvbandwidth said: {root['error']}")
-    return {"tool": "nvbandwidth", "version": root.get("version"), "driver_version": root.get("Driver Version"),
-            "cuda_runtime_version": root.get("CUDA Runtime Version"), "testcases": statuses,
-            "matrices": matrices, "error": root.get("error"), "warning": root.get("warning")}
-
-
-_NVB_RUNNING_RE = re.compile(r"^Running (\S+)\.\s*$")
-_NVB_DESCRIPTION_RE = re.compile(r"^(?:memcpy|memory latency|memory).*\((?:GB/s|ns)\)\s*$")
-_NVB_COLUMNS_RE = re.compile(r"^\s*(\d+(?:\s+\d+)*)\s*$")
-_NVB_SUM_RE = re.compile(r"^SUM (\S+) (\S+)")
-_NVB_VERSION_RE = re.compile(r"^nvbandwidth Version: (\S+)")
-_NVB_DRIVER_RE = re.compile(r"^Driver Version: (\S+)")
-
-
-def parse_nvbandwidth_text(text: str) -> dict[str, Any]:
-    """nvbandwidth's plain output: per test case a description line, a column header and rows.
-
-    The test's name comes from its ``Running NAME.`` line or, when that was cut from a pasted
-    log, from the ``SUM NAME value`` line after the matrix.
-    """
-    if not isinstance(text, str):
-        raise P2PToolParseError("nvbandwidth: expected the text nvbandwidth printed")
-    version = driver = None
-    running: str | None = None
-    pending: dict[str, Any] | None = None  # {"name", "description", "columns", "rows"}
-    matrices: list[dict[str, Any]] = []
-
-    def close(name: str | None = None) -> None:
-        nonlocal pending
-        if pending and pending["rows"]:
-            matrices.append(_nvbandwidth_matrix(name or pending["name"] or "unnamed", pending["description"],
-                                                pending["rows"]))
-        pending = None
-
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.rstrip()
-        where = f"nvbandwidth line {number}"
-        match = _NVB_VERSION_RE.match(line)
-        if match:
-            version = match.group(1)
-            continue
-        match = _NVB_DRIVER_RE.match(line)
-        if match:
-            driver = match.group(1)
-            continue
-        match = _NVB_RUNNING_RE.match(line)
-        if match:
-            close()
-            running = match.group(1)
-            continue
-        match = _NVB_SUM_RE.match(line)
-        if match:
-            close(match.group(1))
-            running = None
-            continue
-        if _NVB_DESCRIPTION_RE.match(line.strip()):
-            close()
-            pending = {"name": running, "description": line.strip(), "columns": None, "rows": []}
-            continue
-        if pending is None:
-            continue
-        if pending["columns"] is None:
-            if _NVB_COLUMNS_RE.match(line):
-                pending["columns"] = len(line.split())
-            continue
-        tokens = line.split()
-        if not tokens:
-            continue
-        if not tokens[0].isdigit() or len(tokens) != pending["columns"] + 1:
-            raise P2PToolParseError(f"{where}: expected a row index and {pending['columns']} values; found "
-                                    f"{line.strip()!r}. The output is cut or garbled")
-        pending["rows"].append([_number(t, where) for t in tokens[1:]])
-    close()
-    if not matrices:
-        raise P2PToolParseError("nvbandwidth: expected at least one test case's matrix (its description, such as "
-                                "'memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)', and rows); found none. Pass "
-                                "the complete output")
-    return {"tool": "nvbandwidth", "version": version, "driver_version": driver, "cuda_runtime_version": None,
-            "testcases": [{"name": m["name"], "status": "Passed", "error": None} for m in matrices],
-            "matrices": matrices, "error": None, "warning": None}
+# Lines only p2pBandwidthLatencyTest prints: its banner, its matrix titles, its D\D / GPU / CPU headers.
+_P2P_MARK_RE = re.compile(r"(?m)^\s*(?:\[?P2P \(Peer-to-Peer\)|P2P Connectivity Matrix|(?:Uni|Bi)directional P2P=|"
+                          r"P2P=(?:Enabled|Disabled) Latency|(?:D\\D|GPU|CPU)(?:\s+\d+)+\s*$)")
+# Lines only nvbandwidth prints.
+_NVB_MARK_RE = re.compile(r"(?m)nvbandwidth|^\s*Running \S+\.\s*$|^\s*(?:SUM|&&&& PERF) \S+ [\d.]+|"
+                          r"(?:GPU|CPU)\(row\)|\(column\)")
+_BARE_COLUMNS_RE = re.compile(r"(?m)^\s*\d+(?:\s+\d+)+\s*$")
 
 
 def parse_p2p_log(text: str) -> dict[str, Any]:
-    """Any of the three formats, told apart by content."""
+    """Any of the three formats, told apart by content; a piece of one (a matrix without the banner)
+    too."""
     if not isinstance(text, str):
         raise P2PToolParseError("expected text")
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
+    if text.lstrip().startswith("{"):
         return parse_nvbandwidth_json(text)
-    if "P2P (Peer-to-Peer) GPU Bandwidth Latency Test" in text or "P2P Connectivity Matrix" in text:
+    clean = "\n".join(p2p_lines(text))
+    if _BANNER in clean or _P2P_MARK_RE.search(clean):
         return parse_p2p_bandwidth_latency_test(text)
-    if "nvbandwidth" in text or re.search(r"(?m)^Running \S+\.\s*$", text):
+    if _NVB_MARK_RE.search(clean) or _BARE_COLUMNS_RE.search(clean):
         return parse_nvbandwidth_text(text)
-    raise P2PToolParseError("expected the output of p2pBandwidthLatencyTest, nvbandwidth, or nvbandwidth -j; "
-                            "found none of their markers ('[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]', "
-                            "'nvbandwidth Version', a JSON document)")
+    raise P2PToolParseError("expected the output of p2pBandwidthLatencyTest, nvbandwidth, or nvbandwidth -j (or a "
+                            "matrix cut out of one); found none of their markers ('[P2P (Peer-to-Peer) GPU Bandwidth "
+                            "Latency Test]', a matrix title or a 'D\\D' header, 'nvbandwidth Version', a description "
+                            "such as 'memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)', a JSON document)")
 
 
 def off_diagonal(values: list[list[float | None]]) -> list[tuple[int, int, float]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ansible.module_utils.gpuhost.report.health_md import health_tables
 from ansible.module_utils.gpuhost.rules.catalog import make
 from ansible.module_utils.gpuhost.rules.finding import counts, severity_rank, verdict
 
@@ -73,15 +74,24 @@ def matrix_table(names: list[str], matrix: list[list[str]]) -> list[str]:
     return table(["", *names], [[_at(names, i) or f"GPU{i}", *row] for i, row in enumerate(matrix)])
 
 
-def _gpu_line(summary: dict[str, Any], gpus: dict[str, Any]) -> str:
+def _gpu_line(summary: dict[str, Any], gpus: dict[str, Any], pci_devices: list[dict[str, Any]] | None = None) -> str:
     count = summary.get("gpu_count") or 0
     if not count:
         return "none found"
-    models = ", ".join(summary.get("gpu_models") or []) or "NVIDIA GPU (model unknown: no driver)"
+    models = (", ".join(summary.get("gpu_models") or [])
+              or f"NVIDIA GPU (model unknown: {_why_unknown(gpus, pci_devices)})")
     driver = gpus.get("driver_version")
     cuda = gpus.get("cuda_driver_version")
     extra = ", ".join(x for x in (driver and f"driver {driver}", cuda and f"CUDA {cuda}") if x)
     return f"{count} x {models}" + (f" ({extra})" if extra else "")
+
+
+def _why_unknown(gpus: dict[str, Any], pci_devices: list[dict[str, Any]] | None) -> str:
+    """Why no GPU model is known: no driver, or a bound driver that NVML and nvidia-smi could not read."""
+    bound = any(d.get("kind") == "gpu" and d.get("driver") == "nvidia" for d in pci_devices or [])
+    if bound or gpus.get("kernel_module_version"):
+        return "the nvidia driver is loaded but NVML and nvidia-smi cannot read the GPUs"
+    return "no driver"
 
 
 def _iommu_line(iommu: dict[str, Any]) -> str:
@@ -102,7 +112,7 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
     out.append("")
     out += table(["", ""], [
         ["Virtualization", summary.get("virtualization") or "not gathered"],
-        ["GPUs", _gpu_line(summary, gpus)],
+        ["GPUs", _gpu_line(summary, gpus, (facts.get("pci") or {}).get("nvidia_devices"))],
         ["GPU facts from", gpus.get("source") or "nothing (no NVML, no nvidia-smi)"],
         ["P2P (read)", summary.get("p2p")],
         ["IOMMU", _iommu_line(facts.get("iommu") or {})],
@@ -133,7 +143,8 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
     names = [f"GPU{d.get('index')}" for d in devices]
     for name, matrix in sorted((facts.get("p2p") or {}).items()):
         if matrix:
-            out += [f"## P2P {name} matrix", "", *matrix_table(names, matrix)]
+            # Rows and columns are NVML indexes; "-" marks pairs with a GPU NVML could not open.
+            out += [f"## P2P {name} matrix", "", *matrix_table([f"GPU{i}" for i in range(len(matrix))], matrix)]
 
     topology = facts.get("topology") or {}
     if topology.get("matrix"):
@@ -141,6 +152,9 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
         rows = [[_at(topo_names, i) or f"GPU{i}", *row, _at(topology.get("cpu_affinity"), i),
                  _at(topology.get("numa_affinity"), i)] for i, row in enumerate(topology["matrix"])]
         out += ["## Topology", "", *table(["", *topo_names, "CPU affinity", "NUMA"], rows)]
+
+    for heading, before, headers, rows in health_tables(facts):
+        out += [f"## {heading}", "", *([*before, ""] if before else []), *table(headers, rows)]
 
     pci = (facts.get("pci") or {}).get("nvidia_devices") or []
     if pci:
@@ -174,13 +188,17 @@ def bench_markdown(host: str, bench: dict[str, Any]) -> list[str]:
         values = matrix.get("values") or []
         if values and matrix.get("size_bytes") in (None, *SMALL_PROBE_SIZES):
             names = [f"GPU{i}" for i in range(len(values))]
-            out += [f"## P2P probe: {matrix.get('name')} ({matrix.get('unit')}, {matrix.get('path')}, "
+            out += [f"## P2P probe: {matrix.get('name') or 'a matrix pasted without its title'} "
+                    f"({matrix.get('unit')}, {matrix.get('path')}, "
                     f"{matrix.get('size_bytes')} B)", "", *matrix_table(names, [[_num(v) for v in row]
                                                                           for row in values])]
     nccl = bench.get("nccl") or {}
     rows = nccl.get("results") or []
     if rows:
-        out += [f"## NCCL all-reduce ({nccl.get('engine')}, {nccl.get('nranks')} ranks, NCCL "
+        # The collective the results are of; logs that do not name it stay unnamed.
+        collective = nccl.get("collective", "all_reduce")
+        what = collective.replace("_", "-") if collective else "results of a collective the log does not name"
+        out += [f"## NCCL {what} ({nccl.get('engine')}, {nccl.get('nranks')} ranks, NCCL "
                 f"{nccl.get('nccl_version') or 'version unknown'})", "",
                 f"![busbw and latency against message size]({host}-nccl.svg)", ""]
         out += table(["Size (B)", "Time (us)", "algbw (GB/s)", "busbw (GB/s)", "Wrong"], [
@@ -190,6 +208,7 @@ def bench_markdown(host: str, bench: dict[str, Any]) -> list[str]:
             counts = (nccl["transports"] or {}).get("transports") or {}
             out += [f"Transports NCCL chose: {', '.join(f'{k} x{v}' for k, v in sorted(counts.items())) or '-'}",
                     ""]
+        out += [f"Note: {note}" for note in nccl.get("notes") or []] + ([""] if nccl.get("notes") else [])
         if nccl.get("recommended_env") is not None:
             out += [f"Recommended NCCL environment: `{json.dumps(nccl['recommended_env'], sort_keys=True)}`", ""]
         floor = nccl.get("comm_floor") or {}
@@ -289,17 +308,61 @@ def _bridges_text(upstream: list[dict[str, Any]]) -> str:
     return "; ".join(parts) or "-"
 
 
-def fleet_markdown(hosts: dict[str, dict[str, Any]]) -> str:
+# Rows of hosts this run wrote no facts for (gpu_audit_report's fleet_hosts): why, in the order the header counts.
+ABSENT_STATUSES = ("unreachable", "failed", "not audited")
+
+
+def fleet_markdown(hosts: dict[str, dict[str, Any]], absent: dict[str, dict[str, Any]] | None = None) -> str:
+    """One row per host of the fleet, none lost.
+
+    `hosts`: the facts of every host audited in this run. `absent`: every other host of the fleet, each as
+    {status (unreachable, failed, not audited), msg, report (the facts of its last report, or None), report_date
+    (that report's date, a string, or None)}; its row shows that last report, marked with its status and date.
+    """
+    absent = {host: row for host, row in (absent or {}).items() if host not in hosts}
     rows = []
-    for host in sorted(hosts):
-        summary = hosts[host].get("summary") or {}
-        worst = summary.get("worst_finding") or {}
-        rows.append([host, summary.get("verdict"), _gpu_line(summary, hosts[host].get("gpus") or {}),
-                     summary.get("virtualization"), summary.get("p2p"),
-                     f"{worst.get('severity')}: {worst.get('id')}" if worst else "none"])
+    for host in sorted({*hosts, *absent}):
+        if host in hosts:
+            rows.append(_fleet_row(host, "this run", hosts[host]))
+            continue
+        row = absent[host]
+        date = row.get("report_date")
+        rows.append(_fleet_row(host, f"{row.get('status')}, " + (f"last report {date}" if date else "no report yet"),
+                               row.get("report") or {}))
     verdicts = [(hosts[h].get("summary") or {}).get("verdict") for h in hosts]
-    out = ["# GPU fleet audit", "",
-           f"{len(hosts)} host(s): {verdicts.count('fit')} fit, {verdicts.count('fit, with warnings')} fit with "
-           f"warnings, {verdicts.count('unfit')} unfit.", ""]
-    out += table(["Host", "Verdict", "GPUs", "Virtualization", "P2P", "Worst finding"], rows)
+    statuses = [row.get("status") for row in absent.values()]
+    header = (f"{len(hosts) + len(absent)} host(s): {verdicts.count('fit')} fit, "
+              f"{verdicts.count('fit, with warnings')} fit with warnings, {verdicts.count('unfit')} unfit")
+    others = [f"{statuses.count(s)} {s}" for s in ABSENT_STATUSES if s in statuses]
+    if others:
+        header += f"; {', '.join(others)} in this run (rows from their last report)"
+    out = ["# GPU fleet audit", "", header + ".", ""]
+    out += table(["Host", "Audit", "Verdict", "GPUs", "Virtualization", "P2P", "Worst finding"], rows)
+    reasons = [f"- {host}: {absent[host].get('status')}: {_cell(absent[host]['msg'])}"
+               for host in sorted(absent) if absent[host].get("msg")]
+    if reasons:
+        out += ["Not audited in this run:", "", *reasons, ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _fleet_row(host: str, audit: str, facts: dict[str, Any]) -> list[Any]:
+    """A host's row; empty facts (no report yet) leave every cell after the audit column empty."""
+    if not facts:
+        return [host, audit, None, None, None, None, None]
+    summary = facts.get("summary") or {}
+    worst = summary.get("worst_finding") or {}
+    return [host, audit, summary.get("verdict"), _gpu_line(summary, facts.get("gpus") or {}),
+            summary.get("virtualization"), summary.get("p2p"),
+            f"{worst.get('severity')}: {worst.get('id')}" if worst else "none"]
+
+
+def verdict_line(host: str, facts: dict[str, Any], link: dict[str, Any] | None, report: str) -> str:
+    """The one line the audit prints per host: verdict, what it runs on, the worst finding, the report."""
+    summary = facts.get("summary") or {}
+    worst = summary.get("worst_finding")
+    worst_text = f"{worst.get('severity')}: {worst.get('id')}" if worst else "no findings"
+    line = (f"{host}: {summary.get('verdict')} ({summary.get('virtualization')}; {summary.get('gpu_count')} GPU(s); "
+            f"P2P {summary.get('p2p')}) - {worst_text}.")
+    if link:
+        line += f" Runs as VM {link.get('vmid')} on {link.get('proxmox_host')}, which holds the fix (see the report)."
+    return f"{line} Report: {report}"

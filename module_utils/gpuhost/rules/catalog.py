@@ -20,10 +20,16 @@ from types import MappingProxyType
 from typing import Any
 
 from ansible.module_utils.gpuhost.rules.finding import SEVERITIES, Finding
+from ansible.module_utils.gpuhost.rules.health_limits import (
+    AER_CORRECTABLE_LIMIT,
+    ECC_UNCORRECTED_AGGREGATE_LIMIT,
+    ECC_UNCORRECTED_VOLATILE_LIMIT,
+)
 from ansible.module_utils.gpuhost.rules.remedies import GATE_ACCEPT_HINT, P2P_HOST_MEMORY
 
 CATEGORIES = MappingProxyType({
     "gpu": "the GPUs and their driver as the host sees them",
+    "health": "GPU health: Xid errors, ECC and memory repairs, clocks held back, PCIe errors, the NVSwitch fabric",
     "p2p": "GPU peer-to-peer: granted by the driver, proven by the probe, measured",
     "pci": "PCIe links, BARs and ACS between the GPUs",
     "iommu": "IOMMU groups and passthrough isolation",
@@ -92,6 +98,101 @@ CATALOG = _entries(
     Entry("nvml_unavailable", "gpu", "info", "facts came from nvidia-smi",
           "Install nvidia-ml-py for the interpreter that runs the audit (for example the serving venv, set as "
           "ansible_python_interpreter) to get every field."),
+    Entry("gpu_driver_library_mismatch", "gpu", "critical",
+          "GPUs bound to nvidia, but NVML says LibRmVersionMismatch / nvidia-smi exits 18 (Driver/library version "
+          "mismatch): a driver upgraded without a reboot",
+          "Reboot, or reload the kernel modules (rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia; modprobe nvidia) "
+          "after stopping every process that holds them (the serving service, nvidia-persistenced, "
+          "nvidia-fabricmanager, a display manager). Then `nvidia-smi` must list every GPU and "
+          "`cat /sys/module/nvidia/version` must equal its driver version; if they still differ, two driver installs "
+          "are mixed (distribution packages and a .run file, or a stale DKMS module): remove one."),
+    Entry("gpus_unusable", "gpu", "critical",
+          "GPUs bound to nvidia, but neither NVML nor nvidia-smi can use one; the cause named",
+          "Run `nvidia-smi` by hand and read its message, and `dmesg | grep -e NVRM -e Xid`; reboot if the driver "
+          "logged a failure.",
+          texts={
+              "no_permission": "Run the audit as root (`become: true`) or give its user access to /dev/nvidia*; in a "
+                               "container, pass the GPUs in (NVIDIA container toolkit, `--gpus all`).",
+              "driver_not_answering": "Read `dmesg | grep -e NVRM -e nvidia` for why the driver failed; check that "
+                                      "/dev/nvidiactl exists (`nvidia-modprobe -c0 -u` creates the device files) "
+                                      "and, in a container, that the devices are passed in. Reboot if the driver "
+                                      "logged a failure.",
+              "user_space_missing": "Install the driver's user-space part (libnvidia-ml.so, nvidia-smi) of the same "
+                                    "version as the kernel module (`cat /sys/module/nvidia/version`); the "
+                                    "nvidia_driver role installs both. `nvidia-smi` must then list every GPU.",
+              "not_verifiable": "Install nvidia-ml-py for the interpreter that runs the audit, or the driver's "
+                                "nvidia-smi, and audit again: until one of them answers nothing shows that these "
+                                "GPUs work. For a capture, record it again with playbooks/capture.yml on the host.",
+              "hung": "Read `dmesg | grep -e NVRM -e Xid`; a wedged GPU needs a reset (`nvidia-smi -r`) or a reboot.",
+              "gpu_lost": "See gpu_lost: power-cycle the machine, then find why the GPU fell off the bus.",
+              "no_devices": "Read `dmesg | grep NVRM` for 'RmInitAdapter failed' or probe errors: a GPU this driver "
+                            "branch does not support (Blackwell needs the open kernel modules), too little MMIO "
+                            "space (enable Above 4G decoding), or a firmware problem.",
+          }),
+    Entry("nvidia_driver_not_binding", "gpu", "critical",
+          "the nvidia module is loaded but GPUs on the bus have no driver (warning while others work)",
+          "Read `dmesg | grep -e NVRM -e nvidia` for why the driver refused them: 'The NVIDIA probe routine failed', "
+          "'RmInitAdapter failed', or 'not supported by the NVIDIA <version> driver' (Blackwell GPUs need the open "
+          "kernel modules, old GPUs a legacy branch). Install a driver branch that supports them (the nvidia_driver "
+          "role) and reboot; `nvidia-smi` must then list every GPU.",
+          also=("warning",)),
+    Entry("gpu_lost", "gpu", "critical",
+          "a GPU fell off the bus: NVML GpuIsLost, nvidia-smi 'GPU is lost', or Xid 79 in the kernel log",
+          "Drain the host and power-cycle it (a warm reboot often does not bring the GPU back); `nvidia-smi` must "
+          "then list every GPU. Then find why: power (cables, supply capacity under load), seating and risers, "
+          "temperature, the PCIe AER errors of its port (pcie_aer_errors). In a VM, read the hypervisor's kernel "
+          "log for the GPU (AER, reset failures). A GPU that falls off again needs RMA."),
+    Entry("gpu_handle_failed", "gpu", "critical", "NVML counts a GPU it cannot open (other than a lost GPU)",
+          "By GPU: {causes}. Fix what each names and audit again; read `dmesg | grep -e NVRM -e Xid` for the "
+          "driver's side."),
+
+    # ---- GPU health ----------------------------------------------------------------------
+    Entry("xid_needs_reset", "health", "critical",
+          "an Xid this boot that leaves a GPU needing a reset, a reboot or service (48, 62, 64, 74, 95, 119, 120, "
+          "154; table in rules/xids.py)",
+          "By Xid:\n{actions}\nThe kernel log keeps these lines until the next reboot: after acting, judge by what "
+          "comes after the reset (`dmesg --since`) or audit after the reboot."),
+    Entry("xid_errors", "health", "warning",
+          "an Xid this boot that is usually the application's or recoverable (13, 31, 61, 63, 92, 94, unknown "
+          "numbers; info for 43, 45)",
+          "By Xid:\n{actions}", also=("info",)),
+    Entry("ecc_uncorrectable_errors", "health", "critical",
+          f"uncorrectable ECC errors: more than {ECC_UNCORRECTED_VOLATILE_LIMIT} since the driver loaded (critical) "
+          f"or more than {ECC_UNCORRECTED_AGGREGATE_LIMIT} in the GPU's life (warning)",
+          "Drain the GPU and reset it (`nvidia-smi -r -i <index>`) or reboot, so that the bad memory is retired "
+          "or remapped; then check retired pages / row remapping (`nvidia-smi -q -d PAGE_RETIREMENT,ROW_REMAPPER`). "
+          "A GPU whose errors come back, or whose remapping failed, needs RMA.",
+          also=("warning",)),
+    Entry("retired_pages_pending", "health", "warning", "memory pages wait for retirement until the GPU is reset",
+          "Reset the GPU when it is idle (`nvidia-smi -r -i <index>`) or reboot: the retirement takes effect then. "
+          "Many retired pages (NVIDIA's RMA threshold: 60 double-bit or 64 in all) mean RMA."),
+    Entry("row_remap_pending", "health", "warning", "a memory row remap waits for a GPU reset",
+          "Reset the GPU when it is idle (`nvidia-smi -r -i <index>`, all GPUs of an NVSwitch board together) or "
+          "reboot: the remap takes effect then and the GPU is whole again."),
+    Entry("row_remap_failed", "health", "critical", "a memory row could not be remapped: no spare row left",
+          "Take the GPU out of service: its memory keeps a failing row. This is NVIDIA's RMA condition for "
+          "row remapping; file the RMA with `nvidia-bug-report.sh` output."),
+    Entry("gpu_clocks_slowdown", "health", "warning",
+          "clocks held back by HW slowdown, thermal slowdown or power brake (clocks event reasons)",
+          "Check cooling (`nvidia-smi -q -d TEMPERATURE,PERFORMANCE`: fans, airflow, inlet temperature) and power "
+          "(PSU redundancy, the cables of every GPU, a power-brake signal from the chassis); HW slowdown with "
+          "normal temperatures points at the power supply or the board."),
+    Entry("pcie_aer_errors", "health", "warning",
+          f"PCIe AER errors since boot on a GPU or a port above it: fatal (critical), non-fatal, or "
+          f"{AER_CORRECTABLE_LIMIT} or more corrected",
+          "Reseat the GPU and its riser or cable, check the slot's PCIe speed setting in the BIOS (force the "
+          "generation the path supports), and retimers; `lspci -vvv -s <bdf>` shows the AER status bits. Errors "
+          "that come back after reseating mean a bad slot, riser or GPU.",
+          also=("critical",)),
+    Entry("fabric_manager_inactive", "health", "critical",
+          "an NVSwitch host whose nvidia-fabricmanager is not running",
+          "`systemctl enable --now nvidia-fabricmanager` (its version must equal the driver's: `nv-fabricmanager "
+          "--version`); if it fails, `journalctl -u nvidia-fabricmanager` says why. CUDA starts once it runs."),
+    Entry("gpu_fabric_not_ready", "health", "critical",
+          "NVML says a GPU has not joined the NVLink fabric (state not started or in progress, or an error status)",
+          "Check nvidia-fabricmanager (fabric_manager_inactive) and its log, then wait for the state to reach "
+          "completed (`nvidia-smi -q | grep -A3 Fabric`); a GPU stuck there needs a reset of the board's GPUs "
+          "or a reboot."),
 
     # ---- GPU peer-to-peer ----------------------------------------------------------------
     Entry("p2p_not_supported", "p2p", "critical",
@@ -283,6 +384,20 @@ CATALOG = _entries(
           P2P_HOST_MEMORY),
     Entry("nccl_no_p2p_transport", "nccl", "warning", "NCCL connected the ranks without a P2P transport",
           P2P_HOST_MEMORY),
+    Entry("nccl_p2p_refused", "nccl", "warning",
+          "NCCL_DEBUG=INFO says P2P could not be enabled between GPUs (info when the environment switched it "
+          "off, critical between NVLink-connected GPUs)",
+          P2P_HOST_MEMORY, also=("info", "critical"),
+          texts={
+              "environment": "P2P was switched off on purpose: NCCL_P2P_DISABLE=1 or NCCL_P2P_LEVEL=LOC in the "
+                             "run's environment. Keep that only where P2P is broken on this host (gpu_p2p_probe "
+                             "proves it, and the tuning's p2p-disabled candidate shows what it costs); otherwise "
+                             "remove it and run the benchmark again.",
+              "nvlink": "NVML reports P2P off between GPUs that NVLink connects, which NCCL treats as a hardware "
+                        "fault and stops on. Check `nvidia-smi nvlink --status`, `nvidia-smi topo -p2p n`, the "
+                        "fabric manager on NVSwitch systems (`systemctl status nvidia-fabricmanager`) and Xid errors "
+                        "in `dmesg`; NCCL_IGNORE_DISABLED_P2P=1 only hides the message.",
+          }),
     Entry("nccl_tuning_no_working_candidate", "nccl", "critical",
           "no NCCL environment tried finished with correct values",
           "Fix what the nccl_wrong_values / nccl_timeout findings name before deploying; the audit "

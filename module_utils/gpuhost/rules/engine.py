@@ -1,6 +1,7 @@
 """The rules engine: gpu_host facts in, findings out, worst first.
 
-The rules live in host.py (the host itself) and proxmox.py (a Proxmox host's VMs); every
+The rules live in host.py (the host itself), gpu_usable.py (GPUs the host cannot use), health.py
+(GPU health) and proxmox.py (a Proxmox host's VMs); every
 finding they make comes from the catalog (catalog.py).
 """
 
@@ -11,13 +12,17 @@ from typing import Any
 
 from ansible.module_utils.gpuhost.rules.catalog import make
 from ansible.module_utils.gpuhost.rules.finding import Finding, worst_first
+from ansible.module_utils.gpuhost.rules.gpu_usable import GPU_USABLE_RULES
+from ansible.module_utils.gpuhost.rules.health import HEALTH_RULES
 from ansible.module_utils.gpuhost.rules.host import HOST_RULES
 from ansible.module_utils.gpuhost.rules.proxmox import PROXMOX_RULES
 from ansible.module_utils.gpuhost.rules.views import RuleOptions
 
 Rule = Callable[[dict[str, Any], RuleOptions], list[Finding]]
 
-RULES: tuple[Rule, ...] = (*HOST_RULES, *PROXMOX_RULES)
+# GPUs the host cannot use come first: among findings of one severity, they name the cause that the others
+# (a count that differs, a matrix that lacks a GPU) only show.
+RULES: tuple[Rule, ...] = (*GPU_USABLE_RULES, *HOST_RULES, *HEALTH_RULES, *PROXMOX_RULES)
 
 
 def evaluate(facts: dict[str, Any], options: RuleOptions | None = None,

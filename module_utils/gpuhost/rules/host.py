@@ -14,6 +14,7 @@ from typing import Any
 from ansible.module_utils.gpuhost.parsers.pci_common import same_slot
 from ansible.module_utils.gpuhost.rules.catalog import make, text
 from ansible.module_utils.gpuhost.rules.finding import Finding
+from ansible.module_utils.gpuhost.rules.gpu_usable import driver_without_pci
 from ansible.module_utils.gpuhost.rules.remedies import P2P_CAUSES_BARE_METAL, proxmox_clique_fix
 from ansible.module_utils.gpuhost.rules.views import (
     RuleOptions,
@@ -23,6 +24,7 @@ from ansible.module_utils.gpuhost.rules.views import (
     pairs_text,
     pci_gpus,
     tp_group,
+    unread_pairs,
 )
 
 # GPUs whose P2P grant is known to be unreliable: the driver may report OK while
@@ -35,8 +37,8 @@ DOWNSTREAM_PORT = "downstream_port"
 
 
 def rule_no_gpu(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
-    if pci_gpus(facts) or gpu_devices(facts):
-        return []
+    if pci_gpus(facts) or gpu_devices(facts) or driver_without_pci(facts):
+        return []  # the last: GPUs the driver holds and nothing reads, gpu_usable.rule_gpus_unusable's
     gpus = facts.get("gpus") or {}
     return [make(
         "no_nvidia_gpu",
@@ -59,14 +61,18 @@ def rule_vfio_bound(facts: dict[str, Any], options: RuleOptions) -> list[Finding
 
 def rule_driver_missing(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
     unbound = [d for d in pci_gpus(facts) if d.get("driver") not in ("nvidia", "vfio-pci")]
-    if not unbound or gpu_devices(facts):
-        return []
+    if not unbound or gpu_devices(facts) or nvidia_module_loaded(facts):
+        return []  # a loaded module that binds nothing is gpu_usable.rule_driver_not_binding
     gpus = facts.get("gpus") or {}
     return [make(
         "nvidia_driver_not_loaded",
         f"{len(unbound)} NVIDIA GPU(s) on the PCI bus have no NVIDIA driver bound, and NVML sees none.",
         {"devices": {d["bdf"]: d.get("driver") or "none" for d in unbound},
          "nvml": gpus.get("nvml_error"), "nvidia_smi": gpus.get("nvidia_smi_error")})]
+
+
+def nvidia_module_loaded(facts: dict[str, Any]) -> bool:
+    return bool(((facts.get("iommu") or {}).get("modules") or {}).get("nvidia"))
 
 
 def rule_nouveau(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
@@ -89,11 +95,18 @@ def rule_gpu_count(facts: dict[str, Any], options: RuleOptions) -> list[Finding]
         counts["nvidia_smi"] = gpus["nvidia_smi_count"]
     if not gpus.get("source") or len(set(counts.values())) <= 1:
         return []
+    evidence: dict[str, Any] = dict(counts)
+    seen = {d.get("pci_bus_id") for d in gpu_devices(facts)}
+    missing = [d["bdf"] for d in pci_gpus(facts) if d.get("driver") == "nvidia" and d["bdf"] not in seen]
+    if missing:
+        evidence["pci_gpus_not_listed"] = missing
+    if isinstance(gpus.get("nvml_device_count"), int) and gpus["nvml_device_count"] != len(gpu_devices(facts)):
+        evidence["nvml_device_count"] = gpus["nvml_device_count"]
     return [make(
         "gpu_count_mismatch",
         "The GPU count differs between the PCI bus, NVML and nvidia-smi: a GPU failed to initialise or fell off the "
         "bus.",
-        counts)]
+        evidence)]
 
 
 def rule_p2p(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
@@ -109,6 +122,9 @@ def rule_p2p(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
     evidence = {"group": [f"GPU{i}" for i in group], "pairs_without_p2p": len(bad),
                 "pairs_checked": len(group) * (len(group) - 1), "statuses": labels,
                 "examples": pairs_text(bad), "source": (facts.get("gpus") or {}).get("source")}
+    unread = unread_pairs(read, group)
+    if unread:
+        evidence["pairs_not_read"] = len(unread)
     if is_vm(facts):
         evidence["virtualization"] = virt.get("summary")
         summary = (f"No GPU peer-to-peer in this {virt.get('summary') or 'VM'}: {len(bad)} of "

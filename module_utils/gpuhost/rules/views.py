@@ -39,14 +39,23 @@ def tp_group(facts: dict[str, Any], options: RuleOptions) -> list[int]:
     return [i for i in options.tensor_parallel_gpus if i in indices]
 
 
-def matrix_pairs(matrix: list[list[str]], group: list[int]) -> list[tuple[int, int, str]]:
-    """(i, j, label) for every ordered pair of the group that the matrix covers."""
+def matrix_pairs(matrix: list[list[str | None]], group: list[int]) -> list[tuple[int, int, str]]:
+    """(i, j, label) for every ordered pair of the group that the matrix covers. The matrices are keyed by
+    NVML index; a None cell is a pair that was not read (a GPU NVML could not open) and is left out."""
     pairs = []
     for i in group:
         for j in group:
-            if i != j and i < len(matrix) and j < len(matrix[i]):
+            if i != j and i < len(matrix) and j < len(matrix[i]) and matrix[i][j] is not None:
                 pairs.append((i, j, matrix[i][j]))
     return pairs
+
+
+def unread_pairs(matrix: list[list[str | None]], group: list[int]) -> list[tuple[int, int]]:
+    """(i, j) for every ordered pair of the group the matrix has no label for (not read, or beyond it)."""
+    if not matrix:
+        return []
+    return [(i, j) for i in group for j in group
+            if i != j and not (i < len(matrix) and j < len(matrix[i]) and matrix[i][j] is not None)]
 
 
 def pairs_text(pairs: list[tuple[int, int, str]], limit: int = 8) -> list[str]:

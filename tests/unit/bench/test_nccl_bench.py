@@ -186,8 +186,11 @@ def test_threshold_judges_the_better_placement_at_the_nearest_size():
 # Logs: real nccl-tests outputs through the module
 
 
-def test_log_without_p2p_breaches_the_defaults(capsys):
-    path = fixture("all_reduce_perf_*2x2080Ti-no-p2p.txt")
+def test_log_without_p2p_breaches_the_defaults(capsys, tmp_path):
+    # The command the source post ran, kept with its output: it names the collective.
+    source = fixture("all_reduce_perf_*2x2080Ti-no-p2p.txt")
+    path = tmp_path / "all_reduce.log"
+    path.write_text("$ ./build/all_reduce_perf -b 8 -e 1024M -f 2 -g2\n" + source.read_text())
     result = run_module(nccl_bench.main, {"log": str(path)}, capsys, check_mode=True)
 
     assert result["changed"] is False
@@ -200,6 +203,32 @@ def test_log_without_p2p_breaches_the_defaults(capsys):
     assert ids == [("nccl_small_message_latency", "critical"), ("nccl_low_bus_bandwidth", "warning")]
     assert "x-nv-gpudirect-clique" in result["findings"][0]["remedy"]
     assert result["recommended_env"] is None
+
+
+def test_log_that_does_not_name_its_collective_is_not_judged_as_all_reduce(capsys):
+    # Two ranks, an operation, root -1 and busbw = algbw: all-reduce and send/recv print exactly this.
+    path = fixture("all_reduce_perf_*2x2080Ti-no-p2p.txt")
+    result = run_module(nccl_bench.main, {"log": str(path), "model_profile": "glm-5"}, capsys, check_mode=True)
+
+    assert result["collective"] is None
+    assert result["results"] == parse_nccl_tests(path.read_text()).as_dict()["results"]
+    assert list(result["per_collective"]) == ["unknown"]
+    assert result["violations"] == [] and result["findings"] == []
+    assert {u["collective"] for u in result["unjudged_thresholds"]} == {"all_reduce"}
+    assert all("does not say which collective" in u["reason"] for u in result["unjudged_thresholds"])
+    assert "all_reduce or sendrecv" in result["notes"][0]
+    assert "not all-reduce" in result["notes"][1]
+    assert "comm_floor" not in result
+
+
+def test_log_of_another_collective_is_not_judged_as_all_reduce(capsys):
+    path = fixture("broadcast_perf_2.0-era*mpirun-command_excerpt.txt")
+    result = run_module(nccl_bench.main, {"log": str(path), "model_profile": "glm-5"}, capsys)
+
+    assert (result["collective"], list(result["per_collective"])) == ("broadcast", ["broadcast"])
+    assert result["violations"] == []
+    assert all(u["reason"].startswith("the results are of broadcast") for u in result["unjudged_thresholds"])
+    assert result["notes"] == ["No communication floor for GLM-5: the benchmark measured broadcast, not all-reduce."]
 
 
 def test_log_of_a_healthy_pcie_host_passes(capsys):
@@ -414,3 +443,35 @@ def test_transport_through_host_memory_is_reported():
         engine="torch-nccl", nranks=8, collectives={}, violations=[], env={"NCCL_P2P_DISABLE": "1"},
         transports={"transports": {"SHM": 56}, "p2p_used": False})
     assert deliberate == []
+
+
+def test_p2p_refused_by_the_driver_names_the_pairs(capsys, tmp_path):
+    # An NCCL_DEBUG=INFO log where NCCL could not enable P2P (nccl#1516), with the run it belongs to.
+    path = tmp_path / "run.log"
+    path.write_text(fixture("nccl-debug_2.1x-2.2x_could-not-enable-p2p*.log").read_text()
+                    + "$ ./build/all_reduce_perf -b 8 -e 1024M -f 2 -g2\n"
+                    + fixture("all_reduce_perf_*2x2080Ti-no-p2p.txt").read_text())
+    result = run_module(nccl_bench.main, {"log": str(path)}, capsys)
+
+    refused = next(f for f in result["findings"] if f["id"] == "nccl_p2p_refused")
+    assert refused["severity"] == "warning"
+    assert refused["evidence"]["pairs"] == ["CUDA device 1 (0000:81:00.0, rank 1) and CUDA device 0 (0000:41:00.0)"]
+    assert "cudaDeviceCanAccessPeer = 0" in refused["summary"]
+    assert "x-nv-gpudirect-clique" in refused["remedy"]
+    assert result["transports"]["p2p_refusals"][0]["bus_ids"] == ["0000:81:00.0", "0000:41:00.0"]
+
+
+@pytest.mark.parametrize(("refusal", "severity", "remedy"), [
+    ({"reason": "environment", "host": None, "devices": None, "index_kind": None, "bus_ids": None, "ranks": None,
+      "message": "NCCL_P2P_DISABLE set by environment to 1"}, "info", "switched off on purpose"),
+    ({"reason": "nvml_p2p_disabled_nvlink", "host": "h", "devices": [0, 1], "index_kind": "nvml", "bus_ids": None,
+      "ranks": None, "message": "P2P is disabled between NVLINK connected GPUs 0 and 1."}, "critical",
+     "nvidia-fabricmanager"),
+])
+def test_p2p_refused_severity_follows_the_reason(refusal, severity, remedy):
+    findings = nccl_findings.findings_for_run(
+        engine="nccl-tests", nranks=2, collectives={}, violations=[], env={},
+        transports={"transports": {}, "p2p_used": None, "p2p_refusals": [refusal]})
+    (finding,) = findings
+    assert (finding.id, finding.severity) == ("nccl_p2p_refused", severity)
+    assert remedy in finding.remedy

@@ -67,13 +67,132 @@ def test_nvbandwidth_text_and_json_agree(name):
     assert sum(v for row in only["values"] for v in row if v is not None) == pytest.approx(715.53, abs=0.1)
 
 
-def test_nvbandwidth_latency_in_ns_becomes_us():
+def test_nvbandwidth_json_latency_keeps_ns_and_gives_us_beside():
     document = {"nvbandwidth": {"testcases": [{
-        "name": "device_to_device_latency_sm", "status": "Passed",
-        "bandwidth_description": "memory latency SM GPU(row) <-> GPU(column) (ns)",
+        "name": "device_to_device_latency_sm", "status": "Passed", "sum": 3018.5,
+        "bandwidth_description": "Device to Device Latency SM GPU(row) <-> GPU(column) (ns)",
         "bandwidth_matrix": [["N/A", "1520.5"], ["1498", "N/A"]]}]}}
     (only,) = parse_p2p_log(json.dumps(document))["matrices"]
-    assert (only["kind"], only["unit"], only["values"]) == ("latency", "us", [[None, 1.5205], [1.498, None]])
+    assert (only["kind"], only["unit"], only["path"]) == ("latency", "ns", "peer")
+    assert only["values"] == [[None, 1520.5], [1498.0, None]]
+    assert only["values_us"] == [[None, 1.5205], [1.498, None]]
+    assert only["sum"] == 3018.5
+
+
+# Pieces of logs: one matrix or a few, cut out of a longer output (SOURCES.md)
+
+
+def test_p2p_latency_matrices_without_banner_and_with_line_numbers():
+    # cuda-samples#230: two latency titles with their GPU and CPU sub-matrices, numbered by the editor.
+    parsed = parse_p2p_log(read("p2pBandwidthLatencyTest_4gpu_latency-matrices-only_line-numbered.txt"))
+    assert (parsed["tool"], parsed["devices"], parsed["connectivity"]) == ("p2pBandwidthLatencyTest", [], None)
+    assert parsed["access"] == [[None] * 4] * 4  # the piece does not say
+    assert matrix(parsed, "P2P=Enabled Latency (P2P Writes) Matrix (us)")[0] == [2.59, 2.31, 1.85, 1.86]
+    assert matrix(parsed, "P2P=Disabled Latency Matrix (us)", "cpu")[3] == [6.2, 6.24, 5.79, 2.49]
+    assert {(m["kind"], m["unit"]) for m in parsed["matrices"]} == {("latency", "us")}
+
+
+def test_p2p_bandwidth_matrices_without_banner():
+    # nccl#814: three matrices pasted with a comment line of the poster's, no banner, no devices.
+    parsed = parse_p2p_log(read("p2pBandwidthLatencyTest_6gpu_bandwidth-matrices-only_no-banner.txt"))
+    assert [m["path"] for m in parsed["matrices"]] == ["p2p_disabled", "p2p_enabled", "p2p_enabled"]
+    assert matrix(parsed, "Unidirectional P2P=Enabled Bandwidth (P2P Reads) Matrix (GB/s)")[5][0] == 9.95
+
+
+def test_nvbandwidth_matrices_without_banner_quoted():
+    # nvbandwidth#24: "> Running ..." quoted by Markdown, the header's indent lost, no SUM lines.
+    parsed = parse_p2p_log(read("nvbandwidth_8xH100_host-sm-matrices_quoted-no-banner.txt"))
+    assert [(m["name"], m["path"], m["unit"], len(m["values"])) for m in parsed["matrices"]] == [
+        ("host_to_device_memcpy_sm", "host", "GB/s", 1), ("device_to_host_memcpy_sm", "host", "GB/s", 1)]
+    assert all("sum" not in m for m in parsed["matrices"])
+    assert parsed["version"] is None
+
+
+def test_nvbandwidth_sum_and_devices():
+    parsed = parse_p2p_log(read("nvbandwidth_v0.8_8xH20-3e_device-local-copy_sum.txt"))
+    (only,) = parsed["matrices"]
+    assert (only["name"], only["sum"], parsed["driver_version"]) == ("device_local_copy", 8930.99, "550.127.08")
+    assert parsed["devices"][7] == {"index": 7, "name": "NVIDIA H20-3e", "pci_bus_id": "0000:da:00"}
+    assert sum(only["values"][0]) == pytest.approx(only["sum"], abs=0.05)
+
+
+def test_nvbandwidth_latency_text_keeps_ns_and_gives_us_beside():
+    parsed = parse_p2p_log(read("nvbandwidth_4xA100-nvlink-pairs_d2d-latency-ns_constructed.txt"))
+    (only,) = parsed["matrices"]
+    assert (only["name"], only["kind"], only["unit"], only["path"]) == \
+        ("device_to_device_latency_sm", "latency", "ns", "peer")
+    assert only["values"][0] == [None, 2250.0, None, None]
+    assert only["values_us"][2] == [None, None, None, 2.32]
+    assert only["sum"] == 9110.0
+    # The judge reads it in us: the NVLink pairs are fast, the others have no value (no peer access).
+    assert logic.findings({"tool": "nvbandwidth", "access": None, "matrices": parsed["matrices"]}) == []
+    slow = dict(only, values=[[None, 15000.0], [14000.0, None]], values_us=[[None, 15.0], [14.0, None]])
+    (finding,) = logic.findings({"tool": "nvbandwidth", "access": None, "matrices": [slow]})
+    assert (finding["id"], finding["evidence"]["worst"]) == ("p2p_small_copy_latency", {"pair": "GPU0->GPU1",
+                                                                                          "us": 15.0})
+
+
+def test_nvbandwidth_host_latency_and_perf_formatter_sum():
+    text = ("Running host_device_latency_sm.\nmemory latency SM CPU(row) <-> GPU(column) (ns)\n"
+            "           0         1\n 0    712.50    698.25\n\n&&&& PERF host_device_latency_sm 1410.75 -ns\n")
+    (only,) = parse_p2p_log(text)["matrices"]
+    assert (only["path"], only["unit"], only["sum"], only["values_us"]) == ("host", "ns", 1410.75,
+                                                                            [[0.7125, 0.69825]])
+
+
+@pytest.mark.parametrize("mark", ["[...]", "...", "[snip]", "<snip>", "…"])
+def test_rows_cut_out_with_an_elision_are_none(mark):
+    text = read("nvbandwidth_v0.8_6xA6000-read-ce.txt")
+    lines = text.split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith(" 2 "))
+    cut = "\n".join([*lines[:start], mark, *lines[start + 2:]])
+    (only,) = parse_p2p_log(cut)["matrices"]
+    assert only["values"][2] == only["values"][3] == [None] * 6
+    assert only["values"][4] == [22.64, 22.64, 21.81, 26.35, None, 26.34]
+    p2p = read("p2pBandwidthLatencyTest_4xA100-PCIe-nvlink-pairs.txt")
+    piece = p2p[p2p.index("P2P=Enabled Latency (P2P Writes)"):p2p.index("     2  18.87")] + mark + "\n"
+    found = parse_p2p_log(piece)["matrices"][0]
+    assert found["values"][:2] == [[2.62, 2.25, 19.85, 16.96], [2.22, 2.71, 14.12, 20.38]]
+    assert found["values"][2:] == [[None] * 4] * 2
+
+
+def test_a_matrix_without_its_title_has_no_name_kind_or_unit():
+    piece = "   GPU     0      1\n     0   2.61  14.95\n     1  11.09   2.10\n"
+    (only,) = parse_p2p_log(piece)["matrices"]
+    assert (only["name"], only["kind"], only["unit"], only["values"]) == (None, None, None,
+                                                                          [[2.61, 14.95], [11.09, 2.1]])
+    bare = "           0         1\n 0       N/A     26.34\n 1     26.34       N/A\n"
+    parsed = parse_p2p_log(bare)
+    assert (parsed["tool"], parsed["matrices"][0]["name"], parsed["matrices"][0]["unit"]) == ("nvbandwidth", None, None)
+    # Nothing to judge: the unit is unknown.
+    assert logic.small_latency_matrix({"tool": "p2pBandwidthLatencyTest", "matrices": [only]}) is None
+
+
+@pytest.mark.parametrize("wrap", ["crlf", "qp", "mpirun", "quoted"])
+def test_pasted_logs_read_the_same(wrap):
+    text = read("p2pBandwidthLatencyTest_4xA100-PCIe-nvlink-pairs.txt")
+    if wrap == "crlf":
+        pasted = text.replace("\n", "\r\n")
+    elif wrap == "qp":
+        pasted = "\n".join("=\n".join(line[i:i + 70] for i in range(0, max(len(line), 1), 70))
+                           for line in text.replace("=", "=3D").split("\n"))
+    elif wrap == "mpirun":
+        pasted = "\n".join(f"[1,0]<stdout>:{line}" for line in text.split("\n"))
+    else:
+        pasted = "\n".join(f"> {line}" for line in text.split("\n"))
+    assert parse_p2p_log(pasted) == parse_p2p_log(text)
+
+
+@given(data=st.data())
+def test_pieces_of_the_logs_raise_only_their_own_error(data):
+    name = data.draw(st.sampled_from(sorted(p.name for p in FIXTURES.iterdir() if p.suffix == ".txt")))
+    lines = read(name).split("\n")
+    start = data.draw(st.integers(min_value=0, max_value=len(lines)))
+    end = data.draw(st.integers(min_value=start, max_value=len(lines)))
+    with contextlib.suppress(P2PToolParseError):
+        parse_p2p_log("\n".join(lines[start:end]))
+    with contextlib.suppress(P2PToolParseError):
+        parse_p2p_log("\n".join([*lines[:start], "[...]", *lines[end:]]))
 
 
 def test_cut_output_fails_clearly():

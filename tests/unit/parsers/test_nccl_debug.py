@@ -8,7 +8,10 @@ from hypothesis import strategies as st
 
 from ansible.module_utils.gpuhost.parsers.nccl_debug import (
     Connection,
+    P2PRefusal,
     TransportSummary,
+    nccl_bus_id,
+    p2p_refusals,
     p2p_used,
     parse_nccl_debug,
     transport_family,
@@ -45,6 +48,11 @@ EXPECTED = {
         Connection(7, "channel", 0, 2, "NET/IB", "NET/IB/3/GDRDMA")),
     "nccl-debug_2.2x_p2p-cumem-read_timestamped-with-libfabric.log": (
         None, None, {"P2P/CUMEM": 9}, {}, True, Connection(2, "channel", 7, 6, "P2P/CUMEM", "P2P/CUMEM/read")),
+    "nccl-debug_2.1x-2.2x_could-not-enable-p2p_shm-and-net_2x2gpu_excerpt.log": (
+        None, 4, {"SHM": 2, "NET/IB": 2}, {"NCCL_PROTO": "LL", "NCCL_ALGO": "Tree"}, False,
+        Connection(0, "channel", 1, 0, "SHM", "SHM/direct/direct")),
+    "nccl-debug_2.1x_p2p-disabled-by-nvml_azure-vm_excerpt.log": (
+        None, None, {}, {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1"}, None, None),
     INFO_RUN: (
         "2.20.5", 2, {"P2P/direct": 48}, {"NCCL_WORK_FIFO_DEPTH": "4194304"}, True,
         Connection(0, "channel", 1, 0, "P2P/direct", "P2P/direct pointer/read")),
@@ -198,10 +206,86 @@ def test_p2p_used() -> None:
 def test_as_dict() -> None:
     data = parse_nccl_debug(fixture("nccl-debug_2.2x_p2p-cumem_net-ib-gdrdma_2x2xH20.log")).as_dict()
 
-    assert set(data) == {"nccl_version", "connections", "transports", "env", "nranks", "warnings", "p2p_used"}
+    assert set(data) == {"nccl_version", "connections", "transports", "env", "nranks", "warnings", "p2p_used",
+                         "p2p_refusals"}
     assert data["connections"][0] == {"channel": 7, "kind": "channel", "from_rank": 0, "to_rank": 2,
                                       "transport": "NET/IB", "detail": "NET/IB/3/GDRDMA"}
     assert data["p2p_used"] is True
+
+
+# --------------------------------------------------------------------------------------------------
+# Where NCCL did not use P2P, and why (formats of NCCL 2.4 to 2.30, SOURCES.md)
+
+AZURE = "e2bd2729de1e4961bccb1c0d6311f3a4000001"
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    # Four identical lines (two processes, twice each) are one refusal; rank 1 is known from its init line.
+    ("nccl-debug_2.1x-2.2x_could-not-enable-p2p_shm-and-net_2x2gpu_excerpt.log", [
+        P2PRefusal("peer_access_denied", "ault43", (1, 0), "cuda", ("0000:81:00.0", "0000:41:00.0"), (1, None),
+                   "Could not enable P2P between dev 1(=81000) and dev 0(=41000)")]),
+    # NVML indexes: NVML GPU 0 is rank 0 with bus id 100000 (its Init START line).
+    ("nccl-debug_2.1x_p2p-disabled-by-nvml_azure-vm_excerpt.log", [
+        P2PRefusal("nvml_p2p_disabled", AZURE, (1, 0), "nvml", (None, "0001:00:00.0"), (None, 0),
+                   "P2P is disabled between connected GPUs 1 and 0. You can repress this message with "
+                   "NCCL_IGNORE_DISABLED_P2P=1."),
+        P2PRefusal("peer_access_denied", AZURE, (1, 0), "cuda", ("0002:00:00.0", "0001:00:00.0"), (None, 0),
+                   "Could not enable P2P between dev 1(=200000) and dev 0(=100000)")]),
+    ("nccl-debug_2.8.3_p2p-disabled-by-env_2xT4.log", [
+        P2PRefusal("environment", None, None, None, None, None, "NCCL_P2P_LEVEL set by environment to LOC")]),
+    ("nccl-debug_2.2x_p2p-cumem_net-ib-gdrdma_2x2xH20.log", []),
+])
+def test_p2p_refusals_of_the_fixtures(name: str, expected: list[P2PRefusal]) -> None:
+    assert p2p_refusals(parse_nccl_debug(fixture(name))) == expected
+
+
+@pytest.mark.parametrize(("line", "reason", "devices", "kind", "bus_ids"), [
+    # NCCL 2.5-2.6 (src/transport/p2p.cc at v2.5.6): the call itself failed.
+    ("h:1:2 [0] NCCL INFO peer query failed between dev 0(=3d000) and dev 1(=3e000)", "peer_query_failed",
+     (0, 1), "cuda", ("0000:3d:00.0", "0000:3e:00.0")),
+    # NVLink-connected GPUs without P2P: a WARN, and NCCL stops (src/graph/paths.cc, 2.12 on).
+    ("h:1:2 [1] graph/paths.cc:330 NCCL WARN P2P is disabled between NVLINK connected GPUs 0 and 1. This should "
+     "not be the case given their connectivity, and is probably due to a hardware issue.",
+     "nvml_p2p_disabled_nvlink", (0, 1), "nvml", None),
+    # The allocator's check (src/allocator.cc, 2.26 on).
+    ("h:1:2 [0] NCCL INFO P2P not supported between GPU0 and GPU1", "not_supported", (0, 1), "cuda", None),
+    # No pair: cudaIpcGetMemHandle refused (WSL).
+    ("h:1:2 [0] NCCL INFO Legacy IPC not supported", "ipc_not_supported", None, None, None),
+])
+def test_p2p_refusal_formats(line: str, reason: str, devices: tuple[int, int] | None, kind: str | None,
+                             bus_ids: tuple[str, str] | None) -> None:
+    (refusal,) = p2p_refusals(parse_nccl_debug(line))
+    assert (refusal.reason, refusal.host, refusal.devices, refusal.index_kind, refusal.bus_ids) == \
+        (reason, "h", devices, kind, bus_ids)
+
+
+def test_p2p_refusals_in_lines_written_at_once() -> None:
+    # nccl#833: several processes writing into one line; each record is read with its own host.
+    line = ("lab:14075:14865 [3] NCCL INFO Could not enable P2P between dev 2(=300000) and dev 1(=200000)"
+            "lab:14073:14864 [1] NCCL INFO Could not enable P2P between dev 0(=100000) and dev 3(=400000)")
+    refusals = p2p_refusals(parse_nccl_debug("[1,0]<stdout>:" + line))
+    assert [(r.host, r.devices) for r in refusals] == [("lab", (2, 1)), ("lab", (0, 3))]
+
+
+@pytest.mark.parametrize("wrap", ["crlf", "qp", "rank-prefix"])
+def test_pasted_refusals_read_the_same(wrap: str) -> None:
+    text = fixture("nccl-debug_2.1x_p2p-disabled-by-nvml_azure-vm_excerpt.log")
+    if wrap == "crlf":
+        pasted = text.replace("\n", "\r\n")
+    elif wrap == "qp":
+        pasted = "\n".join("=\n".join(line[i:i + 72] for i in range(0, max(len(line), 1), 72))
+                           for line in text.replace("=", "=3D").split("\n"))
+    else:
+        pasted = "\n".join(f"[rank0]:{line}" for line in text.split("\n"))
+    assert p2p_refusals(parse_nccl_debug(pasted)) == p2p_refusals(parse_nccl_debug(text))
+
+
+@pytest.mark.parametrize(("value", "bus_id"), [
+    ("81000", "0000:81:00.0"), ("100000", "0001:00:00.0"), ("1a000", "0000:1a:00.0"), ("3d010", "0000:3d:01.0"),
+    ("zz", None), ("1" * 12, None),
+])
+def test_nccl_bus_id(value: str, bus_id: str | None) -> None:
+    assert nccl_bus_id(value) == bus_id
 
 
 # --------------------------------------------------------------------------------------------------
@@ -212,7 +296,9 @@ _TOKENS = st.sampled_from([
     "h:1:2 [0] NCCL INFO ", "NCCL WARN ", "Ring ", "Channel ", "CollNet ", "00", "/0", " : ", "0[0]", "1[3d000]",
     " -> ", " [send] ", " [receive] ", "via ", "P2P/IPC", "SHM/direct/direct", "NET/IB/0", "NCCL version 2.21.5",
     "+cuda12.4", "NCCL_P2P_DISABLE set by environment to ", "1.", "nranks 8 ", "- Init COMPLETE", "\n", " ", "\r",
-    "\x00", "99999999999999999999999999999999", "[1,0]<stdout>:",
+    "\x00", "99999999999999999999999999999999", "[1,0]<stdout>:", "Could not enable P2P between ", "dev 1(=81000)",
+    " and ", "dev 0(=zz)", "P2P is disabled between connected GPUs 1 and 0", "rank 1 nranks 2 cudaDev 1 busId 81000",
+    "=3D", "=\n", "Legacy IPC not supported",
 ])
 LOG_LIKE_TEXT = st.lists(_TOKENS, max_size=80).map("".join)
 ALL_FIXTURES = sorted(EXPECTED)

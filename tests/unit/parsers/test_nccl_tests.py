@@ -42,11 +42,11 @@ def row(size: int, count: int, type_: str, redop: str | None, oop: dict, ip: dic
 
 TEXT_EXPECTED = {
     "all_reduce_perf_2.0-era_nccl2.4.2_4xV100-PCIe.txt": dict(
-        collective=None, nranks=4, nccl_version=None, avg_busbw_gbps=4.42606, out_of_bounds=0, sizes=25,
+        collective="all_reduce", nranks=4, nccl_version=None, avg_busbw_gbps=4.42606, out_of_bounds=0, sizes=25,
         first=row(8, 2, "float", "sum", m(16.36, 0.0, 0.0, None), m(15.99, 0.0, 0.0, None)),
         last=row(134217728, 33554432, "float", "sum", m(18003.0, 7.46, 11.18, None), m(17974.0, 7.47, 11.20, None))),
     "all_gather_perf_2.0-era_c0-N-A_8xA100.txt": dict(
-        collective=None, nranks=8, nccl_version=None, avg_busbw_gbps=58.2651, out_of_bounds=0, sizes=34,
+        collective="all_gather", nranks=8, nccl_version=None, avg_busbw_gbps=58.2651, out_of_bounds=0, sizes=34,
         first=row(0, 0, "float", None, m(34.27, 0.0, 0.0, None), m(33.57, 0.0, 0.0, None)),
         last=row(8589934592, 268435456, "float", None, m(33646.0, 255.31, 223.39, None),
                  m(32669.0, 262.94, 230.07, None))),
@@ -73,7 +73,7 @@ TEXT_EXPECTED = {
         last=row(536870912, 134217728, "float", "sum", m(2789.9, 192.43, 192.43, 0),
                  m(2793.6, 192.18, 192.18, 0))),
     "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt": dict(
-        collective=None, nranks=8, nccl_version=None, avg_busbw_gbps=17.0847, out_of_bounds=0, sizes=2,
+        collective="all_reduce", nranks=8, nccl_version=None, avg_busbw_gbps=17.0847, out_of_bounds=0, sizes=2,
         first=row(12288, 6144, "bfloat16", "sum", m(13.70, 0.90, 1.57, 0), m(13.70, 0.90, 1.57, 0)),
         last=row(805306368, 402653184, "bfloat16", "sum", m(43230.0, 18.63, 32.60, 0),
                  m(43230.0, 18.63, 32.60, 0))),
@@ -92,13 +92,27 @@ RUN_FACTS = {
 }
 TEXT_FIXTURES = sorted(TEXT_EXPECTED)
 CRASH_FIXTURE = "all_reduce_perf_2.13-2.14_crash-unhandled-cuda-error_2x3090.txt"
+# Excerpts of other collectives' logs (no footer): what identifies the collective, or that nothing does.
+EXCERPT_EXPECTED = {
+    "broadcast_perf_2.0-era_nccl2.9.6_2xV100-2nodes_mpirun-command_excerpt.txt": dict(
+        collective="broadcast", source="command", candidates=["broadcast", "gather", "scatter"], nranks=2,
+        nccl_version="2.9.6", sizes=1, first=row(8, 2, "float", None, m(45.82, 0.0, 0.0, None),
+                                                   m(38.17, 0.0, 0.0, None))),
+    "sendrecv_perf_2.13-plus_2xA40-2nodes_excerpt.txt": dict(
+        collective=None, source=None, candidates=["all_reduce", "reduce_scatter", "sendrecv"], nranks=2,
+        nccl_version=None, sizes=5, first=row(256, 64, "float", "sum", m(34.24, 0.01, 0.01, 0),
+                                                m(33.65, 0.01, 0.01, None))),
+    "broadcast_perf_rccl-tests_gfx1151_root0_excerpt.txt": dict(
+        collective="broadcast", source="command", candidates=["broadcast"], nranks=None, nccl_version=None,
+        sizes=10, first=row(262144, 65536, "float", None, m(43.0, 6.1, 6.1, 0), m(42.86, 6.12, 6.12, 0))),
+}
 JSON_FIXTURES = sorted(path.name for path in FIXTURES.iterdir() if path.suffix == ".json")
-ALL_NCCL_TESTS_FIXTURES = [*TEXT_FIXTURES, CRASH_FIXTURE]
+ALL_NCCL_TESTS_FIXTURES = [*TEXT_FIXTURES, CRASH_FIXTURE, *sorted(EXCERPT_EXPECTED)]
 
 
 def test_every_text_fixture_is_covered() -> None:
     on_disk = {p.name for p in FIXTURES.iterdir() if p.suffix == ".txt"}
-    assert on_disk == {*TEXT_EXPECTED, CRASH_FIXTURE}
+    assert on_disk == {*TEXT_EXPECTED, CRASH_FIXTURE, *EXCERPT_EXPECTED}
 
 
 @pytest.mark.parametrize("name", TEXT_FIXTURES)
@@ -122,7 +136,8 @@ def test_text_fixture_parses_exactly(name: str) -> None:
 def test_as_dict_has_exactly_the_documented_keys(name: str) -> None:
     data = parse_nccl_tests(fixture(name)).as_dict()
 
-    assert set(data) == {"results", "avg_busbw_gbps", "nccl_version", "nranks", "collective", "out_of_bounds"}
+    assert set(data) == {"results", "avg_busbw_gbps", "nccl_version", "nranks", "collective", "collective_source",
+                         "collective_candidates", "out_of_bounds"}
     for result in data["results"]:
         assert set(result) == {"size_bytes", "count", "type", "redop", "out_of_place", "in_place"}
         for placement in (result["out_of_place"], result["in_place"]):
@@ -148,6 +163,105 @@ def test_zero_byte_rows_stay_in_the_results_but_not_in_the_latency_curve() -> No
     assert curve[0] == (32, 35.03)
     assert len(curve) == len(run.results) - 5
     assert run.latency_curve(in_place=True)[0] == (32, 34.15)
+
+
+@pytest.mark.parametrize("name", sorted(EXCERPT_EXPECTED))
+def test_excerpt_of_another_collective(name: str) -> None:
+    expected = EXCERPT_EXPECTED[name]
+    run = parse_nccl_tests(fixture(name))
+
+    assert (run.collective, run.collective_source, run.collective_candidates) == \
+        (expected["collective"], expected["source"], expected["candidates"])
+    assert (run.nranks, run.nccl_version, len(run.results)) == (expected["nranks"], expected["nccl_version"],
+                                                                expected["sizes"])
+    assert run.as_dict()["results"][0] == expected["first"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Which collective: what the output shows, never a default
+
+
+def _without_names(text: str) -> str:
+    return "\n".join(line for line in text.split("\n") if "_perf" not in line)
+
+
+@pytest.mark.parametrize(("name", "collective", "source"), [
+    # Rows, rank count and busbw/algbw alone.
+    ("all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt", "all_reduce", "columns"),
+    ("all_reduce_perf_2.0-era_nccl2.4.2_4xV100-PCIe.txt", "all_reduce", "columns"),
+    ("all_gather_perf_2.0-era_c0-N-A_8xA100.txt", "all_gather", "columns"),
+    ("broadcast_perf_rccl-tests_gfx1151_root0_excerpt.txt", "broadcast", "columns"),
+    # Two ranks: all-reduce and send/recv both print an operation, root -1 and busbw = algbw.
+    ("all_reduce_perf_2.15-2.16_2x2080Ti-no-p2p.txt", None, None),
+    # redop none and root -1 with (n-1)/n: all-gather or alltoall.
+    ("all_gather_perf_2.15-2.16_2x2080Ti-no-p2p.txt", None, None),
+    ("all_gather_perf_2.18.0_nccl2.29.7_mpirun-tagged.txt", None, None),
+    # A root column only (before 2.13): broadcast, gather or scatter.
+    ("broadcast_perf_2.0-era_nccl2.9.6_2xV100-2nodes_mpirun-command_excerpt.txt", None, None),
+])
+def test_collective_from_the_columns_alone(name: str, collective: str | None, source: str | None) -> None:
+    run = parse_nccl_tests(_without_names(fixture(name)))
+
+    assert (run.collective, run.collective_source) == (collective, source)
+    if collective is None:
+        assert len(run.collective_candidates) > 1
+
+
+@pytest.mark.parametrize("command", [
+    "$ ./build/all_reduce_perf -b 8 -e 1G -f 2 -g 2",
+    "root@node:~/nccl-tests# NCCL_DEBUG=WARN ./build/all_reduce_perf -b 8 -e 1G -g 2",
+    "+ srun --mpi=pmix -N 1 /opt/nccl-tests/build/all_reduce_perf_mpi -b 8 -e 1G",
+    "[1,0]<stdout>:mpirun -np 2 /usr/local/bin/all_reduce_perf -b 8",
+])
+def test_collective_from_a_command_line(command: str) -> None:
+    run = parse_nccl_tests(command + "\n" + fixture("all_reduce_perf_2.15-2.16_2x2080Ti-no-p2p.txt"))
+
+    assert (run.collective, run.collective_source) == ("all_reduce", "command")
+
+
+def test_a_command_the_columns_contradict_names_nothing() -> None:
+    # The log names all_gather_perf but its rows carry an operation: another command of the same session.
+    log = fixture("all_reduce_perf_2.15-2.16_2x2080Ti-no-p2p.txt")
+    run = parse_nccl_tests("$ ./build/all_gather_perf -g 2\n" + log)
+    assert run.collective is None
+    # Two binaries named: no single command to believe, the columns decide.
+    two = "./all_reduce_perf -g 8; ./all_gather_perf -g 8\n"
+    run = parse_nccl_tests(two + fixture("all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt"))
+    assert (run.collective, run.collective_source) == ("all_reduce", "columns")
+
+
+def test_blank_redop_of_early_2_13_is_none() -> None:
+    # nccl-tests 2.13.0-2.13.5 printed "" for all-gather's operation: the root stands in its place.
+    header = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+              "busbw #wrong")
+    line = ("    33554432       8388608     float              -1    357.3   93.91   82.17      0    350.8   95.65   "
+            "83.70      0")
+    run = parse_nccl_tests(header + "\n" + line + "\n")
+
+    assert (run.results[0].redop, run.results[0].root, run.results[0].out_of_place.busbw_gbps) == (None, None, 82.17)
+
+
+@pytest.mark.parametrize("wrap", ["crlf", "qp", "rank-prefix", "srun-label"])
+def test_pasted_logs_read_the_same(wrap: str) -> None:
+    text = fixture("all_gather_perf_2.15-2.16_2x2080Ti-no-p2p.txt")
+    if wrap == "crlf":
+        pasted = text.replace("\n", "\r\n")
+    elif wrap == "qp":
+        pasted = "\n".join("=\n".join(line[i:i + 70] for i in range(0, max(len(line), 1), 70))
+                           for line in text.replace("=", "=3D").split("\n"))
+    elif wrap == "rank-prefix":
+        pasted = "\n".join(f"[rank0]:{line}" for line in text.split("\n"))
+    else:
+        pasted = "\n".join(f"0: {line}" for line in text.split("\n"))
+    assert parse_nccl_tests(pasted).as_dict() == parse_nccl_tests(text).as_dict()
+
+
+def test_json_without_args_identifies_by_its_rows() -> None:
+    document = json.loads(fixture("all_reduce_perf_json-v3_constructed-from-writer.json"))
+    del document["args"]
+    run = parse_nccl_tests_json(json.dumps(document))
+    # Two ranks, redop sum, root -1, busbw = algbw: all-reduce or send/recv.
+    assert (run.collective, run.collective_candidates) == (None, ["all_reduce", "sendrecv"])
 
 
 # --------------------------------------------------------------------------------------------------

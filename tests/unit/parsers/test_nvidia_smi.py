@@ -62,6 +62,18 @@ B300_GPU_NIC = [
     "SYS SYS SYS SYS NODE NODE NODE PXB NODE",
 ]
 
+# sglang-project/sglang#9812 (GPU1-GPU6 as posted; GPU0 and the end of GPU7 chosen, see SOURCES.md).
+MERGED_GPU_NIC = [
+    "PXB NODE NODE NODE NODE NODE SYS SYS SYS SYS SYS SYS",
+    "NODE NODE NODE PXB NODE NODE SYS SYS SYS SYS SYS SYS",
+    "NODE NODE NODE NODE PXB NODE SYS SYS SYS SYS SYS SYS",
+    "NODE NODE NODE NODE NODE PXB SYS SYS SYS SYS SYS SYS",
+    "SYS SYS SYS SYS SYS SYS PXB NODE NODE NODE NODE NODE",
+    "SYS SYS SYS SYS SYS SYS NODE NODE NODE PXB NODE NODE",
+    "SYS SYS SYS SYS SYS SYS NODE NODE NODE NODE PXB NODE",
+    "SYS SYS SYS SYS SYS SYS NODE NODE NODE NODE NODE PXB",
+]
+
 TOPO_EXPECTED = {
     "topo-m_2xRTX5090-PHB.txt": {
         "links": [["X", "PHB"], ["PHB", "X"]],
@@ -123,6 +135,16 @@ TOPO_EXPECTED = {
         "columns": ["CPU Affinity"],
         "cpu_affinity": ["0-5", "0-5", "6-11", "6-11"], "numa_affinity": [None] * 4, "gpu_numa_id": [None] * 4,
         "nic_legend": {}, "legend_keys": ["X", "SOC", "PHB", "PXB", "PIX", "NV#"],
+    },
+    "topo-m_8xNV18-12nics_NIC4-NIC5-one-field.txt": {
+        "links": uniform(8, "NV18"),
+        "nics": [f"NIC{k}" for k in range(12)],
+        "nic_links": [row.split() for row in MERGED_GPU_NIC],
+        "columns": NEW_COLUMNS,
+        "cpu_affinity": ["0-55,112-167"] * 4 + ["56-111,168-223"] * 4,
+        "numa_affinity": [0, 0, 0, 0, 1, 1, 1, 1], "gpu_numa_id": [None] * 8,
+        "nic_legend": {f"NIC{k}": f"mlx5_{k}" for k in range(12)},
+        "legend_keys": ["X", "SYS", "NODE", "PHB", "PXB", "PIX", "NV#"],
     },
     "topo-m_2020_4xT4-pasted-spaces.txt": {
         "links": [
@@ -270,11 +292,10 @@ def test_topo_ansi_header_equals_plain_header() -> None:
         ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \nGPU1\tPHB\t X \t0-7\n", "2 link labels"),
         ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tPHB\t0-7\nGPU2\tPHB\t X \t0-7\n", "a row for one of GPU0, GPU1"),
         ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tPHB\t0-7\nGPU0\t X \tPHB\t0-7\n", "one row for GPU0"),
-        ("\tGPU0\tCPU Affinity\nGPU0\t X \t0-7\t3\t4\n", "1 values for CPU Affinity"),
         ("\tGPU0\tNIC0\tGPU1\tCPU Affinity\n", "GPU columns followed by NIC columns"),
-        # Space-expanded rows hide empty cells: one value for three columns cannot be placed.
-        ("     GPU0   CPU Affinity   NUMA Affinity   GPU NUMA ID\nGPU0  X      N/A\n", "3 values"),
-        ("\tGPU0\tNIC0\tCPU Affinity\nGPU0\t X \tSYS\t0-7\nNIC0\tSYS\t X \t0-7\n", "no values after"),
+        # A GPU row whose GPU columns cannot be placed: an unknown word may hold one label or several.
+        ("\tGPU0\tGPU1\tNIC0\tCPU Affinity\nGPU0\t X \tC2CSYS\t0-7\nGPU1\tPHB\t X \tSYS\t0-7\n"
+         "NIC0\tSYS\tSYS\t X \n", r"the first 2 \(the GPU columns\) in place.*'C2CSYS' not a known label"),
     ],
 )
 def test_topo_garbled_structure_is_an_error(text: str, message: str) -> None:
@@ -282,6 +303,109 @@ def test_topo_garbled_structure_is_an_error(text: str, message: str) -> None:
         parse_topo_matrix(text)
     # Every message says what was expected, what was found and what to do.
     assert "expected" in str(caught.value)
+    assert "found" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "note"),
+    [
+        ("\tGPU0\tCPU Affinity\nGPU0\t X \t0-7\t3\t4\n", "1 values for CPU Affinity"),
+        # Space-expanded rows hide empty cells: one value for three columns cannot be placed.
+        ("     GPU0   CPU Affinity   NUMA Affinity   GPU NUMA ID\nGPU0  X      N/A\n", "3 values"),
+    ],
+)
+def test_topo_attributes_that_cannot_be_placed_are_unknown(text: str, note: str) -> None:
+    topo = parse_topo_matrix(text)
+
+    assert topo.links == [["X"]]
+    assert (topo.cpu_affinity, topo.numa_affinity, topo.attributes) == ([None], [None], [{}])
+    assert note in topo.notes[0]
+
+
+def test_topo_nic_row_with_values_after_its_links_is_unknown() -> None:
+    topo = parse_topo_matrix("\tGPU0\tNIC0\tCPU Affinity\nGPU0\t X \tSYS\t0-7\nNIC0\tSYS\t X \t0-7\n")
+
+    assert (topo.links, topo.nic_links, topo.nic_to_nic) == ([["X"]], [["SYS"]], [[None]])
+    assert "NIC0: values after the link labels (0-7)" in topo.notes[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# topo -m with cells a lost tab merged (hosts with ten or more NICs)
+
+MERGED = "topo-m_8xNV18-12nics_NIC4-NIC5-one-field.txt"
+
+
+def _rows_only(text: str, change) -> str:
+    """``change`` applied to the matrix rows, not to the header or the legends."""
+    lines = text.split("\n")
+    return "\n".join([lines[0], *(change(line) if line[:3] in ("GPU", "NIC") else line for line in lines[1:])])
+
+
+def test_topo_cells_sharing_a_field_are_split() -> None:
+    topo = parse_topo_matrix(fixture(MERGED))
+
+    assert topo.notes[0] == "GPU0: cells without a tab between them ('NODE NODE') split into their labels"
+    assert "GPU2: cells without a tab between them ('PXB  NODE')" in topo.notes[2]
+    assert topo.nic_to_nic[4][4:6] == ["X", "NODE"]
+    assert topo.nic_to_nic[5][4:6] == ["NODE", "X"]
+
+
+@pytest.mark.parametrize("variant", ["glued", "expanded", "header glued", "attribute glued", "crlf", "qp", "mpirun"])
+def test_topo_merged_variants_read_the_same(variant: str) -> None:
+    import re
+
+    text = fixture(MERGED)
+    if variant == "glued":
+        # No separator at all: PXBNODE, NODENODE, SYSSYS.
+        text = _rows_only(text, lambda line: re.sub(r"(?<=[A-Z]) +(?=[A-Z])", "", line))
+    elif variant == "expanded":
+        text = text.expandtabs(8)
+    elif variant == "header glued":
+        text = text.replace("NIC4\tNIC5", "NIC4NIC5", 1).replace("NIC10\tNIC11\t", "NIC10 NIC11", 1)
+    elif variant == "attribute glued":
+        text = _rows_only(text, lambda line: line.replace("SYS\t0-55", "SYS0-55").replace("PXB\t56-", "PXB56-"))
+    elif variant == "crlf":
+        text = text.replace("\n", "\r\n")
+    elif variant == "mpirun":
+        text = "\n".join(f"[1,0]<stdout>:{line}" for line in text.split("\n"))
+    else:
+        # An e-mail body: long lines soft-wrapped at 76 characters, every "=" written =3D.
+        text = "\n".join(
+            "=\n".join(line[i:i + 75] for i in range(0, max(len(line), 1), 75))
+            for line in text.replace("=", "=3D").split("\n"))
+    expected = parse_topo_matrix(fixture(MERGED))
+    topo = parse_topo_matrix(text)
+
+    assert (topo.gpus, topo.nics, topo.columns) == (expected.gpus, expected.nics, expected.columns)
+    assert topo.links == expected.links
+    assert topo.nic_links == expected.nic_links
+    assert topo.nic_to_nic == expected.nic_to_nic
+    assert (topo.cpu_affinity, topo.numa_affinity) == (expected.cpu_affinity, expected.numa_affinity)
+    assert topo.legend == expected.legend
+
+
+def test_topo_nic_cells_that_cannot_be_placed_are_unknown() -> None:
+    # An unknown word glued to a label: C2CNODE could be one label or two; the GPU columns come before it.
+    text = _rows_only(fixture(MERGED), lambda line: line.replace("NODE NODE", "C2CNODE", 1)
+                      if line.startswith("GPU1\t") else line)
+    topo = parse_topo_matrix(text)
+
+    assert topo.links == uniform(8, "NV18")
+    assert topo.nic_links[1] == ["NODE", "NODE", "NODE", "PXB"] + [None] * 8
+    assert topo.nic_links[0] == MERGED_GPU_NIC[0].split()
+    assert topo.cpu_affinity[1] == "0-55,112-167"
+    assert "GPU1: 19 link labels for 20 columns; 'C2CNODE' not a known label; the cells for NIC4, NIC5, NIC6, " \
+        "NIC7, NIC8, NIC9, NIC10, NIC11 are unknown" in topo.notes
+    assert topo.unknown_labels() == set()
+
+
+def test_topo_repaired_gpu_block_must_mirror() -> None:
+    # GPU1's row lost a GPU label and gained none: the split reads 7 GPU labels and a shifted block.
+    text = _rows_only(fixture(MERGED), lambda line: line.replace("NV18\t X \tNV18", " X \tNV18", 1)
+                      if line.startswith("GPU1\t") else line)
+    with pytest.raises(NvidiaSmiParseError, match="GPU1") as caught:
+        parse_topo_matrix(text)
+    assert "terminal" not in str(caught.value)
     assert "found" in str(caught.value)
 
 
@@ -689,7 +813,9 @@ PARSERS = {
     "query-typed": lambda text: parse_query_gpu_csv(text, QUERY_GPU_FIELDS),
     "query-csv": lambda text: split_query_gpu_csv(text, ["index", "name"]),
 }
-ALL_FIXTURES = sorted(path.name for path in FIXTURES.iterdir() if path.name != "SOURCES.md")
+# q_* are nvidia-smi -q outputs, read by nvidia_smi_q and tested in test_nvidia_smi_q.py.
+ALL_FIXTURES = sorted(path.name for path in FIXTURES.iterdir()
+                      if path.name != "SOURCES.md" and not path.name.startswith("q_"))
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Text that looks like nvidia-smi output: its words, separators and escapes, in any order.
@@ -834,3 +960,35 @@ def test_property_failure_never_raises(rc: int | None, stdout: str, stderr: str)
     }
     if rc not in (0,) and rc is not None:
         assert result is not None
+
+
+# Fixtures printed with every tab in place (the merged one is the property's own subject).
+TABBED_TOPO = [name for name in fixtures_named("topo-m_") if "\t" in fixture(name) and name != MERGED]
+
+
+@PROPERTY_SETTINGS
+@given(name=st.sampled_from(TABBED_TOPO), data=st.data())
+def test_property_merged_cells_read_as_printed(name: str, data: st.DataObject) -> None:
+    # nvidia-smi loses the tab between two cells (or prints spaces instead): the matrix reads the same.
+    original = parse_topo_matrix(fixture(name))
+    devices = original.gpus + original.nics
+    lines = strip_ansi(fixture(name)).split("\n")
+    device = data.draw(st.sampled_from(devices))
+    row = _row_of(lines, device)
+    cells = lines[row].split("\t")
+    # Cell k and k+1 of the row (1..count are the links; a GPU row's next cell is its CPU affinity).
+    last = len(devices) if device in original.gpus and original.cpu_affinity[original.gpus.index(device)] else \
+        len(devices) - 1
+    if last < 1:
+        return
+    k = data.draw(st.integers(min_value=1, max_value=last))
+    separator = data.draw(st.sampled_from(["", " ", "  "]))
+    cells[k:k + 2] = [cells[k] + separator + cells[k + 1]]
+    lines[row] = "\t".join(cells)
+
+    merged = parse_topo_matrix("\n".join(lines))
+    assert merged.links == original.links
+    assert merged.nic_links == original.nic_links
+    assert merged.nic_to_nic == original.nic_to_nic
+    assert merged.cpu_affinity == original.cpu_affinity
+    assert merged.numa_affinity == original.numa_affinity

@@ -15,6 +15,8 @@ def test_gpus_on_the_bus_without_a_driver_and_no_nvml():
     facts = audited(PRO6000)
     for device in facts["pci"]["nvidia_devices"]:
         device["driver"] = None
+    for module in ("nvidia", "nvidia_uvm", "nvidia_drm", "nvidia_modeset"):
+        facts["iommu"]["modules"][module] = False
     facts["gpus"] = {"source": None, "devices": [], "nvml_error": "NVMLError_LibraryNotFound",
                      "nvidia_smi_error": "nvidia-smi: not found"}
     found = by_id(engine.evaluate(facts))
@@ -24,6 +26,30 @@ def test_gpus_on_the_bus_without_a_driver_and_no_nvml():
     assert set(finding["evidence"]["devices"].values()) == {"none"}
     assert "nvidia_driver role" in finding["remedy"]
     assert "no_nvidia_gpu" not in found
+
+
+def test_a_loaded_module_that_binds_no_gpu_is_not_a_missing_driver():
+    """The module loaded but refused the GPUs at probe (a branch that does not support them): installing
+    the driver is not the remedy, the kernel log's probe error is."""
+    facts = audited(PRO6000)
+    for device in facts["pci"]["nvidia_devices"]:
+        device["driver"] = None
+    facts["gpus"] = {"source": None, "count": 0, "devices": [], "kernel_module_version": "580.95.05",
+                     "nvml_error": "NVMLError_DriverNotLoaded: Driver Not Loaded",
+                     "nvidia_smi_error": "driver_not_loaded: NVIDIA-SMI has failed because it couldn't communicate "
+                                         "with the NVIDIA driver."}
+    found = by_id(engine.evaluate(facts))
+    assert "nvidia_driver_not_loaded" not in found
+    finding = found["nvidia_driver_not_binding"]
+    assert finding["severity"] == "critical"
+    assert finding["evidence"]["usable_gpus"] == 0 and finding["evidence"]["kernel_module_version"] == "580.95.05"
+    assert len(finding["evidence"]["gpus_without_driver"]) == 8
+    assert "probe" in finding["remedy"]
+    # One GPU refused while the others work: a warning, the rest of the host stays usable.
+    facts = audited(PRO6000)
+    facts["pci"]["nvidia_devices"][0]["driver"] = None
+    partial = by_id(engine.evaluate(facts))["nvidia_driver_not_binding"]
+    assert partial["severity"] == "warning" and partial["evidence"]["usable_gpus"] == 8
 
 
 def test_tensor_parallel_gpus_across_numa_nodes_over_pcie():
