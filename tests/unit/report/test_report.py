@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import gpu_audit_report
@@ -54,7 +55,47 @@ def test_fleet_markdown_counts_verdicts() -> None:
     text = report.fleet_markdown({"b-host": FACTS, "a-host": fit})
     assert "2 host(s): 1 fit, 0 fit with warnings, 1 unfit." in text
     assert text.index("a-host") < text.index("b-host")
-    assert "| b-host | unfit |" in text and "critical: p2p_not_supported" in text
+    assert "| b-host | this run | unfit |" in text and "critical: p2p_not_supported" in text
+    assert "Not audited in this run" not in text
+
+
+def test_fleet_markdown_keeps_unreachable_and_failed_hosts_with_their_last_report() -> None:
+    absent = {
+        "gone": {"status": "unreachable", "msg": "ssh: connect to host 10.0.0.9 port 22: No route to host",
+                 "report": FACTS, "report_date": "2026-01-02 03:04 UTC"},
+        "broken": {"status": "failed", "msg": "cannot read the capture /x.json", "report": None,
+                   "report_date": None},
+        "later": {"status": "not audited", "msg": None, "report": FACTS, "report_date": "2026-02-01 00:00 UTC"},
+    }
+    text = report.fleet_markdown({"here": FACTS}, absent)
+    # Every host has its row, sorted; the verdicts counted are this run's only.
+    assert "4 host(s): 0 fit, 0 fit with warnings, 1 unfit; 1 unreachable, 1 failed, 1 not audited in this run" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| Host")]
+    assert [row.split(" | ")[0][2:] for row in rows] == ["broken", "gone", "here", "later"]
+    # The last report's verdict, marked with its status and date; a host never audited has empty cells.
+    assert "| gone | unreachable, last report 2026-01-02 03:04 UTC | unfit | 2 x NVIDIA RTX PRO 6000" in text
+    assert "| broken | failed, no report yet | - | - | - | - | - |" in text
+    assert "| later | not audited, last report 2026-02-01 00:00 UTC | unfit |" in text
+    # Why, below the table: "|" in a reason cannot break it.
+    assert "- gone: unreachable: ssh: connect to host 10.0.0.9 port 22: No route to host" in text
+    assert "- broken: failed: cannot read the capture /x.json" in text
+    assert "- later:" not in text
+
+
+def test_fleet_markdown_prefers_this_runs_facts_over_an_absent_row() -> None:
+    text = report.fleet_markdown({"h": FACTS}, {"h": {"status": "unreachable", "msg": "x", "report": None,
+                                                       "report_date": None}})
+    assert "1 host(s): 0 fit, 0 fit with warnings, 1 unfit." in text and "unreachable" not in text
+
+
+def test_verdict_line_names_the_vm_and_the_report() -> None:
+    link = {"proxmox_host": "pve-1", "vmid": "120"}
+    assert report.verdict_line("g", FACTS, link, "reports/g.md") == (
+        "g: unfit (KVM virtual machine (machine q35); 2 GPU(s); P2P none) - critical: p2p_not_supported. "
+        "Runs as VM 120 on pve-1, which holds the fix (see the report). Report: reports/g.md")
+    fit = json.loads(json.dumps(FACTS))
+    fit["summary"].update(verdict="fit", worst_finding=None)
+    assert report.verdict_line("h", fit, None, "r/h.md").endswith(") - no findings. Report: r/h.md")
 
 
 def test_module_writes_once_then_reports_no_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -138,3 +179,74 @@ def test_an_audit_run_keeps_the_last_benchmark(tmp_path: Path, capsys: pytest.Ca
     again = run_module(gpu_audit_report.main, {"dest": dest, "hosts": {"h": FACTS}}, capsys)
     assert again["changed"] is False
     assert json.loads((tmp_path / "r" / "h.json").read_text())["bench"]["nccl"]["nranks"] == 8
+
+
+def test_module_keeps_the_hosts_it_did_not_reach_in_fleet_md(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    dest = tmp_path / "r"
+    run_module(gpu_audit_report.main, {"dest": str(dest), "hosts": {"gone": FACTS}}, capsys)
+    old = dest / "gone.json"
+    os.utime(old, (1767323045, 1767323045))  # 2026-01-02 03:04:05 UTC
+    before = old.read_bytes()
+    args = {"dest": str(dest), "hosts": {"here": json.dumps(FACTS)},  # facts_json, as the role passes them
+            "fleet_hosts": {"gone": {"unreachable": True, "msg": "ssh: connection refused"},
+                            "broken": {"failed": True, "msg": "cannot read the capture"}, "limited": {}}}
+    result = run_module(gpu_audit_report.main, args, capsys)
+    fleet = (dest / "fleet.md").read_text()
+    assert "| gone | unreachable, last report 2026-01-02 03:04 UTC | unfit |" in fleet
+    assert "| broken | failed, no report yet |" in fleet and "| limited | not audited, no report yet |" in fleet
+    assert "- gone: unreachable: ssh: connection refused" in fleet
+    assert result["fleet"]["gone"] == {"audit": "unreachable", "report_date": "2026-01-02 03:04 UTC",
+                                       "msg": "ssh: connection refused"}
+    assert result["fleet"]["here"] == {"audit": "this run"}
+    assert result["lines"]["here"].startswith("here: unfit (")
+    # The absent host's report is left as it was, so its date stays; a second run changes nothing.
+    assert old.read_bytes() == before and old.stat().st_mtime == 1767323045
+    assert str(dest / "gone.json") not in result["written"]
+    again = run_module(gpu_audit_report.main, args, capsys)
+    assert (again["changed"], again["written"]) == (False, [])
+
+
+def test_module_shows_a_host_audited_in_this_run_from_its_registered_facts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = {"dest": str(tmp_path), "hosts": {"gpu": FACTS},
+            "fleet_hosts": {"pve": {"ansible_facts": {"gpu_host": FACTS}}, "other": {"facts_json": json.dumps(FACTS)}}}
+    result = run_module(gpu_audit_report.main, args, capsys)
+    assert result["fleet"] == {"gpu": {"audit": "this run"}, "other": {"audit": "this run"},
+                               "pve": {"audit": "this run"}}
+    # Only the hosts given get reports; the others are rows of fleet.md.
+    assert sorted(Path(p).name for p in result["written"]) == ["fleet.md", "gpu.json", "gpu.md"]
+    assert "3 host(s): 0 fit, 0 fit with warnings, 3 unfit." in (tmp_path / "fleet.md").read_text()
+
+
+def test_module_fleet_keep_never_shrinks_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dest = str(tmp_path)
+    run_module(gpu_audit_report.main, {"dest": dest, "hosts": {"a": FACTS, "b|odd": FACTS, "c": FACTS}}, capsys)
+    result = run_module(gpu_audit_report.main, {"dest": dest, "hosts": {"a": FACTS}, "fleet_keep": True}, capsys)
+    assert result["fleet"]["b|odd"]["audit"] == result["fleet"]["c"]["audit"] == "not audited"
+    fleet = (tmp_path / "fleet.md").read_text()
+    assert "3 host(s): 0 fit, 0 fit with warnings, 1 unfit; 2 not audited in this run" in fleet
+    assert "| b\\|odd | not audited, last report " in fleet
+    # Without fleet_keep the table is this run's hosts only.
+    run_module(gpu_audit_report.main, {"dest": dest, "hosts": {"a": FACTS}}, capsys)
+    assert "1 host(s):" in (tmp_path / "fleet.md").read_text()
+
+
+def test_module_check_mode_writes_no_fleet_row_either(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_module(gpu_audit_report.main, {"dest": str(tmp_path / "r"), "hosts": {"h": FACTS},
+                                                "fleet_hosts": {"gone": {"unreachable": True, "msg": "x"}}},
+                        capsys, check_mode=True)
+    assert result["changed"] is True and result["fleet"]["gone"]["audit"] == "unreachable"
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_benchmark_that_could_not_run_says_why_in_the_markdown() -> None:
+    bench = {"probe": {"failed": True, "msg": "cannot import torch with /venv/bin/python"},
+             "nccl": {"failed": True, "msg": "no benchmark engine can run here: no all_reduce_perf in PATH"}}
+    fit = json.loads(json.dumps(FACTS))
+    fit["findings"] = []
+    text = report.host_markdown("h", report.merge_bench(fit, bench))
+    assert "**Verdict: fit, with warnings** (0 critical, 2 warning, 0 info)" in text
+    assert "### warning: bench_probe_not_run" in text and "### warning: bench_nccl_not_run" in text
+    assert "The NCCL benchmark could not run: no benchmark engine can run here: no all_reduce_perf in PATH" in text
+    assert "The P2P probe could not run: cannot import torch with /venv/bin/python" in text
