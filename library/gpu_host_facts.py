@@ -31,7 +31,7 @@ options:
   capture:
     description:
       - Path of a capture (JSON, as saved by C(save_capture) and C(playbooks/capture.yml)) to replay instead
-        of reading the live system. The path is read where the module runs.
+        of reading the live system. The path is read where the module runs. Empty reads the live system.
     type: path
   save_capture:
     description:

@@ -1,8 +1,10 @@
-"""site.yml over a fleet of captures: the audit, benchmark-from-logs and gate phases in check mode.
+"""site.yml over a fleet of captures: the audit, benchmark-from-logs and gate phases.
 
 Every host of tests/fleet/hosts.yml replays a capture of tests/captures (and, where it has them,
 NCCL and P2P probe logs of tests/fixtures); the verdicts and launch settings are asserted per host.
-The playbook runs once for the whole module (about half a minute); its JSON output is the evidence.
+The playbook runs once in check mode for the verdicts, and twice for real (reports written) with the
+two hosts of tests/fleet/lost.yml added, one unreachable and one whose audit fails: fleet.md and the
+summary must keep every host, and the second run must change nothing. Its JSON output is the evidence.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = ROOT / "tests" / "fleet" / "hosts.yml"
+LOST = ROOT / "tests" / "fleet" / "lost.yml"
+FLEET = {"incident-guest", "incident-guest-accepted", "pro6000-baremetal", "h100-baremetal", "h100-unproven",
+         "rtx4090-workstation", "a6000-i440fx-guest", "microvm-no-gpu", "pve-no-clique", "pve-clique-ok", "pve-vfio"}
+# The unreachable host's last report, from an earlier run: fleet.md shows it with this date.
+LAST_REPORT_MTIME = 1767323045  # 2026-01-02 03:04:05 UTC
 INCIDENT_ARGS = ["--tp", "8", "--nsa-decode-backend", "trtllm", "--disable-custom-all-reduce"]
 
 
@@ -30,17 +37,40 @@ def ansible_playbook() -> str:
     return found
 
 
+def site(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
+           "ANSIBLE_NOCOLOR": "1"}
+    return subprocess.run([ansible_playbook(), str(ROOT / "site.yml"), "--tags", "audit,bench,gate", *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     reports = tmp_path_factory.mktemp("reports")
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-           "ANSIBLE_NOCOLOR": "1"}
-    run = subprocess.run(
-        [ansible_playbook(), "-i", str(INVENTORY), str(ROOT / "site.yml"), "--check", "--tags", "audit,bench,gate",
-         "-e", f"gpu_audit_report_dir={reports}"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    run = site("-i", str(INVENTORY), "--check", "-e", f"gpu_audit_report_dir={reports}")
     assert run.returncode == 0, f"site.yml failed on the fleet:\n{run.stdout[-6000:]}\n{run.stderr[-3000:]}"
     return {"output": json.loads(run.stdout), "reports": reports}
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two real runs over the fleet and tests/fleet/lost.yml, reports written; the unreachable host has an
+    old report."""
+    reports = tmp_path_factory.mktemp("written")
+    last = reports / "lost-gpu-host.json"
+    last.write_text(json.dumps({"host": "lost-gpu-host", "summary": {
+        "verdict": "fit", "virtualization": "bare metal", "gpu_count": 8, "gpu_models": ["NVIDIA H100 80GB HBM3"],
+        "p2p": "ok", "worst_finding": None}, "gpus": {"driver_version": "550.127.05"}}))
+    os.utime(last, (LAST_REPORT_MTIME, LAST_REPORT_MTIME))
+    args = ("-i", str(INVENTORY), "-i", str(LOST), "-e", f"gpu_audit_report_dir={reports}",
+            "-e", f"deployment_gate_report_dir={reports}")
+    runs = []
+    for _ in range(2):
+        run = site(*args)
+        # The lost hosts fail the run (unreachable, failed), after every phase ran for the others.
+        assert run.returncode != 0 and run.stdout.startswith("{"), f"{run.stdout[-6000:]}\n{run.stderr[-3000:]}"
+        runs.append(json.loads(run.stdout))
+    return {"first": runs[0], "second": runs[1], "reports": reports}
 
 
 def task_results(fleet: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
@@ -69,9 +99,7 @@ def ids(items: list[dict[str, Any]]) -> set[str]:
 def test_check_mode_writes_no_report_and_changes_no_host(fleet):
     assert list(fleet["reports"].iterdir()) == []
     recap = fleet["output"]["stats"]
-    assert set(recap) == {"incident-guest", "incident-guest-accepted", "pro6000-baremetal", "h100-baremetal",
-                          "h100-unproven", "rtx4090-workstation", "a6000-i440fx-guest", "microvm-no-gpu",
-                          "pve-no-clique", "pve-clique-ok", "pve-vfio"}
+    assert set(recap) == FLEET
     assert all(stats["failures"] == 0 and stats["unreachable"] == 0 for stats in recap.values())
 
 
@@ -149,3 +177,79 @@ def test_proxmox_hosts_are_audited_not_gated(fleet):
     assert {"proxmox_vm_no_clique", "proxmox_vm_hidden"} <= bad
     good = {f["id"] for f in audit(fleet, "pve-clique-ok")["findings"] if f["severity"] in ("critical", "warning")}
     assert not good & {"proxmox_vm_no_clique", "proxmox_vm_hidden", "proxmox_vm_not_q35", "proxmox_vm_no_pcie"}
+
+
+# ---------------------------------------------------------------------------
+# The written runs: fleet.md and the summary lose no host; a re-run changes nothing
+
+
+def fleet_rows(reports: Path) -> dict[str, str]:
+    """fleet.md's table: host -> its whole row."""
+    rows = [line for line in (reports / "fleet.md").read_text().splitlines()
+            if line.startswith("| ") and not line.startswith("| Host |")]
+    return {row.split(" | ")[0][2:]: row for row in rows}
+
+
+def test_the_runs_reach_every_host_but_the_lost_ones(written):
+    recap = written["first"]["stats"]
+    assert set(recap) == FLEET | {"lost-gpu-host", "broken-capture-host"}
+    assert recap["lost-gpu-host"]["unreachable"] == 1 and recap["broken-capture-host"]["failures"] == 1
+    assert all(recap[host]["failures"] == 0 and recap[host]["unreachable"] == 0 for host in FLEET)
+
+
+def test_fleet_md_after_the_benchmark_lists_every_host_of_the_inventory(written):
+    # The benchmark phase, which runs on gpu_hosts only, wrote fleet.md last: it kept the Proxmox nodes
+    # and the GPU-less host that it does not benchmark, and the hosts the run lost.
+    rows = fleet_rows(written["reports"])
+    assert set(rows) == FLEET | {"lost-gpu-host", "broken-capture-host"}
+    assert all("| this run |" in rows[host] for host in FLEET)
+    assert "| pve-no-clique | this run | unfit |" in rows["pve-no-clique"]
+    assert "critical: no_nvidia_gpu" in rows["microvm-no-gpu"]
+
+
+def test_an_unreachable_host_keeps_its_last_report_with_its_date(written):
+    reports = written["reports"]
+    row = fleet_rows(reports)["lost-gpu-host"]
+    assert row.startswith("| lost-gpu-host | unreachable, last report 2026-01-02 03:04 UTC | fit | 8 x NVIDIA H100")
+    text = (reports / "fleet.md").read_text()
+    header = text.splitlines()[2]
+    assert header.startswith("13 host(s): ") and header.endswith("; 1 unreachable, 1 failed in this run (rows from "
+                                                                  "their last report).")
+    assert "- lost-gpu-host: unreachable: " in text and "port 1: Connection refused" in text
+    # Its report is left untouched, date included.
+    assert (reports / "lost-gpu-host.json").stat().st_mtime == LAST_REPORT_MTIME
+    assert not (reports / "lost-gpu-host.md").exists()
+
+
+def test_a_host_whose_audit_failed_is_listed_with_the_reason(written):
+    row = fleet_rows(written["reports"])["broken-capture-host"]
+    assert row.startswith("| broken-capture-host | failed, no report yet | - |")
+    assert "- broken-capture-host: failed: cannot read the capture " in (written["reports"] / "fleet.md").read_text()
+
+
+def test_the_summary_names_the_hosts_the_run_lost(written):
+    lost = task_results({"output": written["first"]}, "Name the hosts this run lost on the way")
+    lines = next(iter(lost.values()))["msg"]
+    assert len(lines) == 2
+    assert any(line.startswith("lost-gpu-host: UNREACHABLE in the audit: ") for line in lines)
+    assert any(line.startswith("broken-capture-host: FAILED in the audit: cannot read the capture") for line in lines)
+
+
+def test_a_benchmark_that_could_not_run_says_why(written):
+    # No nccl-tests and no torch here: the NCCL benchmark of the hosts without a log cannot run.
+    text = (written["reports"] / "h100-unproven.md").read_text()
+    assert "### warning: bench_nccl_not_run" in text and "### warning: bench_probe_not_run" in text
+    assert "The NCCL benchmark could not run: no benchmark engine can run here" in text
+    summary = task_results({"output": written["first"]}, "Summarise each host")["h100-unproven"]["msg"]
+    bench = next(line for line in summary if line.startswith("bench: "))
+    assert "findings: bench_nccl_not_run, bench_probe_not_run; NCCL benchmark did not run: " in bench
+
+
+def test_a_guest_report_keeps_its_proxmox_link_after_the_benchmark(written):
+    assert "This guest is VM 120 (glm5-tp8) on the Proxmox host pve-no-clique" in \
+        (written["reports"] / "incident-guest.md").read_text()
+
+
+def test_a_second_run_changes_nothing(written):
+    recap = written["second"]["stats"]
+    assert {host: stats["changed"] for host, stats in recap.items() if stats["changed"]} == {}
