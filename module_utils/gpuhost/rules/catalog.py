@@ -491,7 +491,7 @@ def text(finding_id: str, which: str = "remedy", **fields: Any) -> str:
     if template is None:
         raise CatalogError(f"finding {finding_id!r} has no remedy text {which!r} in the catalog")
     try:
-        return template.format(**fields) if fields or "{" in template else template
+        return template.format(**fields)
     except (KeyError, IndexError) as exc:
         raise CatalogError(f"remedy text {which!r} of {finding_id!r} needs the field {exc}") from None
 
