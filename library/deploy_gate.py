@@ -14,8 +14,14 @@ description:
   - Derives the SGLang launch settings the facts call for, the tensor-parallel size and which GPUs
     (C(CUDA_VISIBLE_DEVICES)), the backend flags the known-good table gives for the GPUs' architecture,
     the model and the SGLang version, C(--disable-custom-all-reduce) unless P2P was proven between every pair
-    of the chosen GPUs, the NCCL environment that won the benchmark's tuning (C(NCCL_P2P_DISABLE=1) when P2P is
-    missing), and the communication ceiling in tokens per second the benchmark's latency allows.
+    of the chosen GPUs (C(--enable-p2p-check) instead for two GPUs whose P2P the driver claims, so that SGLang
+    tests CUDA IPC itself), the NCCL environment that won the benchmark's tuning (C(NCCL_P2P_DISABLE=1) when P2P
+    is missing), and the communication ceiling in tokens per second the benchmark's latency allows.
+  - Reports the all-reduce SGLang will really run (RV(launch.all_reduce)) as SGLang decides it; custom all-reduce
+    at tensor-parallel sizes 2, 4, 6 and 8 only, above 2 GPUs only with NVLink between every pair (so PCIe GPUs at
+    TP 4 or 8 run NCCL whatever P2P can do); the summary and the communication ceiling follow that path.
+  - With O(sglang_help), the arguments are checked against the installed SGLang; a renamed option
+    (C(--nsa-decode-backend) -> C(--dsa-decode-backend)) is translated, an option or value it refuses blocks.
   - A critical finding blocks unless its id is listed in O(accept); accepted findings are returned under
     RV(accepted) as an audit trail.
   - "Tensor-parallel size C(auto): the smallest power of two (at least the model's C(min_gpus), dividing its
@@ -79,6 +85,14 @@ options:
       - The SGLang version that will serve (C(0.5.9), C(0.5.10rc1)), checked against the versions each known-good
         entry is known good for. Without it, matching entries are applied with a note.
     type: str
+  sglang_help:
+    description:
+      - The standard output of C(python -m sglang.launch_server --help) of the SGLang that will serve (the sglang
+        role keeps it as C(sglang_result.launch_help_output)). Each argument is checked against it, as argparse
+        would take it; an option renamed in this SGLang is translated with a note; an unknown option, or a value
+        outside the choices the help shows, is left out and blocks with C(sglang_flag_unsupported).
+      - Without it the arguments pass unchanged, with a note that they were not checked.
+    type: str
   known_good_overrides:
     description:
       - Entries added to the known-good table, checked before the shipped ones, each C({id, arch, models,
@@ -97,7 +111,8 @@ notes:
   - Supports check mode; reads and changes nothing.
   - "site.yml (role C(deployment_gate)) feeds it from these inventory variables: C(deploy_model), the model
     profile; C(deploy_accept_findings), the accepted finding ids; C(deploy_known_good_overrides); the SGLang
-    version is the stack profile's."
+    version is the stack profile's; the --help is the sglang role's, or the file C(deployment_gate_sglang_help_file)
+    names."
 """
 
 EXAMPLES = r"""
@@ -136,6 +151,7 @@ EXAMPLES = r"""
     model: "{{ deploy_model }}"
     accept: "{{ deploy_accept_findings | default([]) }}"
     sglang_version: "0.5.10.post1"
+    sglang_help: "{{ sglang_result.launch_help_output | default(omit) }}"
     known_good_overrides: "{{ deploy_known_good_overrides | default([]) }}"
   register: gate
 
@@ -232,8 +248,24 @@ launch:
       type: dict
       sample: {NCCL_P2P_DISABLE: "1"}
     custom_all_reduce:
-      description: Whether SGLang's custom all-reduce stays on; null at tensor-parallel size 1.
+      description: >-
+        Whether SGLang's custom all-reduce will run (C(path) custom in RV(launch.all_reduce)); null at tensor-parallel
+        size 1 or when only SGLang's start-up can tell.
       type: bool
+    all_reduce:
+      description: >-
+        The all-reduce SGLang will run: C(path) (custom, nccl, or null when only its start-up can tell), C(off_by)
+        (flag, sglang), C(brief), C(reason), C(p2p_check) (driver, cuda_ipc), C(rule) (the version rule applied),
+        C(nvlink_mesh) (null when unknown) and C(nvlink_pairs).
+      type: dict
+    flag_check:
+      description: C(checked) (against O(sglang_help)), C(translated) options and C(refused) ones.
+      type: dict
+    comm_ceiling_basis:
+      description: >-
+        What the NCCL-measured ceiling is for the path that runs, C(nccl), C(nccl_lower_bound) (custom all-reduce
+        takes the small messages) or C(nccl_path_unknown); null without a ceiling.
+      type: str
     p2p:
       description: C(state) (proven, claimed, unknown, absent, partial, n/a) and the count of pairs per level.
       type: dict
@@ -279,6 +311,7 @@ def get_argument_spec() -> dict:
         "accept": {"type": "list", "elements": "str", "default": []},
         "sglang_version": {"type": "str"},
         "known_good_overrides": {"type": "list", "elements": "dict", "default": []},
+        "sglang_help": {"type": "str"},
         "fail_on_block": {"type": "bool", "default": False},
     }
 
@@ -288,7 +321,7 @@ def main() -> None:
     params = module.params
     result = decide(params["audit"], params["model"], bench=params["bench"], probe=params["probe"],
                     accept=params["accept"], sglang_version=params["sglang_version"],
-                    known_good_overrides=params["known_good_overrides"])
+                    known_good_overrides=params["known_good_overrides"], sglang_help=params["sglang_help"])
     if params["fail_on_block"] and result["verdict"] == "block":
         module.fail_json(msg=result["summary"] + ": " + " | ".join(r["summary"] for r in result["reasons"]),
                          changed=False, **result)

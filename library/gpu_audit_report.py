@@ -16,6 +16,14 @@ description:
     the VM id and the exact C(qm set) commands."
   - A file is rewritten only when its content differs, so a second run with the same facts reports no change.
     Check mode says what would change and writes nothing; diff mode shows the changed files.
+  - "Each file is written whole or not at all: a temporary file in the same directory, flushed to disk, then
+    renamed over the old one; a write that fails removes its temporary file. A file replaced keeps its mode
+    (new ones get C(0644)). An existing file that is not UTF-8 is replaced, with a warning."
+  - "Host names become file names as they are, or the module fails before writing anything: a name that is
+    empty, C(.) or C(..), holds C(/), NUL or another non-printable character, is over 200 bytes, or is
+    C(fleet) (the name of C(fleet.md)) is refused, whether in O(hosts), O(fleet_hosts), O(captures) or the
+    existing C(fleet.md). A directory where a report file goes fails the task with what to do, also in check
+    mode."
 version_added: "1.0.0"
 options:
   dest:
@@ -55,6 +63,9 @@ options:
         They are folded into the host's report (findings, tables, an SVG chart C(<host>-nccl.svg)).
       - A host not named here keeps the benchmark section of its existing JSON report, so an audit run does
         not erase the last measurement.
+      - A benchmark section of another shape than the report reads (given here, or in an old report) is left
+        out with a warning naming what is wrong; numbers that are not finite (C(inf), C(nan)) are written as
+        null, with a warning.
     type: dict
     default: {}
   captures:
@@ -132,10 +143,18 @@ guest_links:
 import json
 import os
 import re
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuhost.files.report_files import (
+    ReportFileError,
+    as_text,
+    check_host_names,
+    make_directory,
+    read_existing,
+    write_atomically,
+)
+from ansible.module_utils.gpuhost.report.bench_shape import check_bench
 from ansible.module_utils.gpuhost.report.plot import sweep_svg
 from ansible.module_utils.gpuhost.report.render import (
     fleet_markdown,
@@ -148,6 +167,8 @@ from ansible.module_utils.gpuhost.rules.proxmox_plans import enrich_guest_findin
 
 # A row of fleet.md's table: its first cell, the host (a "|" in it escaped as "\\|").
 FLEET_ROW = re.compile(r"^\| ((?:[^|\\]|\\.)+?) \|")
+# Host names that would overwrite the fleet's own file.
+RESERVED = ("fleet",)
 
 
 def get_argument_spec() -> dict:
@@ -173,26 +194,56 @@ def as_facts(value: object) -> object:
     return value
 
 
-def previous_report(dest: str, host: str) -> dict | None:
-    """A host's existing JSON report, if any."""
-    text = current_content(os.path.join(dest, f"{host}.json"))
-    try:
-        report = json.loads(text) if text else None
-    except ValueError:
+def previous_report(dest: str, host: str, warn=None) -> dict | None:
+    """A host's existing JSON report, if any (one that is not UTF-8 JSON counts as none, with a warning)."""
+    path = os.path.join(dest, f"{host}.json")
+    data = read_existing(path)
+    if data is None:
         return None
+    try:
+        report = json.loads(as_text(data) or "")
+    except ValueError:
+        report = None
+    if not isinstance(report, dict) and warn:
+        what = "is not UTF-8" if as_text(data) is None else "holds no JSON object"
+        warn(f"{path} {what}: it is not read as the host's last report, and is replaced when the host has facts")
     return report if isinstance(report, dict) else None
 
 
-def previous_bench(dest: str, host: str) -> dict | None:
-    """The benchmark section of a host's existing JSON report, if any."""
-    bench = (previous_report(dest, host) or {}).get("bench")
-    return bench if isinstance(bench, dict) else None
+def previous_bench(dest: str, host: str, warn=None) -> dict | None:
+    """The benchmark section of a host's existing JSON report, if the report can carry it."""
+    report = previous_report(dest, host, warn) or {}
+    if "bench" not in report:
+        return None
+    return usable_bench(report["bench"], f"{host}: the benchmark section of {os.path.join(dest, host + '.json')}",
+                        warn)
 
 
-def fleet_listed(dest: str) -> list[str]:
+def usable_bench(bench: object, what: str, warn=None) -> dict | None:
+    """The bench as a report can carry it (see report/bench_shape.py); what it cannot carry is said."""
+    checked = check_bench(bench)
+    if warn and checked.refused:
+        shown = "; ".join(checked.refused[:5]) + (f"; and {len(checked.refused) - 5} more"
+                                                   if len(checked.refused) > 5 else "")
+        warn(f"{what} is not in the shape this version writes ({shown}): not kept. Run the benchmark again "
+             "(playbooks/bench.yml) for a new one")
+    if warn and checked.nulled:
+        warn(f"{what} holds values that are not a finite number, written as null: {', '.join(checked.nulled[:5])}")
+    return checked.bench
+
+
+def fleet_listed(dest: str, warn=None) -> list[str]:
     """The hosts the existing fleet.md lists: the first cell of each row of its table."""
     hosts, in_table = [], False
-    for line in (current_content(os.path.join(dest, "fleet.md")) or "").splitlines():
+    path = os.path.join(dest, "fleet.md")
+    data = read_existing(path)
+    text = as_text(data)
+    if data is not None and text is None:
+        # Names read through replacement characters would be rows of hosts that do not exist, kept forever.
+        if warn:
+            warn(f"{path} is not UTF-8: the hosts it lists are not kept; it is replaced by this run's table")
+        return []
+    for line in (text or "").splitlines():
         if line.startswith("| Host |"):
             in_table = True
         elif in_table and not line.startswith("|"):
@@ -204,7 +255,7 @@ def fleet_listed(dest: str) -> list[str]:
     return hosts
 
 
-def fleet_rows(dest: str, hosts: dict, fleet_hosts: dict) -> tuple[dict, dict]:
+def fleet_rows(dest: str, hosts: dict, fleet_hosts: dict, warn=None) -> tuple[dict, dict]:
     """The fleet table's hosts beyond `hosts`: those audited in this run (facts), and the absent ones.
 
     An absent host shows its last report with that file's modification time: the date of the audit it holds
@@ -218,11 +269,11 @@ def fleet_rows(dest: str, hosts: dict, fleet_hosts: dict) -> tuple[dict, dict]:
         facts = as_facts(result["facts_json"]) if result.get("facts_json") else \
             (result.get("ansible_facts") or {}).get("gpu_host")
         if isinstance(facts, dict) and "summary" in facts:
-            audited[host] = merge_bench(facts, previous_bench(dest, host))
+            audited[host] = merge_bench(facts, previous_bench(dest, host, warn))
             continue
         status = "unreachable" if result.get("unreachable") else "failed" if result.get("failed") else "not audited"
         path = os.path.join(dest, f"{host}.json")
-        report = previous_report(dest, host)
+        report = previous_report(dest, host, warn)
         absent[host] = {"status": status, "msg": str(result["msg"]) if status != "not audited" and result.get("msg")
                         else None, "report": report,
                         "report_date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(os.stat(path).st_mtime))
@@ -231,13 +282,16 @@ def fleet_rows(dest: str, hosts: dict, fleet_hosts: dict) -> tuple[dict, dict]:
 
 
 def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_dest: str | None,
-                  bench: dict | None = None, fleet_hosts: dict | None = None) -> tuple[dict[str, str], dict, dict]:
+                  bench: dict | None = None, fleet_hosts: dict | None = None,
+                  warn=None) -> tuple[dict[str, str], dict, dict]:
     """The files to write, the hosts' facts as written (benchmark merged, guests linked), and per host of the
     fleet table where its row comes from."""
     files = {}
     bench = bench or {}
-    hosts = {host: merge_bench(facts, bench.get(host) or previous_bench(dest, host)) for host, facts in hosts.items()}
-    audited, absent = fleet_rows(dest, hosts, fleet_hosts or {})
+    hosts = {host: merge_bench(facts, usable_bench(bench[host], f"{host}: the benchmark results given", warn)
+                               if bench.get(host) else previous_bench(dest, host, warn))
+             for host, facts in hosts.items()}
+    audited, absent = fleet_rows(dest, hosts, fleet_hosts or {}, warn)
     # The Proxmox hosts audited in this run link their guests, whether their reports are written here or not
     # (the benchmark's task writes the guests' reports only): a re-run then rewrites nothing.
     hosts = link_guests(hosts, audited)
@@ -293,20 +347,39 @@ def _sweeps(facts: dict) -> dict[str, list]:
 
 
 def current_content(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
+    """The text of an existing file (None when there is none); one that is not UTF-8 reads as a note saying so."""
+    data = read_existing(path)
+    if data is None:
         return None
+    text = as_text(data)
+    return text if text is not None else f"({len(data)} bytes, not UTF-8 text)\n"
 
 
-def write_atomically(module: AnsibleModule, path: str, content: str) -> None:
-    directory = os.path.dirname(path)
-    handle, tmp = tempfile.mkstemp(dir=directory, prefix=".gpu-audit-")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(content)
-    os.chmod(tmp, 0o644)
-    module.atomic_move(tmp, path)
+def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[dict, dict, dict]:
+    """What to write (path -> content, only what changed), the guest links and the fleet table's sources."""
+    captures = {h: c for h, c in module.params["captures"].items() if c}
+    if captures and not module.params["captures_dest"]:
+        module.fail_json(msg="captures were given but no captures_dest to write them to")
+    fleet_hosts = module.params["fleet_hosts"]
+    check_host_names([*hosts, *fleet_hosts, *captures], RESERVED)
+    if module.params["fleet_keep"]:
+        listed = fleet_listed(dest, module.warn)
+        check_host_names(listed, RESERVED)
+        fleet_hosts = {**dict.fromkeys(listed), **fleet_hosts}
+    files, linked, fleet = planned_files(dest, hosts, module.params["fleet"], captures, module.params["captures_dest"],
+                                         module.params["bench"], fleet_hosts, module.warn)
+    changed = {}
+    # The hosts' JSON reports (and fleet.md, with fleet_keep) were read already, and said so when not UTF-8.
+    read_before = {os.path.join(dest, f"{host}.json") for host in hosts}
+    if module.params["fleet_keep"]:
+        read_before.add(os.path.join(dest, "fleet.md"))
+    for path, content in files.items():
+        existing = read_existing(path)
+        if existing is not None and as_text(existing) is None and path not in read_before:
+            module.warn(f"{path} is not UTF-8 text; it is replaced by the new report")
+        if existing != content.encode("utf-8"):
+            changed[path] = content
+    return changed, guest_links(linked), fleet
 
 
 def main() -> None:
@@ -316,26 +389,22 @@ def main() -> None:
     if bad:
         module.fail_json(msg=f"no audit facts for {', '.join(bad)}: expected each host's ansible_facts.gpu_host "
                              "from gpu_host_facts; run the audit on those hosts first")
-    captures = {h: c for h, c in module.params["captures"].items() if c}
-    if captures and not module.params["captures_dest"]:
-        module.fail_json(msg="captures were given but no captures_dest to write them to")
-    fleet_hosts = module.params["fleet_hosts"]
-    if module.params["fleet_keep"]:
-        fleet_hosts = {**dict.fromkeys(fleet_listed(dest)), **fleet_hosts}
-    files, linked, fleet = planned_files(dest, hosts, module.params["fleet"], captures, module.params["captures_dest"],
-                                         module.params["bench"], fleet_hosts)
-    links = guest_links(linked)
-    changed = {path: content for path, content in files.items() if current_content(path) != content}
-    diffs = [{"before_header": path, "after_header": path, "before": current_content(path) or "",
-              "after": content} for path, content in changed.items()] if module._diff else []
+    try:
+        changed, links, fleet = plan(module, dest, hosts)
+        diffs = [{"before_header": path, "after_header": path, "before": current_content(path) or "",
+                  "after": content} for path, content in changed.items()] if module._diff else []
+    except ReportFileError as exc:
+        module.fail_json(msg=f"gpu_audit_report: {exc}")
     if changed and not module.check_mode:
+        done: list[str] = []
         try:
             for path, content in changed.items():
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                write_atomically(module, path, content)
-        except OSError as exc:
-            module.fail_json(msg=f"cannot write the reports under {dest}: {exc.strerror or exc}; "
-                                 "set gpu_audit_report_dir to a writable directory")
+                make_directory(os.path.dirname(path))
+                write_atomically(path, content.encode("utf-8"))
+                done.append(path)
+        except ReportFileError as exc:
+            module.fail_json(msg=f"cannot write the reports under {dest}: {exc}; set gpu_audit_report_dir to a "
+                                 "writable directory", changed=bool(done), written=sorted(done))
     reports = {host: {"json": os.path.join(dest, f"{host}.json"), "markdown": os.path.join(dest, f"{host}.md")}
                for host in hosts}
     lines = {host: verdict_line(host, facts, links.get(host), reports[host]["markdown"])

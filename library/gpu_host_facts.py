@@ -17,6 +17,10 @@ description:
   - Read-only. Nothing missing is fatal, no driver, no NVML library, an unreadable sysfs file; what could not
     be read is listed under C(problems) and in an C(audit_incomplete) finding.
   - Given O(capture), replays a saved capture instead of reading the system, and yields the same facts.
+  - With O(save_capture), writes what it read to a file on the host it runs on and returns the file's path, never
+    its content. The capture keeps, of the Proxmox VM configs, only those of VMs that pass a PCI device through,
+    with every key named like a secret (C(cipassword), C(sshkeys), ...) kept but its value replaced by
+    C(<redacted>); its C(about) line and C(contains) mapping say what it holds and what was left out.
 version_added: "1.0.0"
 options:
   gather_subset:
@@ -35,10 +39,33 @@ options:
     type: path
   save_capture:
     description:
-      - Also return, under C(capture), everything read from the system (files, directory listings, command
-        outputs, NVML readings), to be saved and replayed later.
+      - Also write everything read from the system (files, directory listings, command outputs, NVML readings),
+        to be replayed later, to O(save_capture_path), and return that path as C(capture_path).
+      - Of the Proxmox VM configs only those of VMs that pass a PCI device through are kept (each other one is
+        replaced by a marker line); in those, the value of every key named like a secret (C(cipassword),
+        C(sshkeys), any name with pass, secret, token, credential, private or apikey) is replaced by
+        C(<redacted>). O(capture_redact) redacts more.
+      - Ignored when replaying a O(capture). In check mode nothing is written and no C(capture_path) is returned.
     type: bool
     default: false
+  save_capture_path:
+    description:
+      - Where O(save_capture) writes the capture, on the host the module runs on; it is replaced whole (a
+        temporary file renamed over it) and readable by its owner only (C(0600)).
+      - Empty writes a new private temporary file, for the caller to fetch and remove (the C(gpu_audit) role does).
+    type: path
+  capture_redact:
+    description:
+      - More to redact from a saved capture, beyond the defaults of O(save_capture). An item starting with C(/)
+        is a glob of file paths (C(/sys/class/dmi/id/*serial*), C(/proc/cmdline)) whose content is replaced by
+        C(<redacted>), the entry kept; any other item is a Python regular expression whose every match in file
+        contents, command outputs and NVML strings is replaced by C(<redacted>).
+      - A redacted value replays as C(<redacted>), so facts read from it change accordingly.
+      - The items show in the module's arguments (C(-v)) like any option, and are not written into the capture;
+        write patterns that match a secret (C((?<=password=)\S+)), not the secret itself.
+    type: list
+    elements: str
+    default: []
   tensor_parallel_gpus:
     description:
       - GPU indexes that will share one tensor-parallel group. P2P and NUMA rules judge these pairs.
@@ -64,6 +91,10 @@ EXAMPLES = r"""
 - name: Audit, and keep everything read so that it can be replayed offline
   gpu_host_facts:
     save_capture: true
+    save_capture_path: /root/gpu-node-1-capture.json
+    capture_redact:
+      - /sys/class/dmi/id/product_uuid
+      - "(?<=password=)\\S+"
   register: audit
 
 - name: Replay a capture taken on another host
@@ -90,7 +121,7 @@ ansible_facts:
         schema_version:
           description: Version of this structure.
           type: int
-          sample: 1
+          sample: 2
         virtualization:
           description: >-
             Bare metal, VM or container (C(type)), the hypervisor, platform, container runtime, QEMU machine type
@@ -154,13 +185,16 @@ facts_json:
     template without Ansible walking every value of every host's facts.
   returned: always
   type: str
-capture:
-  description: Everything read from the system, replayable with O(capture).
-  returned: when O(save_capture) is true
-  type: dict
+capture_path:
+  description: The file O(save_capture) wrote, on the host the module ran on; replayable with O(capture).
+  returned: when O(save_capture) is true, reading the live system, out of check mode
+  type: str
+  sample: /tmp/gpuhost-capture-3v9k2x1q.json
 """
 
 import json
+import os
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.audit.facts import SubsetError, audit, resolve_subsets
@@ -173,6 +207,8 @@ def get_argument_spec() -> dict:
         "gather_subset": {"type": "list", "elements": "str", "default": ["all"]},
         "capture": {"type": "path"},
         "save_capture": {"type": "bool", "default": False},
+        "save_capture_path": {"type": "path"},
+        "capture_redact": {"type": "list", "elements": "str", "default": []},
         "tensor_parallel_gpus": {"type": "list", "elements": "int", "default": []},
         "min_bar1_mib": {"type": "int", "default": DEFAULT_MIN_BAR1_MIB},
     }
@@ -190,12 +226,47 @@ def load_capture(path: str) -> ReplaySource:
     return ReplaySource(data)
 
 
+def write_capture(capture: dict, path: str | None) -> tuple[str, bool]:
+    """Write the capture, readable by its owner only; the path, and whether a given file changed.
+
+    Without a path, a new temporary file: the caller fetches and removes it, so it changes nothing that lasts.
+    """
+    content = (json.dumps(capture, indent=1, sort_keys=True) + "\n").encode("utf-8")
+    if path:
+        try:
+            with open(path, "rb") as handle:
+                if handle.read() == content:
+                    return path, False
+        except OSError:
+            pass
+    handle, tmp = tempfile.mkstemp(prefix="gpuhost-capture-", suffix=".json",
+                                   dir=os.path.dirname(os.path.abspath(path)) if path else None)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(content)
+        if path:
+            # A rename replaces whatever the path was (even a symlink planted there) instead of writing through it.
+            os.replace(tmp, path)
+    except OSError:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path or tmp, bool(path)
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     params = module.params
     try:
         subsets = resolve_subsets(params["gather_subset"])
-        source = load_capture(params["capture"]) if params["capture"] else LiveSource(record=params["save_capture"])
+        redactions = None
+        if params["save_capture"] or params["capture_redact"]:
+            # Loaded only to save a capture: a host compiles every module it imports, on every run.
+            from ansible.module_utils.gpuhost.audit.capture_privacy import compile_redactions
+
+            redactions = compile_redactions(params["capture_redact"])
+        source = load_capture(params["capture"]) if params["capture"] else \
+            LiveSource(record=params["save_capture"], redact=redactions)
         options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
                               min_bar1_mib=params["min_bar1_mib"])
         facts = audit(source, subsets, options)
@@ -204,8 +275,15 @@ def main() -> None:
     # The facts again as one JSON string: gpu_audit_report takes a whole fleet's from it without Ansible
     # walking every value of every host's facts to template them into its arguments.
     result = {"changed": False, "ansible_facts": {"gpu_host": facts}, "facts_json": json.dumps(facts, sort_keys=True)}
-    if params["save_capture"] and isinstance(source, LiveSource):
-        result["capture"] = source.capture
+    if params["save_capture"] and not isinstance(source, LiveSource):
+        module.warn("save_capture is ignored when replaying a capture: the capture given is the capture")
+    elif params["save_capture"] and not module.check_mode:
+        # The path only: a capture in the result would be printed by -v and kept in every registered variable.
+        try:
+            result["capture_path"], result["changed"] = write_capture(source.capture, params["save_capture_path"])
+        except OSError as exc:
+            module.fail_json(msg=f"cannot write the capture to {params['save_capture_path'] or 'a temporary file'}: "
+                                 f"{exc.strerror or exc}; set save_capture_path to a writable file")
     module.exit_json(**result)
 
 

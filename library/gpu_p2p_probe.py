@@ -19,7 +19,11 @@ description:
     content. Only the probe's own output carries the proof (data checked at the destination); the tools' logs
     show access and timings, not that the data arrived.
   - Findings in the audit's shape (C(id), C(severity), C(summary), C(evidence), C(remedy)).
-  - Read-only; also runs in check mode; C(changed) is always false.
+  - "Every option is checked before anything runs; a timeout that is not a positive finite number, a negative size
+    or GPU index fails the task with what was expected, and never becomes a finding."
+  - "Read-only; C(changed) is always false. In check mode the probe, which loads every GPU pair, is not run unless
+    O(run_in_check_mode) is true: the module returns C(skipped) with the reason. O(log) is read in check mode as
+    well."
 version_added: "1.0.0"
 options:
   python:
@@ -64,10 +68,17 @@ options:
     type: str
     choices: [fail, skip]
     default: fail
+  run_in_check_mode:
+    description:
+      - Run the probe in check mode too. By default check mode runs no probe (it copies data between every GPU pair
+        for minutes, also on a host that already serves) and returns C(skipped) with the reason; O(log) is always
+        read.
+    type: bool
+    default: false
 author:
   - GPU host audit maintainers
 notes:
-  - Supports check mode; never changes anything.
+  - Supports check mode; never changes anything. In check mode only O(log) is read, unless O(run_in_check_mode).
   - The probe is a self-contained script (standard library and torch) written to a temporary directory and run
     as C(<python> p2p_harness.py --json-config FILE).
 """
@@ -160,6 +171,7 @@ def get_argument_spec() -> dict:
         "timeout": {"type": "float", "default": DEFAULT_TIMEOUT_S},
         "max_small_latency_us": {"type": "float", "default": DEFAULT_MAX_SMALL_LATENCY_US},
         "missing_gpu": {"type": "str", "choices": ["fail", "skip"], "default": "fail"},
+        "run_in_check_mode": {"type": "bool", "default": False},
     }
 
 

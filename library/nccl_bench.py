@@ -22,8 +22,20 @@ description:
     (latency-bound small messages, bandwidth-bound large ones) and the one environment to deploy with.
   - Thresholds per size turn the numbers into findings (C(id), C(severity), C(summary), C(evidence), C(remedy)),
     as the host audit's findings. The defaults catch the host-memory fallback of a host without GPU P2P.
-  - Read-only. Running a benchmark changes nothing on the host, so it also runs in check mode; C(changed) is
-    always false.
+  - "Reads the NCCL version that ran (nccl-tests' header, C(NCCL_DEBUG=INFO)) and the one torch in O(python)
+    bundles (C(torch.cuda.nccl.version()), the one serving uses), and names a version with a known bug on these GPUs
+    (a table with the affected versions, the GPUs and conditions, the symptom, the version to move to and the public
+    source) as a C(nccl_known_bad_version) finding. Where torch's NCCL is 2.31 or later, the torch engine sets
+    C(NCCL_RUN_DIAGNOSTICS=1) for the baseline sweep, so that NCCL checks every GPU pair at communicator start, and
+    reports what NCCL said (RV(nccl_diagnostics))."
+  - "Rows that nccl-tests printed as C(inf) or C(nan) (C(0.00 us / inf GB/s)) are no measurement: their numbers are
+    null, the row is marked C(not_measured), and a curve with such rows is not called healthy."
+  - "Every option is checked before anything runs; one that cannot mean anything (a negative size, a step factor
+    under 2, a timeout that is not a positive finite number, an environment variable name such as C(A=B)) fails
+    the task with what was expected."
+  - "Read-only; C(changed) is always false. In check mode a sweep, which loads every GPU for minutes, is not run
+    unless O(run_in_check_mode) is true: the module returns C(skipped) with the reason. O(log) is read in check
+    mode as well."
 version_added: "1.0.0"
 options:
   engine:
@@ -130,10 +142,23 @@ options:
     description: Concurrent streams for the second figure of RV(comm_floor) (batch 1 is always given).
     type: int
     default: 64
+  gpu_names:
+    description:
+      - The host's GPU models (as nvidia-smi names them, for example the audit's C(gpus.devices[].name)), to match
+        NCCL versions with known bugs on them. Default what the engine saw (torch's device names); nothing from a
+        log.
+    type: list
+    elements: str
+  run_in_check_mode:
+    description:
+      - Run the benchmark in check mode too. By default check mode runs no sweep (it loads every GPU of the host for
+        minutes, also on a host that already serves) and returns C(skipped) with the reason; O(log) is always read.
+    type: bool
+    default: false
 author:
   - GPU host audit maintainers
 notes:
-  - Supports check mode; never changes anything.
+  - Supports check mode; never changes anything. In check mode only O(log) is read, unless O(run_in_check_mode).
   - The torch engines write a self-contained harness to a temporary directory and run it as
     C(<python> collective_harness.py --json-config FILE); it needs only the standard library and torch.
   - torch.distributed.all_reduce works in place, so the torch engines report all_reduce C(in_place) only
@@ -161,6 +186,12 @@ EXAMPLES = r"""
       - {size_bytes: 16384, max_time_us: 20}
       - {size_bytes: 67108864, min_busbw_gbps: 30}
   delegate_to: localhost
+
+- name: Benchmark in check mode too (by default check mode runs no sweep)
+  nccl_bench:
+    python: /opt/sglang/.venv/bin/python
+    run_in_check_mode: true
+    gpu_names: "{{ ansible_facts.gpu_host.gpus.devices | map(attribute='name') | list }}"
 
 - name: Run the harness on the CPU (no GPU needed)
   nccl_bench:
@@ -204,6 +235,8 @@ results:
   description:
     - Per message size, C(size_bytes), C(count), C(type), C(redop), and C(out_of_place) and C(in_place) each
       C({time_us, algbw_gbps, busbw_gbps, wrong}) (null when not measured; C(wrong) null when not checked).
+    - C(not_measured), only on a row where the tool printed inf or nan, lists those placements; their time and
+      bandwidths are null.
   returned: always
   type: list
   elements: dict
@@ -255,12 +288,28 @@ hung_at:
   description: On timeout, the collective and size that did not finish.
   returned: always
   type: dict
+versions:
+  description: >-
+    What ran: C(torch_version), C(cuda_version), C(python), C(devices) (torch engines), C(avg_busbw_gbps) (logs),
+    and C(torch_nccl_version), the NCCL that torch in O(python) bundles (null when torch does not say).
+  returned: always
+  type: dict
+nccl_diagnostics:
+  description: >-
+    What NCCL's own check at communicator start said (C(NCCL_RUN_DIAGNOSTICS=1), NCCL 2.31 on): C(requested) and
+    C(why), C(lines) (each C(tag) OK or INFO, C(check) such as p2p, C(message), C(raw) as NCCL printed it),
+    C(p2p) (C(status) ok, failed or flagged, C(passed), C(total) peer accesses) and C(completed) (C(ms), C(ranks)).
+    Null for a log that holds no C(NCCL DIAG) line.
+  returned: always
+  type: dict
 findings:
   description: >-
     Worst first, each C(id), C(severity), C(summary), C(evidence), C(remedy): C(nccl_small_message_latency),
     C(nccl_low_bus_bandwidth), C(nccl_wrong_values), C(nccl_timeout), C(nccl_run_failed), C(nccl_no_p2p_transport),
     C(nccl_p2p_refused) (the GPU pairs where C(NCCL_DEBUG=INFO) said P2P could not be enabled, and why),
-    C(nccl_tuning_recommendation), C(nccl_tuning_no_working_candidate).
+    C(nccl_tuning_recommendation), C(nccl_tuning_no_working_candidate), C(nccl_results_not_measured) (inf or nan
+    printed), C(nccl_known_bad_version) (with the version to move to), C(nccl_diagnostics_p2p_failed) and
+    C(nccl_diagnostics_flagged) (what NCCL's diagnostics said).
   returned: always
   type: list
   elements: dict
@@ -299,6 +348,7 @@ from ansible.module_utils.gpuhost.bench.nccl_runner import (
     DEFAULT_STARTUP_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     BenchFailure,
+    BenchSkipped,
     run_bench,
 )
 
@@ -325,15 +375,19 @@ def get_argument_spec() -> dict:
         "thresholds": {"type": "list", "elements": "dict"},
         "model_profile": {"type": "raw"},
         "concurrency": {"type": "int", "default": 64},
+        "gpu_names": {"type": "list", "elements": "str"},
+        "run_in_check_mode": {"type": "bool", "default": False},
     }
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     try:
-        result = run_bench(module.params, tmpdir=module.tmpdir, warn=module.warn)
+        result = run_bench(module.params, tmpdir=module.tmpdir, warn=module.warn, check_mode=module.check_mode)
         if module.params["model_profile"] is not None:
             add_comm_floor(result, module.params["model_profile"], module.params["concurrency"])
+    except BenchSkipped as exc:
+        module.exit_json(changed=False, skipped=True, msg=str(exc))
     except BenchFailure as exc:
         module.fail_json(msg=str(exc), **exc.details)
     except (BenchInputError, CommModelError) as exc:

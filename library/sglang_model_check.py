@@ -11,6 +11,7 @@ description:
   - Walks O(path) as O(user) (the module forks and drops to that user's uid, gid and groups, so permissions,
     ACLs and unreadable parent directories count as they will for the server), lists the weight files
     (C(*.safetensors), C(*.bin), C(*.pt), C(*.pth), C(*.gguf), symbolic links followed) and opens each for reading.
+    Only regular files are opened; a FIFO, socket or device by such a name is a problem, never waited on.
   - Compares their total size with O(expected_gib), the model profile's weights size, within O(tolerance).
   - Reads only; supports check mode.
 version_added: "1.0.0"
@@ -26,11 +27,13 @@ options:
     type: str
     default: ""
   expected_gib:
-    description: The size of the weights the model profile gives, in GiB (2^30 bytes). 0 checks presence only.
+    description:
+      - The size of the weights the model profile gives, in GiB (2^30 bytes). 0 checks presence only.
+      - A finite number, 0 or more.
     type: float
     required: true
   tolerance:
-    description: How far the found size may be from O(expected_gib), as a fraction of it.
+    description: How far the found size may be from O(expected_gib), as a fraction of it; a finite number, 0 or more.
     type: float
     default: 0.1
   fail_on_problem:
@@ -73,6 +76,11 @@ unreadable:
   returned: always
   type: list
   elements: str
+not_regular:
+  description: Weight names under O(path) that are no regular file (a FIFO, a socket, a device), relative to O(path).
+  returned: always
+  type: list
+  elements: str
 problems:
   description: Each problem, with what was expected, what was found and what to do.
   returned: always
@@ -86,7 +94,7 @@ import pwd
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.serving.model_dir import Listing, judge, walk
+from ansible.module_utils.gpuhost.serving.model_dir import Listing, judge, setting_problems, walk
 
 
 def get_argument_spec() -> dict:
@@ -144,9 +152,9 @@ def walk_as(module: AnsibleModule, path: str, user: str) -> Listing:
 def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     params = module.params
-    if params["expected_gib"] < 0 or params["tolerance"] < 0:
-        module.fail_json(msg="sglang_model_check: expected_gib and tolerance must be 0 or more; got "
-                             f"{params['expected_gib']} and {params['tolerance']}.")
+    refused = setting_problems(params["expected_gib"], params["tolerance"])
+    if refused:
+        module.fail_json(msg="sglang_model_check: " + "; ".join(refused) + ". Nothing was checked.")
     user = params["user"]
     listing = walk_as(module, params["path"], user) if user else walk(params["path"])
     verdict = judge(listing, params["expected_gib"], params["tolerance"], user)
@@ -157,6 +165,7 @@ def main() -> None:
         "expected_gib": verdict.expected_gib,
         "files": len(listing.files),
         "unreadable": listing.unreadable,
+        "not_regular": listing.not_regular,
         "problems": verdict.problems,
     }
     if verdict.ok:

@@ -18,11 +18,14 @@ description:
   - The OpenAI-compatible endpoint rather than SGLang's native C(/generate) because it is what clients call, so
     the test covers the API key, the served model name and the chat-less completion path they use; its request
     and answer shapes are stable across SGLang releases.
+  - "The key never appears in what the module returns: every form of it (as sent, and as Python, JSON and URLs
+    escape it) is masked as C(<api key>) in every message, whatever failed. A key that an HTTP header cannot
+    carry (whitespace around it, a character outside printable ASCII) is refused before anything is sent."
   - Reads only; supports check mode.
 version_added: "1.0.0"
 options:
   url:
-    description: The server's base URL, without a path (C(http://127.0.0.1:30000)).
+    description: The server's base URL, C(http) or C(https), without a path or a user (C(http://127.0.0.1:30000)).
     type: str
     required: true
   api_key:
@@ -42,11 +45,11 @@ options:
     type: int
     default: 32
   runs:
-    description: How many times to ask; every answer must be the same.
+    description: How many times to ask (1 to 100); every answer must be the same.
     type: int
     default: 2
   timeout:
-    description: Seconds to wait for each answer.
+    description: Seconds to wait for each answer (1 to 86400).
     type: int
     default: 300
   logprobs:
@@ -109,6 +112,7 @@ from typing import Any
 from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuhost.serving.secret_mask import api_key_problems, mask, mask_all
 from ansible.module_utils.gpuhost.serving.sglang_smoke import (
     Sample,
     completion_request,
@@ -116,6 +120,7 @@ from ansible.module_utils.gpuhost.serving.sglang_smoke import (
     judge_runs,
     read_completion,
     served_models,
+    setting_problems,
 )
 from ansible.module_utils.urls import open_url
 
@@ -141,9 +146,11 @@ class CallError(Exception):
 
 
 def call(params: dict[str, Any], method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """The decoded JSON answer to one request; CallError, its message masked, for anything that goes wrong."""
+    key = params["api_key"]
     headers = {"Accept": "application/json"}
-    if params["api_key"]:
-        headers["Authorization"] = f"Bearer {params['api_key']}"
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
     data = None
     if body is not None:
         headers["Content-Type"] = "application/json"
@@ -154,25 +161,30 @@ def call(params: dict[str, Any], method: str, path: str, body: dict[str, Any] | 
                             validate_certs=params["validate_certs"], follow_redirects="none")
         raw = response.read()
     except HTTPError as err:
-        detail = err.read().decode("utf-8", "replace") if err.fp else ""
+        try:
+            detail = err.read().decode("utf-8", "replace") if err.fp else ""
+        except Exception:  # a body cut short says nothing more than the status
+            detail = ""
         if err.code == 401:
             raise CallError(f"{method} {path}: 401, the server refused the API key; expected the key it was "
-                            "started with (its --config file)") from err
-        raise CallError(f"{method} {path}: HTTP {err.code} {excerpt(detail)}") from err
+                            "started with (its --config file)") from None
+        raise CallError(f"{method} {path}: HTTP {err.code} {excerpt(mask(detail, key))}") from None
     except (URLError, OSError) as err:
-        raise CallError(f"{method} {path}: cannot reach {params['url']} ({getattr(err, 'reason', err)})") from err
+        reason = mask(str(getattr(err, "reason", err)), key)
+        raise CallError(f"{method} {path}: cannot reach {params['url']} ({reason})") from None
+    except Exception as err:  # whatever the HTTP stack raises, the message says so without the key
+        raise CallError(mask(f"{method} {path}: the request failed ({type(err).__name__}: {err})", key)) from None
+    # Masked before anything is read from it or cut to an excerpt: a server that echoes the request
+    # would echo the key, and an excerpt could end inside it.
+    text = mask(raw.decode("utf-8", "replace"), key)
     try:
-        return json.loads(raw)
-    except ValueError as err:
-        raise CallError(f"{method} {path}: the answer is not JSON: {excerpt(raw.decode('utf-8', 'replace'))}") from err
+        return json.loads(text)
+    except ValueError:
+        raise CallError(f"{method} {path}: the answer is not JSON: {excerpt(text)}") from None
 
 
-def main() -> None:
-    module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
-    params = module.params
-    if params["runs"] < 1 or params["max_tokens"] < 1:
-        module.fail_json(msg=f"sglang_smoke: runs and max_tokens must be 1 or more; got {params['runs']} and "
-                             f"{params['max_tokens']}.")
+def smoke(params: dict[str, Any]) -> dict[str, Any]:
+    """The smoke test's result; problems for a server that failed it."""
     problems: list[str] = []
     models: list[str] = []
     samples: list[Sample] = []
@@ -199,11 +211,31 @@ def main() -> None:
     if problems:
         result["msg"] = (f"sglang_smoke: the server at {params['url']} failed the smoke test "
                          f"({params['runs']} runs of {params['prompt']!r} at temperature 0): " + "; ".join(problems))
-        if params["fail_on_problem"]:
-            module.fail_json(**result)
     else:
         result["msg"] = (f"sglang_smoke: {params['runs']} identical, sane answers from {params['model']}: "
                          f"{excerpt(samples[0].text)}")
+    return result
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
+    params = module.params
+    key = params["api_key"]
+    refused = setting_problems(params["url"], params["timeout"], params["runs"], params["max_tokens"],
+                               params["max_run"])
+    refused += [f"api_key: {problem}" for problem in api_key_problems(key)]
+    if refused:
+        module.fail_json(msg=mask("sglang_smoke: " + "; ".join(refused) + ". Nothing was sent.", key),
+                         problems=mask_all(refused, key))
+    try:
+        result = smoke(params)
+    except Exception as err:  # a failure of the module itself: said plainly, never with the key or a traceback
+        module.fail_json(msg=mask(f"sglang_smoke: the smoke test could not run ({type(err).__name__}: {err}).", key),
+                         ok=False, problems=[])
+    # The server's answers too: a server that echoes the request would echo the key.
+    result = mask_all(result, key)
+    if not result["ok"] and params["fail_on_problem"]:
+        module.fail_json(**result)
     module.exit_json(**result)
 
 

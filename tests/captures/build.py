@@ -799,6 +799,115 @@ def smi_query_health(devices: list[Dev]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# nvidia-smi -q -x as driver 590 writes it (DTD v13), shaped after tests/fixtures/nvidia-smi/
+# q_550_2xH100-HBM3_fabric.xml and q_580_2xRTX-PRO-6000-Blackwell_vm-passthrough.txt.
+SMI_BRANDS = {0: "Unknown", 1: "Quadro", 2: "Tesla", 5: "GeForce", 13: "NVIDIA RTX", 14: "NVIDIA", 15: "GeForce RTX"}
+SMI_ARCHITECTURES = {12: "Blackwell", 10: "Blackwell", 9: "Hopper", 8: "Ampere"}
+SMI_VIRTUALIZATION = {0: "None", 1: "Pass-Through", 2: "VGPU", 3: "Host VGPU", 4: "Host VSGA"}
+SMI_REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "hw_thermal_slowdown",
+               "hw_power_brake_slowdown", "sync_boost", "sw_thermal_slowdown", "display_clocks_setting")
+SMI_REASON_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
+                   "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
+                   "hw_power_brake_slowdown": 0x80, "display_clocks_setting": 0x100}
+
+
+def _xml(tag: str, body: Any, depth: int) -> str:
+    """One element, nested as nvidia-smi nests them: a tab per level, a section's children on their own lines."""
+    pad = "\t" * depth
+    if isinstance(body, list):
+        return f"{pad}<{tag}>\n" + "".join(_xml(t, b, depth + 1) for t, b in body) + f"{pad}</{tag}>\n"
+    return f"{pad}<{tag}>{body}</{tag}>\n"
+
+
+def smi_q_xml(devices: list[Dev], driver: str, cuda: str, timestamp: str, *, in_vm: bool) -> str:
+    """nvidia-smi -q -x, from the same descriptions (and NVML health readings) as the other nvidia-smi outputs."""
+    gpus = gpus_of(devices)
+    out = ('<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v13.dtd">\n<nvidia_smi_log>\n'
+           + "".join(_xml(t, b, 1) for t, b in (("timestamp", timestamp), ("driver_version", driver),
+                                                 ("cuda_version", cuda), ("attached_gpus", len(gpus)))))
+    for dev in gpus:
+        out += _smi_q_gpu(dev, driver, in_vm=in_vm)
+    return out + "\n</nvidia_smi_log>\n"
+
+
+def _smi_q_gpu(dev: Dev, driver: str, *, in_vm: bool) -> str:
+    gpu = dev.gpu
+    assert gpu is not None
+    model, raw = gpu.model, nvml_health(gpu)
+    word = {0: "Disabled", 1: "Enabled", None: "N/A"}
+
+    def count(key: str) -> Any:
+        return "N/A" if raw.get(key) is None else raw[key]
+
+    rows, fabric = raw.get("remapped_rows"), raw.get("fabric") or {}
+    mask = raw.get("clocks_event_reasons") or 0
+    gen = gpu.gen or model.gen
+    bar1 = (model.bar1 if dev.link else 256 * MIB) // MIB
+    used, reserved = 1, 637
+    ecc = [("sram_correctable", 0 if model.ecc == 1 else "N/A"),
+           ("sram_uncorrectable_parity", 0 if model.ecc == 1 else "N/A"),
+           ("sram_uncorrectable_secded", 0 if model.ecc == 1 else "N/A")]
+    counts = {kind: [*ecc, ("dram_correctable", count(f"ecc_corrected_{kind}")),
+                     ("dram_uncorrectable", count(f"ecc_uncorrected_{kind}"))] for kind in ("volatile", "aggregate")}
+    fabric_known = fabric.get("state") == 3
+    body = [
+        ("product_name", model.name), ("product_brand", SMI_BRANDS.get(model.brand, "Unknown")),
+        ("product_architecture", SMI_ARCHITECTURES.get(model.compute_capability[0], "N/A")),
+        ("display_mode", "Requested functionality has been deprecated"), ("display_attached", "No"),
+        ("display_active", "Disabled"), ("persistence_mode", word[gpu.persistence]), ("addressing_mode", "HMM"),
+        ("mig_mode", [("current_mig", word[model.mig]), ("pending_mig", word[model.mig])]),
+        ("mig_devices", "\n\t\t\tNone\n\t\t"), ("accounting_mode", "Disabled"),
+        ("accounting_mode_buffer_size", 4000), ("driver_model", [("current_dm", "N/A"), ("pending_dm", "N/A")]),
+        ("serial", f"17950250{14172 + gpu.index}"), ("uuid", gpu.uuid), ("minor_number", gpu.index),
+        ("vbios_version", "98.02.52.00.07"), ("multigpu_board", "No"), ("board_id", f"0x{int(dev.bdf[5:7], 16):02x}00"),
+        ("gpu_virtualization_mode", [("virtualization_mode", SMI_VIRTUALIZATION[gpu.virtualization_mode]),
+                                     ("host_vgpu_mode", "N/A"), ("vgpu_heterogeneous_mode", "N/A")]),
+        ("gpu_recovery_action", "None"), ("gsp_firmware_version", driver),
+        ("pci", [("pci_bus", dev.bdf[5:7]), ("pci_device", dev.bdf[8:10]), ("pci_domain", dev.bdf[:4]),
+                 ("pci_base_class", model.cls >> 16), ("pci_sub_class", (model.cls >> 8) & 0xFF),
+                 ("pci_device_id", f"{model.device:04X}10DE"), ("pci_bus_id", nvml_bus_id(dev.bdf)),
+                 ("pci_sub_system_id", f"{model.subsystem[1]:04X}{model.subsystem[0]:04X}"),
+                 ("pci_gpu_link_info", [
+                     ("pcie_gen", [("max_link_gen", model.gen), ("current_link_gen", gen),
+                                   ("device_current_link_gen", gen), ("max_device_link_gen", model.gen),
+                                   ("max_host_link_gen", "N/A" if in_vm else model.gen)]),
+                     ("link_widths", [("max_link_width", "16x"), ("current_link_width", "16x")])]),
+                 ("replay_counter", 0), ("replay_rollover_counter", 0), ("tx_util", "0 KB/s"), ("rx_util", "0 KB/s"),
+                 ("atomic_caps_outbound", "N/A"), ("atomic_caps_inbound", "N/A")]),
+        ("fan_speed", "N/A"), ("performance_state", "P8"),
+        ("clocks_event_reasons", [(f"clocks_event_reason_{name}", "Active" if mask & SMI_REASON_BITS[name]
+                                   else "Not Active") for name in SMI_REASONS]),
+        ("sparse_operation_mode", "N/A"),
+        ("fb_memory_usage", [("total", f"{model.memory_mib} MiB"), ("reserved", f"{reserved} MiB"),
+                             ("used", f"{used} MiB"), ("free", f"{model.memory_mib - reserved - used} MiB")]),
+        ("bar1_memory_usage", [("total", f"{bar1} MiB"), ("used", "1 MiB"), ("free", f"{bar1 - 1} MiB")]),
+        ("compute_mode", "Default"),
+        ("ecc_mode", [("current_ecc", word[model.ecc]), ("pending_ecc", word[model.ecc])]),
+        ("ecc_errors", [("volatile", counts["volatile"]),
+                        ("aggregate", counts["aggregate"] + [("sram_threshold_exceeded",
+                                                              "No" if model.ecc == 1 else "N/A")])]),
+        ("retired_pages", [("multiple_single_bit_retirement", [("retired_count", "N/A"), ("retired_pagelist", "N/A")]),
+                           ("double_bit_retirement", [("retired_count", "N/A"), ("retired_pagelist", "N/A")]),
+                           ("pending_blacklist", "N/A"), ("pending_retirement", "N/A")]),
+        ("remapped_rows", "N/A" if rows is None else [
+            ("remapped_row_corr", rows["correctable"]), ("remapped_row_unc", rows["uncorrectable"]),
+            ("remapped_row_pending", "Yes" if rows["pending"] else "No"),
+            ("remapped_row_failure", "Yes" if rows["failure"] else "No"),
+            ("row_remapper_histogram", [(f"row_remapper_histogram_{bucket}", f"{512 if bucket == 'max' else 0} bank(s)")
+                                        for bucket in ("max", "high", "partial", "low", "none")])]),
+        ("temperature", [("gpu_temp", "31 C"), ("gpu_temp_tlimit", "56 C"), ("memory_temp", "N/A")]),
+        ("gpu_power_readings", [("average_power_draw", "32.41 W"), ("instant_power_draw", "32.41 W"),
+                                ("current_power_limit", "600.00 W"), ("max_power_limit", "600.00 W")]),
+        ("clocks", [("graphics_clock", "180 MHz"), ("sm_clock", "180 MHz"), ("mem_clock", "405 MHz"),
+                    ("video_clock", "600 MHz")]),
+        ("fabric", [("state", "Completed" if fabric_known else "N/A"),
+                    ("status", "Success" if fabric_known else "N/A"), ("cliqueId", 0 if fabric_known else "N/A"),
+                    ("clusterUuid", "N/A"), ("health", [("summary", "N/A"), ("bandwidth", "N/A")])]),
+        ("processes", "\n\t\t"), ("accounted_processes", "\n\t\t"), ("capabilities", [("egm", "disabled")]),
+    ]
+    return f'\t<gpu id="{nvml_bus_id(dev.bdf)}">\n' + "".join(_xml(t, b, 2) for t, b in body) + "\t</gpu>\n"
+
+
 # ---------------------------------------------------------------------------
 # lspci -vvv -D as a user without root: no capabilities, so no ACS
 
@@ -1613,6 +1722,8 @@ def incident_guest_no_nvml() -> Host:
                  "kind": "binding_missing"}
     ns = {cap: (lambda i, j: 5) for cap in ("read", "write", "nvlink", "atomics")}
     host.commands = smi_commands(host.devices, "590.44.01", ns, lambda i, j: 30, "0-63", "N/A")
+    host.commands["nvidia-smi -q -x"] = _ok(smi_q_xml(host.devices, "590.44.01", "13.1", "Tue Dec 30 09:49:57 2025",
+                                                      in_vm=True))
     return host
 
 

@@ -22,8 +22,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = ROOT / "tests" / "fleet" / "hosts.yml"
 LOST = ROOT / "tests" / "fleet" / "lost.yml"
-FLEET = {"incident-guest", "incident-guest-accepted", "pro6000-baremetal", "h100-baremetal", "h100-unproven",
-         "rtx4090-workstation", "a6000-i440fx-guest", "microvm-no-gpu", "pve-no-clique", "pve-clique-ok", "pve-vfio"}
+FLEET = {"incident-guest", "incident-guest-accepted", "pro6000-baremetal", "pro6000-tp2-unproven", "h100-baremetal",
+         "h100-unproven", "rtx4090-workstation", "a6000-i440fx-guest", "microvm-no-gpu", "pve-no-clique",
+         "pve-clique-ok", "pve-vfio"}
 # The unreachable host's last report, from an earlier run: fleet.md shows it with this date.
 LAST_REPORT_MTIME = 1767323045  # 2026-01-02 03:04:05 UTC
 INCIDENT_ARGS = ["--tp", "8", "--nsa-decode-backend", "trtllm", "--disable-custom-all-reduce"]
@@ -122,16 +123,48 @@ def test_incident_guest_passes_with_the_risk_accepted_and_p2p_off(fleet):
     assert launch["args"] == INCIDENT_ARGS
     assert launch["env"]["NCCL_P2P_DISABLE"] == "1"
     assert launch["custom_all_reduce"] is False
-    # GLM-5 priced on the incident's all-reduce log: 78 layers x 2 all-reduces at ~13.7 us.
+    # GLM-5 priced on the incident's all-reduce log: 78 layers x 2 all-reduces at ~13.7 us, on NCCL, which
+    # does every all-reduce here.
     assert 400 < launch["expected_comm_ceiling_tok_s"] < 550
+    assert launch["all_reduce"]["path"] == "nccl" and launch["comm_ceiling_basis"] == "nccl"
+    # Its replayed --help still names --nsa-decode-backend: checked, nothing to change.
+    assert launch["flag_check"] == {"checked": True, "translated": [], "refused": []}
 
 
-def test_bare_metal_pro6000_keeps_custom_all_reduce_on_proven_p2p(fleet):
-    launch = gate(fleet, "pro6000-baremetal")["launch"]
-    assert gate(fleet, "pro6000-baremetal")["verdict"] == "pass"
-    assert launch["p2p"]["state"] == "proven" and launch["custom_all_reduce"] is True
-    assert launch["args"] == ["--tp", "8", "--nsa-decode-backend", "trtllm"]
+def test_bare_metal_pro6000_at_tp8_runs_nccl_as_sglang_would(fleet):
+    result = gate(fleet, "pro6000-baremetal")
+    launch = result["launch"]
+    assert result["verdict"] == "pass"
+    # P2P is proven, so the gate forbids nothing; SGLang itself turns custom all-reduce off at 8 PCIe GPUs.
+    assert launch["p2p"]["state"] == "proven" and "--disable-custom-all-reduce" not in launch["args"]
+    assert launch["custom_all_reduce"] is False
+    assert launch["all_reduce"]["path"] == "nccl" and launch["all_reduce"]["off_by"] == "sglang"
+    assert launch["all_reduce"]["nvlink_mesh"] is False
+    assert "custom all-reduce on" not in result["summary"]
+    assert "custom all-reduce off (SGLang turns it off: 8 GPUs without an NVLink mesh); NCCL does every " \
+           "all-reduce" in result["summary"]
     assert "NCCL_P2P_DISABLE" not in launch["env"]
+
+
+def test_a_replayed_help_with_dsa_options_translates_the_tables_nsa_flag(fleet):
+    result = gate(fleet, "pro6000-baremetal")
+    assert result["launch"]["args"] == ["--tp", "8", "--dsa-decode-backend", "trtllm"]
+    assert result["launch"]["flag_check"]["translated"] == [
+        {"from": "--nsa-decode-backend", "to": "--dsa-decode-backend", "values": ["trtllm"], "why": "deprecated"}]
+    assert [s["id"] for s in result["launch"]["known_good_source"]] == ["sm120-glm5-nsa-decode-trtllm"]
+
+
+def test_two_pcie_gpus_with_p2p_claimed_not_proven_get_sglangs_own_p2p_check(fleet):
+    result = gate(fleet, "pro6000-tp2-unproven")
+    launch = result["launch"]
+    assert result["verdict"] == "pass"
+    assert launch["p2p"]["state"] == "claimed"
+    assert launch["args"] == ["--tp", "2", "--enable-p2p-check"]
+    assert launch["all_reduce"]["p2p_check"] == "cuda_ipc" and launch["custom_all_reduce"] is None
+    assert any(note.startswith("P2P between the 2 chosen GPUs is claimed by the driver but not proven: "
+                               "--enable-p2p-check added") for note in result["notes"])
+    # No --help in this replay: said, not assumed.
+    assert launch["flag_check"]["checked"] is False
 
 
 def test_h100_passes_with_custom_all_reduce_on(fleet):
@@ -140,6 +173,9 @@ def test_h100_passes_with_custom_all_reduce_on(fleet):
     assert result["launch"]["args"] == ["--tp", "4"]
     assert result["launch"]["gpus"] == [0, 1, 2, 3]
     assert result["launch"]["custom_all_reduce"] is True
+    assert result["launch"]["all_reduce"]["path"] == "custom"
+    assert result["launch"]["all_reduce"]["nvlink_mesh"] is True
+    assert result["summary"].endswith("custom all-reduce on (P2P proven)")
 
 
 def test_h100_without_a_probe_turns_custom_all_reduce_off(fleet):
@@ -213,7 +249,7 @@ def test_an_unreachable_host_keeps_its_last_report_with_its_date(written):
     assert row.startswith("| lost-gpu-host | unreachable, last report 2026-01-02 03:04 UTC | fit | 8 x NVIDIA H100")
     text = (reports / "fleet.md").read_text()
     header = text.splitlines()[2]
-    assert header.startswith("13 host(s): ") and header.endswith("; 1 unreachable, 1 failed in this run (rows from "
+    assert header.startswith("14 host(s): ") and header.endswith("; 1 unreachable, 1 failed in this run (rows from "
                                                                   "their last report).")
     assert "- lost-gpu-host: unreachable: " in text and "port 1: Connection refused" in text
     # Its report is left untouched, date included.

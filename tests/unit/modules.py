@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ansible.module_utils import _internal
 from ansible.module_utils.testing import patch_module_args
 
 
@@ -17,6 +18,13 @@ def run_module(main: Any, args: dict[str, Any], capsys: pytest.CaptureFixture[st
         args["_ansible_check_mode"] = True
     if diff:
         args["_ansible_diff"] = True
-    with patch_module_args(args), pytest.raises(SystemExit):
-        main()
+    # A module runs on the target, where warnings go into its result. Once a test has loaded controller code
+    # (a filter plugin, ansible-doc), ansible marks the process as the controller and would print them instead.
+    was_controller = _internal.is_controller
+    _internal.is_controller = False
+    try:
+        with patch_module_args(args), pytest.raises(SystemExit):
+            main()
+    finally:
+        _internal.is_controller = was_controller
     return json.loads(capsys.readouterr().out)

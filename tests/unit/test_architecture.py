@@ -56,6 +56,9 @@ PURE_BENCH = {
     "bench.comm_model": "the communication floor computed from a model profile",
     "bench.model_profiles": "the built-in model profiles, data",
     "bench.units": "byte units and their display",
+    "bench.arguments": "the benchmark modules' options, checked before anything runs",
+    "bench.nccl_known_issues": "NCCL versions with known bugs per GPU, data, and the finding they make",
+    "bench.nccl_diagnostics": "what NCCL's own diagnostics said, read back into findings",
 }
 # Modules outside the pure packages that pure code may import, each with why it is pure
 # (for example a derivation of audit/ that works on data already gathered and never sees a Source).

@@ -8,7 +8,7 @@ from ansible.module_utils.gpuhost.audit.gpus import gather_gpus
 from ansible.module_utils.gpuhost.audit.health import gather_health
 from ansible.module_utils.gpuhost.audit.iommu import Iommu, gather_iommu
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR, gather_pci, read_ids
-from ansible.module_utils.gpuhost.audit.proxmox import gather_proxmox, is_proxmox_node
+from ansible.module_utils.gpuhost.audit.proxmox_probe import is_proxmox_node
 from ansible.module_utils.gpuhost.audit.source import Source
 from ansible.module_utils.gpuhost.audit.virt import gather_virtualization
 from ansible.module_utils.gpuhost.rules import engine
@@ -22,7 +22,7 @@ from ansible.module_utils.gpuhost.rules.views import (
     unread_pairs,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
 
 
@@ -92,10 +92,14 @@ def audit(source: Source, subsets: list[str], options: RuleOptions) -> dict[str,
                                                         iommu.hardware).as_dict()
 
     if "gpus" in subsets:
-        facts["gpus"], facts["p2p"], facts["topology"] = gather_gpus(source, pci_facts)
-        facts["health"] = gather_health(source, pci_facts, facts["gpus"], source.nvml())
+        # Without NVML, nvidia-smi -q -x is read once, by gather_gpus; its health readings come back with it.
+        facts["gpus"], facts["p2p"], facts["topology"], smi_health = gather_gpus(source, pci_facts)
+        facts["health"] = gather_health(source, pci_facts, facts["gpus"], source.nvml(), parsed_gpus=smi_health)
 
     if proxmox_node:
+        # Loaded on Proxmox VE nodes only: a host compiles every module it imports, on every run.
+        from ansible.module_utils.gpuhost.audit.proxmox import gather_proxmox
+
         proxmox = gather_proxmox(source, iommu, pci_facts)
         if proxmox is not None:
             facts["proxmox"] = proxmox

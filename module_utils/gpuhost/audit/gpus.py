@@ -1,5 +1,9 @@
 """GPU facts, P2P matrices and the topology matrix: from NVML when it can be
-read, otherwise from nvidia-smi's text, in the same shape either way."""
+read, otherwise from nvidia-smi's text, in the same shape either way.
+
+Without NVML, ``nvidia-smi -q -x`` is read once, here: it completes the device facts
+``--query-gpu`` has no field for (BAR1, virtualization mode, brand; audit/smi_q.py) and its
+per-GPU health facts are handed back for ``health.gather_health(parsed_gpus=...)``."""
 
 from __future__ import annotations
 
@@ -13,13 +17,18 @@ from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import nvidia_smi_f
 
 # nvidia-smi topo -p2p letters for each matrix the audit keeps.
 P2P_LETTERS = {"read": "r", "write": "w", "nvlink": "n", "atomics": "a"}
+NOT_INSTALLED = "nvidia-smi is not installed"
+# How a -q -x failure that is worth a line in ``problems`` on its own starts (see gather_gpus).
 # The loaded kernel module's version: with NVML's and nvidia-smi's it tells a driver upgraded
 # without a reboot (the library is new, the module still the old one).
 KERNEL_MODULE_VERSION = "/sys/module/nvidia/version"
 
 
-def gather_gpus(source: Source, pci_facts: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(gpus, p2p, topology) facts."""
+def gather_gpus(source: Source, pci_facts: dict[str, Any]) \
+        -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], list[dict[str, Any]] | None]:
+    """(gpus, p2p, topology) facts, and the per-GPU health facts of ``nvidia-smi -q -x`` when NVML was not
+    read and that answered (else None: the health gatherer reads NVML's or ``--query-gpu``'s)."""
+    smi_health = None
     snapshot = source.nvml()
     problem = None if snapshot.get("error") else nvml.shape_problem(snapshot)
     if problem:
@@ -34,11 +43,15 @@ def gather_gpus(source: Source, pci_facts: dict[str, Any]) -> tuple[dict[str, An
     else:
         gpus, p2p, topology = _from_nvidia_smi(source)
         gpus["nvml_error"] = snapshot.get("error")
+        if gpus.get("nvidia_smi_error") != NOT_INSTALLED:  # a host without nvidia-smi is not asked for it twice
+            # Imported here: only hosts without NVML read -q -x, and its reader is most of the audit's code.
+            from ansible.module_utils.gpuhost.audit import smi_q_gather
+            smi_health = smi_q_gather.complete_from_smi_q(source, gpus)
     module_version = source.read_value(KERNEL_MODULE_VERSION) if "nvidia" in (source.listdir("/sys/module") or []) \
         else None
     if module_version:
         gpus["kernel_module_version"] = module_version
-    return gpus, p2p, topology
+    return gpus, p2p, topology, smi_health
 
 
 def _note_nvml_errors(source: Source, snapshot: dict[str, Any]) -> None:
@@ -113,7 +126,7 @@ def _smi(source: Source, argv: list[str]) -> tuple[str | None, str | None]:
     """(stdout, error) of one nvidia-smi call."""
     result = source.run(argv)
     if result.rc is None:
-        return None, "nvidia-smi is not installed"
+        return None, NOT_INSTALLED
     failure = nvidia_smi_failure(result.rc, result.stdout, result.stderr)
     if failure or not result.ok:
         return None, failure or f"exit {result.rc}: {(result.stderr or result.stdout).strip()[:200]}"
@@ -167,6 +180,8 @@ def _from_nvidia_smi(source: Source) -> tuple[dict, dict, dict]:
                 "cpu_affinity": list(parsed.cpu_affinity),
                 "numa_affinity": list(parsed.numa_affinity),
             }
+            if parsed.notes:  # what the parser repaired or left unknown (merged cells of hosts with many NICs)
+                topology["notes"] = list(parsed.notes)
     return gpus, p2p, topology
 
 

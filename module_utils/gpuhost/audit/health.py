@@ -2,10 +2,11 @@
 the kernel log's Xid events, the PCIe AER counters of the GPUs and the ports above them, and the
 fabric manager on NVSwitch hosts. Everything is read through the Source.
 
-Per-GPU readings come from the NVML snapshot (audit/nvml_health.py) when NVML was read; otherwise
-from ``nvidia-smi --query-gpu`` (parsers/nvidia_smi_health.py). ``gpus_from_parsed`` is the seam for
-another nvidia-smi parser (``nvidia-smi -q -x``): give it per-GPU dicts of raw health keys and it
-returns the same facts, to be passed to ``gather_health`` as ``parsed_gpus``.
+Per-GPU readings come from the NVML snapshot (audit/nvml_health.py) when NVML was read; otherwise from
+``nvidia-smi -q -x``, which audit/gpus.py reads once and converts (audit/smi_q.py) and audit/facts.py
+passes to ``gather_health`` as ``parsed_gpus``; when that did not answer, from ``nvidia-smi --query-gpu``
+(parsers/nvidia_smi_health.py: no row remapping, no fabric). ``gpus_from_parsed`` makes the same facts
+from per-GPU dicts of raw health keys that any other parser gives.
 """
 
 from __future__ import annotations

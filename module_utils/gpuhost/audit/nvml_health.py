@@ -8,8 +8,8 @@ in ``errors`` and left null, never fatal.
 
 ``gpu_health`` turns one such reading into the ``health.gpus[]`` fact (docs/gpu_host.schema.json)
 and is pure; ``health_from_parsed`` is the seam for readings that come from elsewhere (nvidia-smi
-``--query-gpu`` today, ``nvidia-smi -q -x`` once its parser exists): it takes per-GPU dicts with the
-same raw keys as the NVML reading plus ``index`` and ``pci_bus_id`` and gives the same facts.
+``-q -x`` through audit/smi_q.py, or ``--query-gpu``): it takes per-GPU dicts with the same raw keys as
+the NVML reading plus ``index`` and ``pci_bus_id`` and gives the same facts.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ CLOCKS_EVENT_REASONS = {
 }
 # NVML_GPU_FABRIC_STATE_*
 FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
-# nvmlReturn_t values that a fabric status may carry (the rest are named by number).
+# nvmlReturn_t values that a fabric status may carry (the rest are named by number), as nvml.h numbers them.
 NVML_RETURNS = {0: "success", 1: "uninitialized", 2: "invalid_argument", 3: "not_supported",
-                4: "no_permission", 6: "not_found", 12: "timeout", 15: "gpu_is_lost", 17: "reset_required",
-                999: "unknown"}
+                4: "no_permission", 6: "not_found", 10: "timeout", 15: "gpu_is_lost", 16: "reset_required",
+                27: "not_ready", 999: "unknown"}
 # NVML_MEMORY_ERROR_TYPE_* and NVML_*_ECC counter types, as nvidia-ml-py names them.
 _CORRECTED, _UNCORRECTED = 0, 1
 _VOLATILE, _AGGREGATE = 0, 1

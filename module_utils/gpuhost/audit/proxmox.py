@@ -38,11 +38,12 @@ NODE_DIR = "/sys/devices/system/node"
 VM_CONFIG_NAME = re.compile(r"^(?P<vmid>\d+)\.conf$")
 ADDRESS_SIZES = re.compile(r"^address sizes\s*:\s*(?P<bits>\d+) bits physical", re.MULTILINE)
 CPU_VENDOR = re.compile(r"^vendor_id\s*:\s*(?P<vendor>\S+)", re.MULTILINE)
+HOSTPCI_KEY = re.compile(r"hostpci\d+")
 
 
-def is_proxmox_node(source: Source) -> bool:
-    """A Proxmox VE node has the cluster file system's qemu-server directory (even with no VM yet)."""
-    return source.listdir(QEMU_SERVER_DIR) is not None
+def passes_pci_through(config: VmConfig) -> bool:
+    """Whether the VM starts with a hostpciN device next time (current config plus pending changes)."""
+    return any(HOSTPCI_KEY.fullmatch(key) for key in config.effective())
 
 
 def _device_from_pci_facts(device: dict[str, Any]) -> dict[str, Any]:
@@ -100,8 +101,7 @@ def gather_proxmox(source: Source, iommu: Any, pci_facts: dict[str, Any]) -> dic
         text = source.read_text(f"{QEMU_SERVER_DIR}/{name}") if match else None
         if match and text is not None:
             configs[int(match.group("vmid"))] = parse_vm_config(text)
-    with_hostpci = {vmid: c for vmid, c in sorted(configs.items())
-                    if any(re.fullmatch(r"hostpci\d+", k) for k in c.effective())}
+    with_hostpci = {vmid: c for vmid, c in sorted(configs.items()) if passes_pci_through(c)}
 
     groups = dict(getattr(iommu, "groups", {}) or {})
     host = HostView(groups=groups, phys_bits=_host_phys_bits(cpuinfo),

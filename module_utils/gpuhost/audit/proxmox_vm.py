@@ -49,6 +49,7 @@ from ansible.module_utils.gpuhost.parsers.proxmox_config import (
     parse_numa_node,
     parse_property_string,
     parse_smbios_uuid,
+    without_secrets,
 )
 
 NVIDIA_VENDOR = "10de"
@@ -272,7 +273,7 @@ def vm_facts(vmid: int, config: VmConfig, host: HostView) -> dict[str, Any]:
         "mmio64_estimated_mb": estimated if bios == "ovmf" else None,
         "mmio64_basis": ("set in args" if explicit_mmio is not None else basis) if bios == "ovmf"
         else "SeaBIOS: sizes its 64-bit window itself",
-        "pending": dict(sorted(config.pending.options.items())),
+        "pending": without_secrets(dict(sorted(config.pending.options.items()))),
         "pending_delete": list(config.pending_delete),
         "snapshots": list(config.snapshots),
         "description": config.description,

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import base64
 import os
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ansible.module_utils.gpuhost.process import run_bounded
+
+if TYPE_CHECKING:
+    from ansible.module_utils.gpuhost.audit.capture_privacy import Redactions
 
 CAPTURE_FORMAT = "gpuhost-capture/1"
 
@@ -99,17 +103,24 @@ class Source:
 
 
 class LiveSource(Source):
-    """Reads the running system; with ``record=True`` keeps what it read."""
+    """Reads the running system; with ``record=True`` keeps what it read.
+
+    ``recorded`` is everything read, as read; ``capture`` is what may leave the
+    host: ``recorded`` with the VM configs that pass nothing through left out,
+    secrets redacted (``capture_privacy``, plus ``redact``), and a line saying
+    what it contains.
+    """
 
     def __init__(self, record: bool = False, nvml_reader: Callable[[], dict[str, Any]] | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, redact: Redactions | None = None) -> None:
         super().__init__()
         self.record = record
         self._nvml_reader = nvml_reader
         self._env = env
+        self._redact = redact
         self._nvml_cache: dict[str, Any] | None = None
         self._ran: dict[str, CommandResult] = {}
-        self.capture: dict[str, Any] = {
+        self.recorded: dict[str, Any] = {
             "format": CAPTURE_FORMAT,
             "files": {},
             "dirs": {},
@@ -118,9 +129,16 @@ class LiveSource(Source):
             "commands": {},
         }
 
+    @property
+    def capture(self) -> dict[str, Any]:
+        # Imported here: only an audit that saves a capture needs it.
+        from ansible.module_utils.gpuhost.audit.capture_privacy import finish_capture
+
+        return finish_capture(self.recorded, self._redact)
+
     def _keep(self, kind: str, key: str, value: Any) -> None:
         if self.record:
-            self.capture[kind][key] = value
+            self.recorded[kind][key] = value
 
     def read_bytes(self, path: str) -> bytes | None:
         try:
@@ -180,19 +198,21 @@ class LiveSource(Source):
         # Parsers expect the C locale's numbers and English words.
         env.update({"LC_ALL": "C", "LANG": "C"})
         try:
-            proc = subprocess.run(argv, capture_output=True, env=env, timeout=COMMAND_TIMEOUT_S,
-                                  check=False)
+            done = run_bounded(argv, COMMAND_TIMEOUT_S, env=env)
         except FileNotFoundError:
             result = CommandResult(None, "", f"{argv[0]}: command not found")
-        except subprocess.TimeoutExpired:
-            result = CommandResult(124, "", f"{command_key(argv)}: no answer within {COMMAND_TIMEOUT_S} s")
-            self.note_problem(command_key(argv), result.stderr)
         except OSError as exc:
             result = CommandResult(126, "", f"{argv[0]}: {exc.strerror or exc}")
             self.note_problem(command_key(argv), result.stderr)
         else:
-            result = CommandResult(proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                                   proc.stderr.decode("utf-8", "replace"))
+            if done.timed_out:
+                # What a killed command printed is cut short: no parser reads half an output as a whole.
+                left = f" ({done.note})" if done.note else ""
+                result = CommandResult(124, "", f"{command_key(argv)}: no answer within {COMMAND_TIMEOUT_S} s{left}")
+                self.note_problem(command_key(argv), result.stderr)
+            else:
+                result = CommandResult(done.rc, done.stdout.decode("utf-8", "replace"),
+                                       done.stderr.decode("utf-8", "replace"))
         self._keep("commands", command_key(argv),
                    {"rc": result.rc, "stdout": result.stdout, "stderr": result.stderr})
         return result
@@ -207,7 +227,7 @@ class LiveSource(Source):
                 reader = self._nvml_reader
             self._nvml_cache = reader()
             if self.record:
-                self.capture["nvml"] = self._nvml_cache
+                self.recorded["nvml"] = self._nvml_cache
         return self._nvml_cache
 
 

@@ -64,6 +64,8 @@ FAULT_ENV = "GPUHOST_BENCH_FAULT"
 ELEMENT_BYTES = 4  # float32, as nccl-tests' default type
 # After a rank fails, the others get this long to notice before they are killed.
 FAILURE_GRACE_S = 3.0
+# After SIGKILL, how long to wait for the ranks to go before leaving them behind.
+KILL_WAIT_S = 5.0
 POLL_S = 0.02
 # The NCCL lines kept from all ranks together; an 8-rank INFO log is a few thousand lines.
 DEBUG_MAX_CHARS = 4_000_000
@@ -284,6 +286,8 @@ class Rank:
 
 
 def stop(ranks: list[Rank]) -> None:
+    """Terminate, then kill, every rank. A rank stuck in the driver (uninterruptible sleep, a wedged
+    GPU) outlives SIGKILL: it is left behind with returncode None, so that the summary still comes."""
     for rank in ranks:
         rank.signal(signal.SIGTERM)
     end = time.monotonic() + 2.0
@@ -292,7 +296,10 @@ def stop(ranks: list[Rank]) -> None:
             rank.wait(max(0.0, end - time.monotonic()))
         except subprocess.TimeoutExpired:
             rank.signal(signal.SIGKILL)
-            rank.wait(10.0)
+    end = time.monotonic() + KILL_WAIT_S
+    for rank in ranks:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            rank.wait(max(0.0, end - time.monotonic()))
 
 
 def run(config: dict, out=sys.stdout) -> int:

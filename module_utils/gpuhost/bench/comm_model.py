@@ -214,12 +214,18 @@ def measured_curve(results: Sequence[Mapping[str, Any]]) -> list[tuple[int, floa
     return curve
 
 
-def add_comm_floor(result: dict[str, Any], profile_spec: Any, concurrency: int) -> None:
-    """Price a benchmark result for a model: adds ``comm_floor`` and an info finding to ``result`` in place."""
+def check_profile(profile_spec: Any) -> ModelProfile:
+    """The profile a name or a mapping gives; CommModelError when it cannot be used. Called before a
+    benchmark runs, so that a wrong profile does not fail the run at its end."""
     # model_profiles imports this module for ModelProfile; importing it here, when called, avoids the cycle.
     from ansible.module_utils.gpuhost.bench.model_profiles import get_profile
 
-    profile = get_profile(profile_spec) if isinstance(profile_spec, str) else load_profile(profile_spec or {})
+    return get_profile(profile_spec) if isinstance(profile_spec, str) else load_profile(profile_spec or {})
+
+
+def add_comm_floor(result: dict[str, Any], profile_spec: Any, concurrency: int) -> None:
+    """Price a benchmark result for a model: adds ``comm_floor`` and an info finding to ``result`` in place."""
+    profile = check_profile(profile_spec)
     # Only all-reduce times price the model. A result without the key predates it and was all-reduce.
     rows = result.get("results") if result.get("collective", "all_reduce") == "all_reduce" else \
         ((result.get("per_collective") or {}).get("all_reduce") or {}).get("results")

@@ -4,18 +4,19 @@ The harnesses (collective_harness, p2p_harness) live in this package so that Ans
 them with the module. On the target they are written to a temporary directory and run with
 the interpreter that has torch (``python:``, usually the serving venv's), which is seldom the
 one running the module. Every run has a deadline; a run past it is killed with its whole
-process group, so no rank outlives the task.
+process group, so no rank outlives the task, and the wait for it ends shortly after the deadline
+even when something it started cannot be killed (gpuhost.process).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from types import ModuleType
+
+from ansible.module_utils.gpuhost.process import run_bounded
 
 # Beyond the run's own deadline (which the harness enforces itself), how long to wait for it
 # to kill its ranks and report before it is killed from here.
@@ -24,11 +25,12 @@ KILL_GRACE_S = 30.0
 
 @dataclass(frozen=True)
 class RunResult:
-    rc: int | None  # None: the executable could not be started
+    rc: int | None  # None: the executable could not be started (error), or it outlived its kill (note)
     stdout: str
     stderr: str
     timed_out: bool = False
     error: str | None = None  # why it could not be started
+    note: str | None = None  # after a timeout: what could not be stopped and was left behind
 
 
 def script_source(module: ModuleType) -> str:
@@ -46,30 +48,16 @@ def script_source(module: ModuleType) -> str:
 
 def run_process(argv: list[str], timeout_s: float, env: dict[str, str] | None = None,
                 cwd: str | None = None) -> RunResult:
-    """Run argv in its own process group; past timeout_s the whole group is killed."""
+    """Run argv in its own process group; past timeout_s the whole group is killed, and what it
+    printed until then is returned with ``timed_out``."""
     full_env = dict(os.environ if env is None else env)
     full_env.update({"LC_ALL": "C", "LANG": "C"})
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=full_env, cwd=cwd, start_new_session=True)
+        done = run_bounded(argv, timeout_s, env=full_env, cwd=cwd)
     except OSError as exc:
         return RunResult(None, "", "", error=f"{argv[0]}: {exc.strerror or exc}")
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        stdout, stderr = proc.communicate()
-        timed_out = True
-    return RunResult(proc.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"),
-                     timed_out=timed_out)
-
-
-def kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
+    return RunResult(done.rc, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"),
+                     timed_out=done.timed_out, note=done.note)
 
 
 def run_script(module: ModuleType, python: str, args: list[str], timeout_s: float,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.module_utils.gpuhost.bench.nccl_judge import measurements
+from ansible.module_utils.gpuhost.bench.nccl_judge import measurements, not_measured
 from ansible.module_utils.gpuhost.bench.nccl_tuning import summarize_candidate
 from ansible.module_utils.gpuhost.bench.units import human_bytes
 from ansible.module_utils.gpuhost.parsers.nccl_debug import REFUSAL_MEANING
@@ -59,6 +59,15 @@ def findings_for_run(*, engine: str, nranks: int, collectives: dict[str, list[di
             f"The {engine} benchmark{where} returned wrong values in {len(wrong_rows)} measurement(s): the "
             "collective completes but the data that arrives is not what was sent.",
             {"engine": engine, "nranks": nranks, "env": env_text, "wrong": wrong_rows[:20]}))
+
+    unmeasured = not_measured(collectives)
+    if unmeasured:
+        findings.append(make(
+            "nccl_results_not_measured",
+            f"The {engine} benchmark{where} printed inf or nan instead of a time at {len(unmeasured)} size(s), from "
+            f"{human_bytes(unmeasured[0]['size_bytes'] or 0)} of {unmeasured[0]['collective']}: those are no "
+            "measurement, and the curve is not evidence of a healthy host.",
+            {"engine": engine, "nranks": nranks, "env": env_text, "sizes": unmeasured[:20]}))
 
     if status == "timeout":
         size = (hung_at or {}).get("size_bytes")

@@ -95,6 +95,19 @@ def wrong_total(rows: list[dict[str, Any]]) -> int | None:
     return sum(checked) if checked else None
 
 
+def not_measured(collectives: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The sizes whose numbers the tool printed as inf or nan (the parsers' ``not_measured``, or a
+    placement without a time): {collective, size_bytes, placements}."""
+    found = []
+    for collective, rows in collectives.items():
+        for row in rows:
+            placements = list(row.get("not_measured") or [])
+            placements += [p for p, m in measurements(row) if m.get("time_us") is None and p not in placements]
+            if placements:
+                found.append({"collective": collective, "size_bytes": row.get("size_bytes"), "placements": placements})
+    return found
+
+
 def avg_busbw(rows: list[dict[str, Any]]) -> float | None:
     """nccl-tests' footer figure: the mean busbw over every size and placement."""
     values = [m["busbw_gbps"] for row in rows for _, m in measurements(row)

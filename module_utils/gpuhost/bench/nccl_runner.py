@@ -1,277 +1,100 @@
-"""Run the NCCL benchmark: pick the engine, run one sweep per candidate, judge the numbers.
+"""Run the NCCL benchmark: check the options, pick the engine, run one sweep per candidate, judge the numbers.
 
-The system is touched in three places only: the probe of the torch interpreter, the harness
-run (collective_harness under ``python``) and the nccl-tests binaries; log mode touches
-nothing but the file. Everything they return goes through nccl_bench_logic, which is pure.
+The system is touched in nccl_sweeps only (the probe of the torch interpreter, the harness, the
+nccl-tests binaries, the log file); everything they return is judged by pure code (nccl_judge,
+nccl_thresholds, nccl_tuning, nccl_findings, nccl_known_issues, nccl_diagnostics).
 
-Missing preconditions (no torch in that interpreter, no CUDA device for NCCL, no nccl-tests
-binary, bad options) raise ``BenchFailure`` with what was expected and what to do. What the
-host does wrong once the benchmark runs (wrong values, a hang, an NCCL error) is a result:
-it becomes findings, not a failure.
+Options that cannot mean anything are refused before anything runs (arguments.py). In check mode
+nothing that loads a GPU runs unless ``run_in_check_mode`` says so (``BenchSkipped``); a log is
+still read. Missing preconditions (no torch in that interpreter, no CUDA device for NCCL, no
+nccl-tests binary) raise ``BenchFailure`` with what was expected and what to do. What the host does
+wrong once the benchmark runs (wrong values, a hang, an NCCL error, an NCCL with a known bug, rows
+that are no measurement) is a result: it becomes findings, not a failure.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import time
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from ansible.module_utils.gpuhost.bench import collective_harness
+from ansible.module_utils.gpuhost.bench import nccl_diagnostics
 from ansible.module_utils.gpuhost.bench import nccl_judge as logic
-from ansible.module_utils.gpuhost.bench.harness_runner import (
-    KILL_GRACE_S,
-    python_problem,
-    run_process,
-    run_script,
-    write_json,
-)
+from ansible.module_utils.gpuhost.bench.arguments import ArgumentError, environment, nccl_bench_options
+from ansible.module_utils.gpuhost.bench.comm_model import CommModelError, check_profile
+from ansible.module_utils.gpuhost.bench.harness_runner import python_problem
 from ansible.module_utils.gpuhost.bench.nccl_findings import findings_for_run, sort_findings, tuning_findings
+from ansible.module_utils.gpuhost.bench.nccl_known_issues import known_issue_findings
+from ansible.module_utils.gpuhost.bench.nccl_sweeps import (
+    HARNESS_ERRORS,
+    BenchFailure,
+    BenchSkipped,
+    Sweep,
+    find_nccl_tests,
+    gpu_count_from_nvidia_smi,
+    harness_sweep,
+    log_sweep,
+    nccl_tests_sweep,
+    probe_python,
+)
 from ansible.module_utils.gpuhost.bench.nccl_thresholds import (
     default_thresholds,
     evaluate_thresholds,
     normalize_thresholds,
 )
 from ansible.module_utils.gpuhost.bench.nccl_tuning import choose_best, normalize_candidates, summarize_candidate
-from ansible.module_utils.gpuhost.parsers.harness_events import harness_events
 from ansible.module_utils.gpuhost.parsers.nccl_debug import parse_nccl_debug
-from ansible.module_utils.gpuhost.parsers.nccl_tests import NcclTestsParseError
-from ansible.module_utils.gpuhost.parsers.nccl_tests_json import parse_nccl_tests_json
-from ansible.module_utils.gpuhost.parsers.nccl_tests_text import parse_nccl_tests
 from ansible.module_utils.gpuhost.rules.catalog import make
 from ansible.module_utils.gpuhost.rules.finding import Finding
 
-# Importing torch and initialising CUDA on a cold host can take a minute.
-PROBE_TIMEOUT_S = 120.0
 GLOO_DEFAULT_NRANKS = 2
 DEFAULT_TIMEOUT_S = 300.0
 # Importing torch on a cold disk and NCCL's initialisation of 8 GPUs: tens of seconds at worst.
 DEFAULT_STARTUP_TIMEOUT_S = 120.0
-HARNESS_ERRORS = {
-    "no_torch": "Point `python` at the interpreter of the venv that serves the model (it has torch), for example "
-                "/opt/sglang/.venv/bin/python.",
-    "no_distributed": "Install a torch build with torch.distributed (every official build has it).",
-    "no_cuda": "Check `nvidia-smi` on the host, that this torch is a CUDA build (torch.version.cuda is not None) "
-               "matching the driver, and CUDA_VISIBLE_DEVICES; or ask for fewer ranks with `nranks`.",
-    "no_nccl": "Install a CUDA build of torch (it bundles NCCL), or use engine nccl-tests.",
-    "config": "This is a bug in the module's options handling; report it with the options used.",
-}
-
-
-class BenchFailure(Exception):
-    """The benchmark cannot run here; ``details`` go into fail_json."""
-
-    def __init__(self, message: str, **details: Any) -> None:
-        super().__init__(message)
-        self.details = details
-
-
-@dataclass
-class Sweep:
-    """One sweep (one candidate environment), whatever engine ran it."""
-
-    status: str  # ok, timeout, error
-    collectives: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    out_of_bounds: dict[str, Any] = field(default_factory=dict)
-    nccl_version: str | None = None
-    nranks: int | None = None
-    hung_at: dict[str, Any] | None = None
-    alive: list[int] = field(default_factory=list)
-    error: str | None = None
-    debug_text: str = ""
-    elapsed_s: float | None = None
-    startup_s: float | None = None  # torch engines: until every rank had joined
-    versions: dict[str, Any] = field(default_factory=dict)
-    stderr_tails: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # what the reader of the result should know
-
-
-# ---------------------------------------------------------------------------
-# Engines
-
-
-def probe_python(python: str, tmpdir: str | None) -> dict[str, Any]:
-    problem = python_problem(python)
-    if problem:
-        raise BenchFailure(f"{problem}. Set `python` to the interpreter that has torch (the serving venv's "
-                           "python), or use engine nccl-tests.")
-    result = run_script(collective_harness, python, ["--probe"], PROBE_TIMEOUT_S, tmpdir=tmpdir)
-    for event in harness_events(result.stdout):
-        if event.get("event") == "probe":
-            return event
-    reason = "it did not answer in time" if result.timed_out else (result.error or result.stderr.strip()[-1500:])
-    raise BenchFailure(f"could not run the benchmark harness with {python}: {reason or 'no output'}. It needs "
-                       "Python 3.8 or later; set `python` to the serving venv's interpreter.",
-                       rc=result.rc, stdout=result.stdout[-2000:], stderr=result.stderr[-2000:])
-
-
-def find_nccl_tests(directory: str | None, collective: str) -> str | None:
-    name = f"{collective}_perf"
-    if directory:
-        for candidate in (os.path.join(directory, name), os.path.join(directory, "build", name)):
-            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-                return candidate
-        return None
-    return shutil.which(name)
-
-
-def harness_sweep(python: str, backend: str, nranks: int, opts: dict[str, Any], env: dict[str, str],
-                  tmpdir: str | None) -> Sweep:
-    config = {
-        "backend": backend,
-        "nranks": nranks,
-        "collectives": opts["collectives"],
-        "min_bytes": opts["min_bytes"],
-        "max_bytes": opts["max_bytes"],
-        "step_factor": opts["step_factor"],
-        "iters": opts["iters"],
-        "warmup": opts["warmup"],
-        "check": opts["check"],
-        "timeout_s": opts["timeout"],
-        "startup_timeout_s": opts["startup_timeout"],
-        "env": env,
-    }
-    config_path = write_json(config, tmpdir)
-    try:
-        result = run_script(collective_harness, python, ["--json-config", config_path],
-                            opts["startup_timeout"] + opts["timeout"] + KILL_GRACE_S, tmpdir=tmpdir)
-    finally:
-        os.unlink(config_path)
-    try:
-        run = logic.parse_harness_output(result.stdout)
-    except logic.BenchInputError:
-        if result.error:
-            raise BenchFailure(f"could not start the benchmark harness: {result.error}") from None
-        why = "it was killed after not stopping at its deadline" if result.timed_out else "it printed no summary"
-        raise BenchFailure(f"the benchmark harness run with {python} failed: {why}. Its stderr ends with: "
-                           f"{result.stderr.strip()[-1500:] or '(nothing)'}",
-                           rc=result.rc, stdout=result.stdout[-2000:], stderr=result.stderr[-2000:]) from None
-    error = run.summary.get("error") or {}
-    if error.get("kind") in HARNESS_ERRORS:
-        raise BenchFailure(f"{error.get('message')}. {HARNESS_ERRORS[error['kind']]}", harness_error=error)
-    summary = run.summary
-    return Sweep(
-        status=run.status,
-        collectives=run.collectives,
-        nccl_version=run.nccl_version,
-        nranks=nranks,
-        hung_at=summary.get("hung_at"),
-        alive=list(summary.get("alive_at_deadline") or []),
-        error=run.error_message,
-        debug_text=summary.get("nccl_debug") or "",
-        elapsed_s=summary.get("elapsed_s"),
-        startup_s=summary.get("startup_s"),
-        versions={k: run.start.get(k) for k in ("torch_version", "cuda_version", "python", "devices")
-                  if run.start.get(k)},
-        stderr_tails=[{"rank": r.get("rank"), "returncode": r.get("returncode"),
-                       "stderr_tail": (r.get("stderr_tail") or "")[-800:]}
-                      for r in summary.get("ranks") or [] if r.get("returncode") not in (0, None)],
-    )
-
-
-def nccl_tests_sweep(binaries: dict[str, str], nranks: int, opts: dict[str, Any], env: dict[str, str]) -> Sweep:
-    sweep = Sweep(status="ok", nranks=nranks)
-    started = time.monotonic()
-    deadline = started + opts["timeout"]
-    run_env = dict(os.environ)
-    run_env.update(env)
-    texts = []
-    sizes = collective_harness.message_sizes(opts["min_bytes"], opts["max_bytes"], opts["step_factor"])
-    for collective in opts["collectives"]:
-        left = deadline - time.monotonic()
-        argv = logic.nccl_tests_argv(binaries[collective], opts["min_bytes"], opts["max_bytes"], opts["step_factor"],
-                                     nranks, opts["iters"], opts["warmup"], opts["check"])
-        result = run_process(argv, max(left, 1.0), env=run_env)
-        text = result.stdout + "\n" + result.stderr
-        texts.append(text)
-        if result.rc is None:
-            raise BenchFailure(f"could not start {argv[0]}: {result.error}")
-        if result.timed_out or left <= 0:
-            sweep.status = "timeout"
-            size = logic.hung_size(sizes, logic.completed_sizes(result.stdout))
-            sweep.hung_at = {"collective": collective, "size_bytes": size}
-            break
-        try:
-            parsed = parse_nccl_tests(result.stdout).as_dict()
-        except NcclTestsParseError as exc:
-            sweep.status = "error"
-            sweep.error = f"{os.path.basename(argv[0])} exited with {result.rc}: {exc}"
-            sweep.stderr_tails = [{"command": " ".join(argv), "returncode": result.rc,
-                                   "stderr_tail": result.stderr[-800:]}]
-            break
-        sweep.collectives[collective] = parsed["results"]
-        sweep.out_of_bounds[collective] = parsed.get("out_of_bounds")
-        sweep.nccl_version = sweep.nccl_version or parsed.get("nccl_version")
-        sweep.nranks = parsed.get("nranks") or nranks
-    sweep.debug_text = "\n".join(texts)
-    sweep.elapsed_s = round(time.monotonic() - started, 3)
-    return sweep
-
-
-def log_sweep(path: str) -> Sweep:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise BenchFailure(f"cannot read the nccl-tests log {path}: {exc.strerror or exc}") from None
-    is_json = text.lstrip().startswith("{")
-    try:
-        run = (parse_nccl_tests_json(text) if is_json else parse_nccl_tests(text)).as_dict()
-    except NcclTestsParseError as exc:
-        kind = "a JSON file written with -J" if is_json else "the text an nccl-tests binary printed"
-        raise BenchFailure(f"{path} is not readable as nccl-tests output ({kind}): {exc}") from None
-    # The collective the log shows, never a default: an unnamed one is judged by no collective's limits.
-    collective = run.get("collective") or logic.UNKNOWN_COLLECTIVE
-    sweep = Sweep(status="ok", collectives={collective: run["results"]},
-                  out_of_bounds={collective: run.get("out_of_bounds")},
-                  nccl_version=run.get("nccl_version"), nranks=run.get("nranks"),
-                  debug_text="" if is_json else text,
-                  versions={"avg_busbw_gbps": run.get("avg_busbw_gbps")})
-    if run.get("collective") is None:
-        candidates = run.get("collective_candidates") or []
-        could = f" (its columns fit {' or '.join(candidates)})" if 1 < len(candidates) < 6 else ""
-        sweep.notes.append(
-            f"{path} does not say which collective it measured{could}: no all-reduce threshold was applied and no "
-            "communication floor computed. Keep the command line (./build/all_reduce_perf ...) or the "
-            "'# Collective test starting' line in the log.")
-    return sweep
-
-
-def gpu_count_from_nvidia_smi() -> int | None:
-    result = run_process(["nvidia-smi", "-L"], 30.0)
-    if result.rc != 0:
-        return None
-    return sum(1 for line in result.stdout.splitlines() if line.startswith("GPU "))
-
+CHECK_MODE_SKIP = ("check mode: no NCCL benchmark was run. A sweep loads every GPU of the host for minutes, also on a "
+                   "host that already serves; set run_in_check_mode: true (gpu_bench_in_check_mode in the gpu_bench "
+                   "role) to run it in check mode anyway, or give `log` to judge a saved output")
 
 # ---------------------------------------------------------------------------
 # The whole run
 
 
 def resolve_options(params: dict[str, Any]) -> dict[str, Any]:
+    """The sweep's settings from checked options (nccl_bench_options ran first)."""
     collectives = list(dict.fromkeys(params.get("collectives") or ["all_reduce"]))
     unknown = [c for c in collectives if c not in logic.COLLECTIVES]
     if unknown:
-        raise BenchFailure(f"unknown collective(s) {', '.join(unknown)}; "
-                           f"expected any of {', '.join(logic.COLLECTIVES)}")
-    env = {str(k): str(v) for k, v in (params.get("env") or {}).items()}
-    opts = {
+        raise BenchFailure(f"collectives: expected any of {', '.join(logic.COLLECTIVES)}; got {', '.join(unknown)}")
+
+    def given(name: str, default: Any) -> Any:
+        return default if params.get(name) is None else params[name]
+
+    return {
         "collectives": collectives,
-        "min_bytes": params.get("min_bytes") or logic.DEFAULT_MIN_BYTES,
+        "min_bytes": given("min_bytes", logic.DEFAULT_MIN_BYTES),
         "max_bytes": params.get("max_bytes"),
-        "step_factor": params.get("step_factor") or 2,
-        "iters": params.get("iters") or 20,
-        "warmup": params.get("warmup") if params.get("warmup") is not None else 5,
+        "step_factor": given("step_factor", 2),
+        "iters": given("iters", 20),
+        "warmup": given("warmup", 5),
         "check": params.get("check", True) is not False,
-        "timeout": float(params.get("timeout") or DEFAULT_TIMEOUT_S),
-        "startup_timeout": float(params.get("startup_timeout") or DEFAULT_STARTUP_TIMEOUT_S),
-        "env": env,
+        "timeout": float(given("timeout", DEFAULT_TIMEOUT_S)),
+        "startup_timeout": float(given("startup_timeout", DEFAULT_STARTUP_TIMEOUT_S)),
+        "env": environment("env", params.get("env")),
     }
-    if opts["iters"] < 1 or opts["warmup"] < 0 or opts["timeout"] <= 0 or opts["startup_timeout"] <= 0:
-        raise BenchFailure("iters must be at least 1, warmup at least 0, timeout and startup_timeout positive")
-    return opts
+
+
+def checked(params: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]] | None, list[dict[str, Any]]]:
+    """(sweep settings, thresholds given or None, candidates): every option checked before anything runs."""
+    try:
+        nccl_bench_options(params)
+        if params.get("model_profile") is not None:
+            check_profile(params["model_profile"])
+        thresholds = normalize_thresholds(params["thresholds"]) if params.get("thresholds") is not None else None
+        candidates = (normalize_candidates(params.get("candidates")) if params.get("tune")
+                      else [{"name": "as-is", "env": {}}])
+        return resolve_options(params), thresholds, candidates
+    except (ArgumentError, logic.BenchInputError, CommModelError) as exc:
+        raise BenchFailure(str(exc)) from None
 
 
 def choose_engine(params: dict[str, Any], python: str, tmpdir: str | None) -> tuple[str, dict[str, Any] | None]:
@@ -294,12 +117,13 @@ def choose_engine(params: dict[str, Any], python: str, tmpdir: str | None) -> tu
 
 
 def run_bench(params: dict[str, Any], tmpdir: str | None = None,
-              warn: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
-    import sys
-
-    opts = resolve_options(params)
+              warn: Callable[[str], None] = lambda message: None, check_mode: bool = False) -> dict[str, Any]:
+    opts, given_thresholds, candidates = checked(params)
     python = params.get("python") or sys.executable
     base_env = opts["env"]
+    probe = None
+    torch_nccl = None
+    diag_requested, diag_why = False, "a log is read, nothing was run"
 
     if params.get("log"):
         if params.get("tune"):
@@ -309,24 +133,28 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
         nranks = sweep.nranks or params.get("nranks")
         sweeps = [("as-is", base_env, sweep)]
         source = "log"
-        probe = None
     else:
+        if check_mode and not params.get("run_in_check_mode"):
+            raise BenchSkipped(CHECK_MODE_SKIP)
         source = "run"
         engine, probe = choose_engine(params, python, tmpdir)
-        nranks, binaries = prepare(engine, params, opts, python, tmpdir, probe)
+        nranks, binaries, probe = prepare(engine, params, opts, python, tmpdir, probe)
+        torch_nccl = (probe or {}).get("nccl_version")
         if opts["max_bytes"] is None:
             opts["max_bytes"] = logic.GLOO_MAX_BYTES if engine == "torch-gloo" else logic.DEFAULT_MAX_BYTES
         if opts["max_bytes"] < opts["min_bytes"]:
-            raise BenchFailure(f"max_bytes ({opts['max_bytes']}) is below min_bytes ({opts['min_bytes']})")
-        candidates = normalize_candidates(params.get("candidates")) if params.get("tune") else \
-            [{"name": "as-is", "env": {}}]
+            raise BenchFailure(f"max_bytes: expected at least min_bytes ({opts['min_bytes']}); got {opts['max_bytes']}")
+        diag_requested, diag_why = nccl_diagnostics.plan(engine, torch_nccl)
         sweeps = []
-        for candidate in candidates:
+        for index, candidate in enumerate(candidates):
             env = {**base_env, **candidate["env"]}
             run_env = dict(env)
             if engine != "torch-gloo":
                 # The transport per channel is only printed at INFO; the user's own setting wins.
                 run_env.setdefault("NCCL_DEBUG", "INFO")
+            if diag_requested and index == 0:
+                # NCCL's own check of every pair, at the baseline's start only: not part of what is deployed.
+                run_env.setdefault(nccl_diagnostics.ENV, "1")
             if engine == "nccl-tests":
                 sweep = nccl_tests_sweep(binaries, nranks, opts, run_env)
             else:
@@ -334,8 +162,7 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
                 sweep = harness_sweep(python, backend, nranks, opts, run_env, tmpdir)
             sweeps.append((candidate["name"], env, sweep))
 
-    thresholds = (normalize_thresholds(params["thresholds"]) if params.get("thresholds") is not None
-                  else default_thresholds(nranks or 0, engine))
+    thresholds = given_thresholds if given_thresholds is not None else default_thresholds(nranks or 0, engine)
     primary_collective = opts["collectives"][0]
     if source == "log":
         primary_collective = next(iter(sweeps[0][2].collectives), primary_collective)
@@ -351,6 +178,11 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
         alive=primary.alive, control=control)
     if primary.status == "error":
         findings.append(run_failed_finding(engine, name, env, primary))
+    ran_nccl = primary.nccl_version or (transports or {}).get("nccl_version")
+    gpu_names = params.get("gpu_names") or (probe or {}).get("devices") or primary.versions.get("devices") or []
+    findings += known_issue_findings({"torch": torch_nccl, "ran": ran_nccl}, list(gpu_names), nranks)
+    diagnostics = nccl_diagnostics.result(primary.debug_text, diag_requested, diag_why, source == "run")
+    findings += nccl_diagnostics.findings(diagnostics, engine)
 
     tuning = None
     if params.get("tune") and source == "run":
@@ -370,7 +202,9 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
         findings.extend(tuning_findings(tuning, primary_label=name))
         recommended_env = tuning["recommended_env"]
     else:
-        healthy = primary.status == "ok" and not any(f.severity == "critical" for f in findings)
+        # Rows printed as inf or nan are no evidence either way: no environment is vouched for.
+        healthy = (primary.status == "ok" and not any(f.severity == "critical" for f in findings)
+                   and not logic.not_measured(primary.collectives))
         recommended_env = env if healthy and source == "run" else None
 
     per_collective = {c: logic.collective_entry(rows, primary.out_of_bounds.get(c))
@@ -380,7 +214,7 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
         "source": source,
         "status": primary.status,
         "nranks": nranks,
-        "nccl_version": primary.nccl_version or (transports or {}).get("nccl_version"),
+        "nccl_version": ran_nccl,
         "collective": None if primary_collective == logic.UNKNOWN_COLLECTIVE else primary_collective,
         "results": primary.collectives.get(primary_collective, []),
         "per_collective": per_collective,
@@ -395,10 +229,12 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
         "elapsed_s": round(sum(s.elapsed_s or 0 for _, _, s in sweeps), 3),
         "startup_s": primary.startup_s,
         "versions": primary.versions,
+        "nccl_diagnostics": diagnostics,
         "findings": sort_findings(findings),
     }
     if probe:
-        result["versions"] = {**result["versions"], "torch_version": probe.get("torch")}
+        result["versions"] = {**result["versions"], "torch_version": probe.get("torch"),
+                              "torch_nccl_version": torch_nccl}
     if primary.error:
         result["error"] = primary.error
     if primary.notes:
@@ -407,11 +243,10 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
 
 
 def prepare(engine: str, params: dict[str, Any], opts: dict[str, Any], python: str, tmpdir: str | None,
-            probe: dict[str, Any] | None) -> tuple[int, dict[str, str]]:
-    """Check the engine's preconditions; (nranks, nccl-tests binaries per collective)."""
+            probe: dict[str, Any] | None) -> tuple[int, dict[str, str], dict[str, Any] | None]:
+    """Check the engine's preconditions; (nranks, nccl-tests binaries per collective, the probe of
+    ``python``: what torch there offers, None when not asked)."""
     nranks = params.get("nranks")
-    if nranks is not None and nranks < 1:
-        raise BenchFailure("nranks must be at least 1")
     binaries: dict[str, str] = {}
     if engine == "nccl-tests":
         for collective in opts["collectives"]:
@@ -428,12 +263,12 @@ def prepare(engine: str, params: dict[str, Any], opts: dict[str, Any], python: s
             if not nranks:
                 raise BenchFailure("engine nccl-tests: `nvidia-smi -L` lists no GPU, so the rank count is unknown. "
                                    "Check the driver (nvidia-smi), or set nranks.")
-        return nranks, binaries
+        return nranks, binaries, serving_torch(params, python, tmpdir)
     if engine == "torch-gloo":
         problem = python_problem(python)
         if problem:
             raise BenchFailure(f"{problem}. Set `python` to an interpreter that has torch.")
-        return nranks or GLOO_DEFAULT_NRANKS, binaries
+        return nranks or GLOO_DEFAULT_NRANKS, binaries, None
     probe = probe or probe_python(python, tmpdir)
     if not probe.get("torch"):
         raise BenchFailure(f"{python} has no usable torch ({probe.get('torch_error')}). {HARNESS_ERRORS['no_torch']}",
@@ -451,7 +286,20 @@ def prepare(engine: str, params: dict[str, Any], opts: dict[str, Any], python: s
         nranks = count
     if nranks > count:
         raise BenchFailure(f"nranks {nranks} needs {nranks} GPUs; {python} sees {count}. Lower nranks.", probe=probe)
-    return nranks, binaries
+    return nranks, binaries, probe
+
+
+def serving_torch(params: dict[str, Any], python: str, tmpdir: str | None) -> dict[str, Any] | None:
+    """With nccl-tests, what the serving venv's torch offers when ``python`` names it: the NCCL it
+    bundles is the one serving will use, whatever nccl-tests was linked with. None when not given
+    or not readable (the benchmark does not depend on it)."""
+    if not params.get("python"):
+        return None
+    try:
+        probe = probe_python(python, tmpdir)
+    except BenchFailure:
+        return None
+    return probe if probe.get("torch") else None
 
 
 def limit_for(sweep: Sweep, opts: dict[str, Any]) -> float:

@@ -9,6 +9,7 @@ name (nccl_judge.UNKNOWN_COLLECTIVE), leave it unjudged with the reason.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ansible.module_utils.gpuhost.bench.nccl_judge import (
@@ -89,6 +90,9 @@ def normalize_thresholds(entries: list[Any]) -> list[dict[str, Any]]:
                     item[key] = float(entry[key])
                 except (TypeError, ValueError):
                     raise BenchInputError(f"{where}: {key} must be a number") from None
+                if not math.isfinite(item[key]) or item[key] <= 0:
+                    # NaN compares false with everything: a limit of NaN would judge nothing, silently.
+                    raise BenchInputError(f"{where}: {key}: expected a positive, finite number; got {entry[key]!r}")
         if "max_time_us" not in item and "min_busbw_gbps" not in item:
             raise BenchInputError(f"{where}: give max_time_us, min_busbw_gbps or both")
         severity = str(entry.get("severity") or ("critical" if "max_time_us" in item else "warning"))

@@ -16,6 +16,7 @@ from ansible.module_utils.gpuhost.bench.nccl_judge import (
     best_busbw,
     best_time,
     nearest_row,
+    not_measured,
     wrong_total,
 )
 from ansible.module_utils.gpuhost.bench.units import human_bytes
@@ -65,6 +66,9 @@ def summarize_candidate(name: str, env: dict[str, str], status: str, collectives
     large_bw = best_busbw(large_row) if large_row else None
     if status == "ok" and wrong:
         status = "wrong_values"
+    elif status == "ok" and not_measured(collectives):
+        # inf or nan printed for some size: no evidence, so no candidate to recommend.
+        status = "not_measured"
     summary: dict[str, Any] = {
         "name": name,
         "env": env,

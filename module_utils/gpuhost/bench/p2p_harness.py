@@ -48,6 +48,8 @@ DEFAULT_SIZES = (8, 64, 512, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 52
                  64 << 20, 256 << 20)
 DEFAULT_PROOF_BYTES = 4 << 20
 POLL_S = 0.05
+# After SIGKILL, how long to wait for the worker to go before leaving it behind.
+KILL_WAIT_S = 5.0
 _ENV_EVENTS = "GPUHOST_HARNESS_EVENTS"
 _ENV_DEADLINE = "GPUHOST_HARNESS_DEADLINE"
 _ENV_PARENT = "GPUHOST_HARNESS_PARENT"
@@ -105,15 +107,11 @@ def run(config: dict, out=sys.stdout) -> int:
         proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", config_path],
                                 stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=env)
     status = "ok"
+    left_behind = ""
     while proc.poll() is None:
         if time.time() > deadline_wall:
             status = "timeout"
-            proc.terminate()
-            try:
-                proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            left_behind = stop_worker(proc)
             break
         time.sleep(POLL_S)
     events = read_events(events_path)
@@ -129,9 +127,9 @@ def run(config: dict, out=sys.stdout) -> int:
                    else {"phase": "start-up"})
     try:
         with open(err_path, encoding="utf-8", errors="replace") as handle:
-            stderr_tail = handle.read()[-4000:]
+            stderr_tail = (handle.read() + left_behind)[-4000:]
     except OSError:
-        stderr_tail = ""
+        stderr_tail = left_behind
     emit(out, {"event": "summary", "protocol": PROTOCOL, "status": status, "timeout_s": timeout_s,
                "elapsed_s": round(time.monotonic() - started, 3), "hung_at": hung_at,
                "error": errors[0] if errors else None, "returncode": proc.returncode, "stderr_tail": stderr_tail})
@@ -141,6 +139,23 @@ def run(config: dict, out=sys.stdout) -> int:
     with contextlib.suppress(OSError):
         os.rmdir(workdir)
     return 0 if status == "ok" else (124 if status == "timeout" else 1)
+
+
+def stop_worker(proc) -> str:
+    """Terminate, then kill, the worker; '' once it is gone, else what was left behind. A worker stuck
+    in the driver (uninterruptible sleep, a wedged GPU) outlives SIGKILL: it is not waited for."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=2)
+        return ""
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    try:
+        proc.wait(timeout=KILL_WAIT_S)
+        return ""
+    except subprocess.TimeoutExpired:
+        return (f"\nthe worker did not exit within {KILL_WAIT_S:g} s of SIGKILL (stuck in the driver?); it was "
+                "left behind\n")
 
 
 # ---------------------------------------------------------------------------

@@ -4,10 +4,13 @@ The system is touched in three places only: the check of the torch interpreter, 
 (p2p_harness under ``python``) and the files (the log read with ``log``, the probe's output
 kept with ``save_log``). Everything they return goes through p2p_judge, which is pure.
 
-Missing preconditions (no such interpreter, no torch in it, no CUDA device, an unreadable
-log) raise ``ProbeFailure`` with what was expected and what to do; no CUDA device with
-``missing_gpu: skip`` raises ``ProbeSkipped``. What the host does wrong once the probe runs
-(data not arriving, a hang, slow copies) is a result: it becomes findings, not a failure.
+Options that cannot mean anything (a timeout that is not a positive finite number, negative
+sizes) are refused before anything runs (arguments.py). Missing preconditions (no such
+interpreter, no torch in it, no CUDA device, an unreadable log) raise ``ProbeFailure`` with what
+was expected and what to do; no CUDA device with ``missing_gpu: skip``, and check mode without
+``run_in_check_mode`` (the probe loads every GPU pair), raise ``ProbeSkipped``. What the host does
+wrong once the probe runs (data not arriving, a hang, slow copies) is a result: it becomes
+findings, not a failure.
 """
 
 from __future__ import annotations
@@ -18,10 +21,14 @@ from typing import Any
 
 from ansible.module_utils.gpuhost.bench import p2p_harness
 from ansible.module_utils.gpuhost.bench import p2p_judge as logic
+from ansible.module_utils.gpuhost.bench.arguments import ArgumentError, probe_options
 from ansible.module_utils.gpuhost.bench.harness_runner import KILL_GRACE_S, python_problem, run_script, write_json
 from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import P2PToolParseError, parse_p2p_log
 
 DEFAULT_TIMEOUT_S = 300.0
+CHECK_MODE_SKIP = ("check mode: the P2P probe was not run. It copies data between every GPU pair for minutes, also "
+                   "on a host that already serves; set run_in_check_mode: true (gpu_bench_in_check_mode in the "
+                   "gpu_bench role) to run it in check mode anyway, or give `log` to judge a saved output")
 HINTS = {
     "no_torch": "Point `python` at the serving venv's interpreter (it has torch).",
     "no_cuda": "Check `nvidia-smi`, that this torch is a CUDA build matching the driver, and CUDA_VISIBLE_DEVICES.",
@@ -92,8 +99,12 @@ def probe(params: dict[str, Any], tmpdir: str | None, check_mode: bool,
     try:
         run = logic.parse_harness_output(result.stdout)
     except logic.ProbeInputError:
-        raise ProbeFailure(f"could not run the P2P probe with {python}: "
-                           f"{result.error or result.stderr.strip()[-1500:] or 'no output'}",
+        if result.timed_out:
+            why = (f"it did not stop at its own deadline and was killed after {timeout + KILL_GRACE_S:g} s, so the "
+                   f"pair it hung at is unknown{'; ' + result.note if result.note else ''}")
+        else:
+            why = result.error or result.stderr.strip()[-1500:] or "no output"
+        raise ProbeFailure(f"could not run the P2P probe with {python}: {why}",
                            rc=result.rc, stderr=result.stderr[-2000:]) from None
     summary = run["summary"]
     error = summary.get("error") or {}
@@ -111,6 +122,12 @@ def probe(params: dict[str, Any], tmpdir: str | None, check_mode: bool,
 def run_probe(params: dict[str, Any], tmpdir: str | None = None, check_mode: bool = False,
               warn: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """The module's result (without ``changed``): read ``log`` when given, else probe; then the findings."""
+    try:
+        probe_options(params)
+    except ArgumentError as exc:
+        raise ProbeFailure(str(exc)) from None
+    if not params.get("log") and check_mode and not params.get("run_in_check_mode"):
+        raise ProbeSkipped(CHECK_MODE_SKIP)
     result = read_log(params["log"]) if params.get("log") else probe(params, tmpdir, check_mode, warn)
     max_small_latency_us = params.get("max_small_latency_us", logic.DEFAULT_MAX_SMALL_LATENCY_US)
     result["findings"] = logic.findings(result, max_small_latency_us, result["status"], result.get("hung_at"),

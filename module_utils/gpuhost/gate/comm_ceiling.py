@@ -2,6 +2,9 @@
 
 Taken from the benchmark's own comm_floor for the same tensor-parallel size, else computed with the
 communication model (bench/comm_model.py) from the measured all-reduce times and the model profile.
+The benchmark measures NCCL; ``ceiling_basis`` says what that figure is worth for the all-reduce SGLang
+will really run (all_reduce.py): the ceiling itself where NCCL does every all-reduce, a lower bound where
+SGLang's custom all-reduce takes the decode's small messages.
 """
 
 from __future__ import annotations
@@ -69,3 +72,20 @@ def comm_ceiling(out: Decision, bench: dict[str, Any], profile: Profile,
     out.notes.extend(floor.get("notes") or [])
     rate = floor.get("max_tokens_per_s_single_stream")
     return (round(rate, 1) if isinstance(rate, float) else None), floor
+
+
+def ceiling_basis(out: Decision, ceiling: float | None, all_reduce: dict[str, Any] | None) -> str | None:
+    """What the NCCL-measured ceiling means for the path that runs: nccl, nccl_lower_bound or nccl_path_unknown."""
+    if ceiling is None or not all_reduce:
+        return None
+    if all_reduce.get("path") == "nccl":
+        return "nccl"
+    if all_reduce.get("path") == "custom":
+        out.notes.append("The communication ceiling is priced on NCCL's measured all-reduce, but SGLang's custom "
+                         "all-reduce takes the decode's small messages here: the figure is a lower bound of the "
+                         "real ceiling.")
+        return "nccl_lower_bound"
+    out.notes.append("The communication ceiling is priced on NCCL's measured all-reduce; whether SGLang's custom "
+                     "all-reduce takes the small messages instead is decided at its start-up, and then the figure "
+                     "is a lower bound.")
+    return "nccl_path_unknown"

@@ -14,11 +14,17 @@ Policy, in one place:
 - P2P has three levels: *proven* (gpu_p2p_probe copied data between the pair and checked it at the
   destination), *claimed* (NVML / ``nvidia-smi topo -p2p r`` says OK) and *absent* (any other status,
   or a probe that saw the data not arrive). SGLang's custom all-reduce maps peer memory directly and
-  checks nothing, so on a GPU whose P2P grant is a private mirror it returns wrong sums without an
-  error (NVIDIA/nccl#2335): it stays on only when P2P is proven between every pair of the chosen GPUs;
-  otherwise ``--disable-custom-all-reduce``. NCCL is left to its own P2P detection when P2P is
-  claimed, and told ``NCCL_P2P_DISABLE=1`` when it is absent (which then needs ``p2p_not_supported``
-  accepted to pass).
+  checks nothing by default, so on a GPU whose P2P grant is a private mirror it returns wrong sums
+  without an error (NVIDIA/nccl#2335): the gate allows it only when P2P is proven between every pair of
+  the chosen GPUs; otherwise ``--disable-custom-all-reduce``, except for two GPUs with P2P claimed, where
+  ``--enable-p2p-check`` makes SGLang test CUDA IPC itself. NCCL is left to its own P2P detection when
+  P2P is claimed, and told ``NCCL_P2P_DISABLE=1`` when it is absent (which then needs
+  ``p2p_not_supported`` accepted to pass).
+- What the gate allows is not what runs: SGLang switches its custom all-reduce off by itself above two
+  GPUs without an NVLink mesh, and at sizes other than 2, 4, 6, 8 (all_reduce.py). The launch reports
+  the path that will run (``launch.all_reduce``), and the summary and the communication ceiling follow it.
+- The arguments are checked against the installed SGLang's ``--help`` when given (flag_check.py): known
+  renames are translated, an option or value it refuses blocks with ``sglang_flag_unsupported``.
 - Accepting ``p2p_not_supported`` also accepts what missing P2P measurably costs (the benchmark's
   small-message latency, the probe's slow small copies): those findings are its consequences, and
   each is still listed under ``accepted`` with the finding that covers it.
@@ -35,8 +41,9 @@ Policy, in one place:
 decide() runs the steps in this order, each writing its reasons and notes into one ``Decision``
 (decision.py): the driver and CUDA versions the model needs (here), the GPU group (choose_gpus.py),
 P2P between its GPUs (judge_p2p.py), the launch's environment and known-good entries (launch.py),
-the findings of the audit, the benchmark and the probe (triage.py), the launch's arguments
-(launch.py) and the communication ceiling (comm_ceiling.py).
+the findings of the audit, the benchmark and the probe (triage.py), the launch's arguments, checked
+against SGLang's --help, and the all-reduce SGLang will run with them (launch.py), and the communication
+ceiling (comm_ceiling.py).
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from typing import Any
 
 from ansible.module_utils.gpuhost.gate import versions
 from ansible.module_utils.gpuhost.gate.choose_gpus import choose_group
-from ansible.module_utils.gpuhost.gate.comm_ceiling import comm_ceiling
+from ansible.module_utils.gpuhost.gate.comm_ceiling import ceiling_basis, comm_ceiling
 from ansible.module_utils.gpuhost.gate.decision import Decision
 from ansible.module_utils.gpuhost.gate.inputs import (
     Host,
@@ -59,13 +66,22 @@ from ansible.module_utils.gpuhost.gate.inputs import (
 )
 from ansible.module_utils.gpuhost.gate.judge_p2p import judge_p2p
 from ansible.module_utils.gpuhost.gate.known_good import merged_table
-from ansible.module_utils.gpuhost.gate.launch import known_good_entries, known_good_source, launch_args, launch_env
+from ansible.module_utils.gpuhost.gate.launch import (
+    all_reduce_path,
+    checked_args,
+    flag_sources,
+    known_good_entries,
+    known_good_source,
+    launch_args,
+    launch_env,
+    wants_p2p_check,
+)
 from ansible.module_utils.gpuhost.gate.triage import triage_findings
 from ansible.module_utils.gpuhost.rules.catalog import text
 
 
 def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept: Any = None,
-           sglang_version: Any = None, known_good_overrides: Any = None) -> dict[str, Any]:
+           sglang_version: Any = None, known_good_overrides: Any = None, sglang_help: Any = None) -> dict[str, Any]:
     """The gate's verdict and launch settings. Never raises on odd input: it blocks and says why."""
     out = Decision()
     accepted_ids = frozenset(a.strip() for a in as_list(accept) if isinstance(a, str) and a.strip())
@@ -96,7 +112,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
     group, fit = choose_group(out, host, profile, proof, accepted_ids) if isinstance(audit, dict) and audit \
         else (None, None)
     p2p = judge_p2p(out, host, proof, group, accepted_ids)
-    env, custom_all_reduce = launch_env(out, bench_data, p2p, group)
+    env, custom_allowed = launch_env(out, bench_data, p2p, group)
     entries = known_good_entries(out, table, group, profile, version)
     for entry in entries:
         for key, value in as_dict(entry.get("env")).items():
@@ -108,7 +124,10 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
         out.notes.append(f"accept lists {', '.join(unmatched)}, which matched no critical finding here (a typo, "
                          "or a finding that is gone): nothing else was accepted")
 
-    args = launch_args(group, entries, custom_all_reduce)
+    args = launch_args(group, entries, custom_allowed, wants_p2p_check(group, p2p, env))
+    args, flag_check = checked_args(out, args, sglang_help, flag_sources(entries), version)
+    all_reduce = all_reduce_path(out, host, group, p2p, args, version)
+    path = (all_reduce or {}).get("path")
     ceiling, floor = comm_ceiling(out, bench_data, profile, group)
     verdict = "block" if out.reasons else "pass"
     launch = {
@@ -117,12 +136,15 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
         "cuda_visible_devices": ",".join(str(g.index) for g in group) if group else None,
         "args": args,
         "env": dict(sorted(env.items())),
-        "custom_all_reduce": custom_all_reduce,
+        "custom_all_reduce": {"custom": True, "nccl": False}.get(path) if group and len(group) > 1 else None,
+        "all_reduce": all_reduce,
         "p2p": p2p,
         "memory": fit.as_dict() if fit else None,
         "expected_comm_ceiling_tok_s": ceiling,
         "comm_floor": floor,
+        "comm_ceiling_basis": ceiling_basis(out, ceiling, all_reduce),
         "known_good_source": [known_good_source(e) for e in entries],
+        "flag_check": flag_check,
     }
     return {
         "verdict": verdict,
@@ -165,10 +187,16 @@ def _summary(verdict: str, out: Decision, launch: dict[str, Any], profile: Profi
         return f"block: {profile.label} must not be deployed here ({len(out.reasons)} reason(s): {ids})"
     parts = [f"pass: {profile.label} with --tp {launch['tensor_parallel_size']} on GPUs "
              f"{launch['cuda_visible_devices']}"]
-    if launch["custom_all_reduce"] is True:
-        parts.append("custom all-reduce on (P2P proven)")
-    elif launch["custom_all_reduce"] is False:
+    all_reduce = launch["all_reduce"] or {}
+    if all_reduce.get("path") == "custom":
+        parts.append(f"custom all-reduce on ({all_reduce['brief']})")
+    elif all_reduce.get("off_by") == "sglang":
+        parts.append(f"custom all-reduce off (SGLang turns it off: {all_reduce['brief']}); NCCL does every "
+                     "all-reduce")
+    elif all_reduce.get("path") == "nccl":
         parts.append("custom all-reduce off")
+    elif launch["tensor_parallel_size"] and launch["tensor_parallel_size"] > 1:
+        parts.append(all_reduce.get("brief") or "all-reduce path unknown")
     if launch["env"].get("NCCL_P2P_DISABLE") == "1":
         parts.append("NCCL_P2P_DISABLE=1")
     if out.accepted:

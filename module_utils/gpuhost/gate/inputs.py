@@ -104,6 +104,8 @@ class Host:
     vfio_bound: int
     virtualization: str | None
     findings: list[dict[str, Any]]
+    # NVML's P2P status for the NVLink capability, the one SGLang reads to tell an NVLink mesh.
+    p2p_nvlink: list[list[Any]] = field(default_factory=list)
 
 
 def read_host(audit: Any) -> Host:
@@ -142,6 +144,7 @@ def read_host(audit: Any) -> Host:
         vfio_bound=sum(1 for d in pci_devices if d.get("driver") == "vfio-pci"),
         virtualization=as_text(as_dict(facts.get("virtualization")).get("summary")),
         findings=findings,
+        p2p_nvlink=[row for row in as_list(as_dict(facts.get("p2p")).get("nvlink")) if isinstance(row, list)],
     )
 
 

@@ -55,7 +55,8 @@ def judge_p2p(out: Decision, host: Host, proof: dict[tuple[int, int], bool], gro
                          "the lack explicit, and every all-reduce pays the host-memory latency (see "
                          "expected_comm_ceiling_tok_s). Fewer GPUs per group, or P2P fixed at the hypervisor, "
                          "lift that floor.")
-    elif state == "claimed":
+    elif state == "claimed" and len(group) > 2:
+        # Two GPUs get SGLang's own P2P check instead (launch.py says so).
         out.notes.append("P2P is claimed by the driver between every pair of the chosen GPUs but not proven: custom "
                          "all-reduce stays off. Run gpu_p2p_probe and pass its result as probe to turn it on.")
     elif state == "unknown":

@@ -1,8 +1,13 @@
-"""The SGLang launch the facts call for: its environment, the known-good entries that apply, its arguments.
+"""The SGLang launch the facts call for: its environment, the known-good entries that apply, its arguments,
+those arguments checked against the installed SGLang, and the all-reduce SGLang will run with them.
 
-The environment is the benchmark's recommended one, with ``NCCL_P2P_DISABLE=1`` where P2P is missing;
-custom all-reduce stays on only where P2P is proven. Backend flags come from the known-good table
-(known_good.py) for the chosen GPUs' architecture, the model and the SGLang version.
+The environment is the benchmark's recommended one, with ``NCCL_P2P_DISABLE=1`` where P2P is missing.
+The gate allows SGLang's custom all-reduce only where P2P is proven, and says ``--disable-custom-all-reduce``
+elsewhere; except between two GPUs whose P2P the driver claims but nobody proved, the one PCIe case
+where custom all-reduce can run at all: there ``--enable-p2p-check`` makes SGLang test CUDA IPC itself.
+Whether custom all-reduce then really runs is SGLang's decision (all_reduce.py), reported as it will
+fall. Backend flags come from the known-good table (known_good.py) for the chosen GPUs' architecture,
+the model and the SGLang version, and are checked against SGLang's ``--help`` (flag_check.py).
 """
 
 from __future__ import annotations
@@ -11,8 +16,12 @@ import fnmatch
 from typing import Any
 
 from ansible.module_utils.gpuhost.gate import versions
+from ansible.module_utils.gpuhost.gate.all_reduce import DISABLE, P2P_CHECK, nvlink_mesh, rule_for, sglang_all_reduce
 from ansible.module_utils.gpuhost.gate.decision import Decision
-from ansible.module_utils.gpuhost.gate.inputs import Gpu, Profile, as_dict, as_int, as_list, as_text
+from ansible.module_utils.gpuhost.gate.flag_check import GATE_SETTINGS, check_flags, group_options
+from ansible.module_utils.gpuhost.gate.inputs import Gpu, Host, Profile, as_dict, as_int, as_list, as_text
+from ansible.module_utils.gpuhost.parsers.sglang_help import ArgparseHelp, ArgparseHelpError, parse_help
+from ansible.module_utils.gpuhost.rules.catalog import text
 
 
 def launch_env(out: Decision, bench: dict[str, Any], p2p: dict[str, Any],
@@ -112,26 +121,23 @@ def known_good_source(entry: dict[str, Any]) -> dict[str, Any]:
                                             "note")}
 
 
-def _options(args: list[str]) -> list[tuple[str, list[str]]]:
-    """Command-line arguments grouped as (option, values)."""
-    grouped: list[tuple[str, list[str]]] = []
-    for item in args:
-        if item.startswith("--") or not grouped:
-            grouped.append((item, []))
-        else:
-            grouped[-1][1].append(item)
-    return grouped
+def wants_p2p_check(group: tuple[Gpu, ...] | None, p2p: dict[str, Any], env: dict[str, str]) -> bool:
+    """Two GPUs whose P2P the driver claims and nobody proved: let SGLang test CUDA IPC itself."""
+    return bool(group) and len(group or ()) == 2 and p2p.get("state") == "claimed" \
+        and env.get("NCCL_P2P_DISABLE") != "1"
 
 
 def launch_args(group: tuple[Gpu, ...] | None, entries: list[dict[str, Any]],
-                custom_all_reduce: bool | None) -> list[str]:
+                custom_allowed: bool | None, p2p_check: bool) -> list[str]:
     if not group:
         return []
     chosen: list[tuple[str, list[str]]] = [("--tp", [str(len(group))])]
     for entry in entries:
-        chosen.extend(_options(_as_list(entry.get("flags"))))
-    if custom_all_reduce is False:
-        chosen.append(("--disable-custom-all-reduce", []))
+        chosen.extend(group_options(_as_list(entry.get("flags"))))
+    if p2p_check:
+        chosen.append((P2P_CHECK, []))
+    elif custom_allowed is False:
+        chosen.append((DISABLE, []))
     args: list[str] = []
     seen: set[str] = {"--tp-size"}
     for option, values in chosen:
@@ -140,3 +146,75 @@ def launch_args(group: tuple[Gpu, ...] | None, entries: list[dict[str, Any]],
         seen.add(option)
         args.extend([option, *values])
     return args
+
+
+def flag_sources(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """Option -> the id of the known-good entry it came from (the first, as launch_args keeps the first)."""
+    sources: dict[str, str] = {}
+    for entry in entries:
+        for option, _values in group_options(_as_list(entry.get("flags"))):
+            sources.setdefault(option, str(entry.get("id")))
+    return sources
+
+
+def _read_help(out: Decision, sglang_help: Any) -> ArgparseHelp | None:
+    if not isinstance(sglang_help, (str, bytes)) or not sglang_help.strip():
+        out.notes.append("SGLang's --help was not given: the launch flags were not checked against the installed "
+                         "SGLang (the sglang role's verify step keeps it; a replay can give "
+                         "deployment_gate_sglang_help_file).")
+        return None
+    try:
+        return parse_help(sglang_help)
+    except ArgparseHelpError as exc:
+        out.notes.append(f"SGLang's --help could not be read ({exc}): the launch flags were not checked.")
+        return None
+
+
+def checked_args(out: Decision, args: list[str], sglang_help: Any, sources: dict[str, str],
+                 version: str | None) -> tuple[list[str], dict[str, Any]]:
+    """The arguments as the installed SGLang takes them, and what the check did (launch.flag_check)."""
+    if not args:
+        return args, {"checked": False, "translated": [], "refused": []}
+    help_ = _read_help(out, sglang_help)
+    if help_ is not None and P2P_CHECK in args and help_.resolve(P2P_CHECK)[0] is None:
+        args = [DISABLE if a == P2P_CHECK else a for a in args]
+        out.notes.append(f"The installed SGLang has no {P2P_CHECK}: {DISABLE} instead, since the P2P the driver "
+                         "claims is proven by nobody. Run gpu_p2p_probe to prove it.")
+    checked = check_flags(args, help_, sources, version)
+    out.notes.extend(checked.notes)
+    for refused in checked.refused:
+        option, entry = refused["option"], refused["entry"]
+        where = f"known-good entry {entry}" if entry else GATE_SETTINGS
+        sglang = f"SGLang {version}" if version else "The installed SGLang (version not given)"
+        out.block("sglang_flag_unsupported",
+                  f"{sglang} (its --help) {refused['reason']} (from {where}): the server would refuse to start "
+                  "with it, so it is left out of the arguments.",
+                  {"option": option, "values": refused["values"], "entry": entry, "choices": refused["choices"],
+                   "sglang_version": version},
+                  remedy=None if entry else text("sglang_flag_unsupported", "gate", option=option), entry=entry)
+    report = {"checked": help_ is not None,
+              "translated": checked.translated,
+              "refused": [{k: r[k] for k in ("option", "values", "reason", "entry")} for r in checked.refused]}
+    return checked.args, report
+
+
+def all_reduce_path(out: Decision, host: Host, group: tuple[Gpu, ...] | None, p2p: dict[str, Any],
+                    args: list[str], version: str | None) -> dict[str, Any] | None:
+    """The all-reduce SGLang will run with these arguments (launch.all_reduce); None without a group."""
+    if not group:
+        return None
+    mesh, pairs = nvlink_mesh(host, [g.index for g in group]) if len(group) > 1 else (None, {})
+    level = {"proven": "proven", "claimed": "claimed", "absent": "none", "partial": "none"}.get(
+        str(p2p.get("state")), "unknown")
+    found = sglang_all_reduce(len(group), mesh, level, args, version)
+    if len(group) > 1:
+        note = rule_for(version)[1]
+        if note:
+            out.notes.append(note)
+        if P2P_CHECK in args:
+            out.notes.append(f"P2P between the 2 chosen GPUs is claimed by the driver but not proven: {P2P_CHECK} "
+                             "added, so SGLang tests CUDA IPC between them at start-up and keeps its custom "
+                             "all-reduce only if that works (NCCL otherwise). Run gpu_p2p_probe and pass its result "
+                             "as probe to know beforehand.")
+        out.notes.append(f"All-reduce: {found['reason']}")
+    return {**found, "nvlink_mesh": mesh, "nvlink_pairs": pairs}

@@ -8,8 +8,11 @@ Output schema, as ``NcclTestsRun.as_dict()`` gives it: ``results`` (one ``SizeRe
 size: ``size_bytes``, ``count``, ``type``, ``redop`` (None where the collective has none), and
 ``out_of_place`` / ``in_place`` (None when not measured), each a ``Measurement`` ``{time_us,
 algbw_gbps, busbw_gbps, wrong}``: times in us, bandwidths in GB/s (1e9), ``wrong`` None when not
-checked), ``avg_busbw_gbps``, ``nccl_version`` (``"2.21.5"``), ``nranks``, ``collective``
-(``"all_reduce"``...; None when the output does not show it, never a guess), ``collective_source``
+checked; time and bandwidths all None where the tool printed inf or nan for one of them, which
+no timer measures: ``0.00 us / inf GB/s`` is size / 0), and ``not_measured`` (only on such rows:
+the placements printed that way), ``avg_busbw_gbps`` (None when printed as inf or nan),
+``nccl_version`` (``"2.21.5"``), ``nranks``, ``collective`` (``"all_reduce"``...; None when the
+output does not show it, never a guess), ``collective_source``
 (``header``, ``command``, ``columns``) and ``collective_candidates`` (what the columns allow), and
 ``out_of_bounds``; ``NcclTestsRun`` also keeps ``out_of_bounds_ok`` and ``complete`` (the run got to
 its footer). ``bus_bandwidth_factor`` gives the factor nccl-tests turns algbw into busbw with,
@@ -44,18 +47,37 @@ class NcclTestsParseError(ParseError):
 
 @dataclass(frozen=True)
 class Measurement:
-    """One placement (out-of-place or in-place) of one size. Times in us, bandwidths in GB/s (1e9)."""
+    """One placement (out-of-place or in-place) of one size. Times in us, bandwidths in GB/s (1e9);
+    all three None when the tool printed inf or nan for any of them (``measurement`` builds it so)."""
 
-    time_us: float
-    algbw_gbps: float
-    busbw_gbps: float
+    time_us: float | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None
     wrong: int | None  # wrong elements; None when not checked (-c 0) or not counted (old versions)
     # Before nccl-tests 2.13 the check column held the largest deviation from the expected values.
     max_error: float | None = None
 
+    @property
+    def measured(self) -> bool:
+        return self.time_us is not None
+
     def as_dict(self) -> dict[str, Any]:
         return {"time_us": self.time_us, "algbw_gbps": self.algbw_gbps, "busbw_gbps": self.busbw_gbps,
                 "wrong": self.wrong}
+
+
+def measurement(time_us: float, algbw_gbps: float, busbw_gbps: float, wrong: int | None,
+                max_error: float | None = None) -> Measurement:
+    """A Measurement from printed values. inf or nan in any of the three is no measurement: the time
+    is what the bandwidths are computed from (inf GB/s is a size over 0.00 us), so all three go null;
+    the wrong count stays, since the values were checked all the same."""
+    if all(math.isfinite(v) for v in (time_us, algbw_gbps, busbw_gbps)):
+        return Measurement(time_us, algbw_gbps, busbw_gbps, wrong, max_error)
+    return Measurement(None, None, None, wrong, max_error)
+
+
+def finite_or_none(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
 @dataclass(frozen=True)
@@ -68,8 +90,14 @@ class SizeResult:
     out_of_place: Measurement
     in_place: Measurement | None
 
+    @property
+    def not_measured(self) -> list[str]:
+        """The placements printed as inf or nan."""
+        return [name for name, placed in (("out_of_place", self.out_of_place), ("in_place", self.in_place))
+                if placed is not None and not placed.measured]
+
     def as_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "size_bytes": self.size_bytes,
             "count": self.count,
             "type": self.type,
@@ -77,6 +105,9 @@ class SizeResult:
             "out_of_place": self.out_of_place.as_dict(),
             "in_place": self.in_place.as_dict() if self.in_place is not None else None,
         }
+        if self.not_measured:
+            data["not_measured"] = self.not_measured
+        return data
 
 
 @dataclass
@@ -112,7 +143,7 @@ class NcclTestsRun:
         curve = []
         for result in self.results:
             measurement = result.in_place if in_place else result.out_of_place
-            if measurement is not None and result.size_bytes > 0 and math.isfinite(measurement.time_us):
+            if measurement is not None and measurement.time_us is not None and result.size_bytes > 0:
                 curve.append((result.size_bytes, measurement.time_us))
         return curve
 
@@ -171,9 +202,9 @@ _RATIO_MIN_ALGBW = 0.5
 
 def _bandwidth_ratio(results: list[SizeResult]) -> tuple[float, float] | None:
     """busbw/algbw of the row with the largest algbw, and that algbw; None without a usable row."""
-    best = max((r.out_of_place for r in results if math.isfinite(r.out_of_place.algbw_gbps)
-                and math.isfinite(r.out_of_place.busbw_gbps)), key=lambda m: m.algbw_gbps, default=None)
-    if best is None or best.algbw_gbps < _RATIO_MIN_ALGBW:
+    best = max((r.out_of_place for r in results if r.out_of_place.measured),
+               key=lambda m: m.algbw_gbps or 0.0, default=None)
+    if best is None or best.algbw_gbps is None or best.busbw_gbps is None or best.algbw_gbps < _RATIO_MIN_ALGBW:
         return None
     return best.busbw_gbps / best.algbw_gbps, best.algbw_gbps
 

@@ -9,7 +9,9 @@ nccl_version (NCCL_VERSION_CODE of the library), config {nthreads, ngpus, ..., d
 per process}, results [{size, count, type, redop, root (a string, "%6i": "    -1"), out_of_place and
 in_place {time or cpu_time, alg_bw, bus_bw, nwrong (null with -c 0)}, actual_iterations,
 experiment_name}], out_of_bounds {count, okay}, average_bus_bandwidth {bandwidth, okay}, errors,
-end_time. Booleans are written as the strings "true"/"false", a NaN double as the string "nan".
+end_time. Booleans are written as the strings "true"/"false", a NaN double as the string "nan". A
+time or bandwidth that is nan or inf (as a string, or JSON's Infinity/NaN) is no measurement: the
+placement's numbers are null and the row marked, as in the text parser.
 Until nccl-tests 2.17.9 the writer spelled "average_bus_bandwidith" and "bandwidith".
 
 Output schema: ``parse_nccl_tests_json`` -> ``NcclTestsRun`` (nccl_tests.py), the same as the text
@@ -37,7 +39,9 @@ from ansible.module_utils.gpuhost.parsers.nccl_tests import (
     SizeResult,
     collective_candidates,
     collective_name,
+    finite_or_none,
     identify_collective,
+    measurement,
     nccl_version_from_code,
 )
 
@@ -96,9 +100,14 @@ def parse_nccl_tests_json(text: str) -> NcclTestsRun:
     average = _json_object(average, "average_bus_bandwidth", required=False)
     if average:
         value = average.get("bandwidth", average.get("bandwidith"))
-        run.avg_busbw_gbps = _json_number(value, "average_bus_bandwidth.bandwidth", required=False)
+        run.avg_busbw_gbps = finite_or_none(_json_number(value, "average_bus_bandwidth.bandwidth", required=False))
         run.complete = True
     return run
+
+
+# What the writer (printf of a double) and other JSON writers put for values that are no number.
+_NON_FINITE = {"nan": math.nan, "-nan": math.nan, "+nan": math.nan, "inf": math.inf, "+inf": math.inf,
+               "-inf": -math.inf, "infinity": math.inf, "+infinity": math.inf, "-infinity": -math.inf}
 
 
 def _json_error(where: str, expected: str, found: Any, todo: str = "") -> NcclTestsParseError:
@@ -127,8 +136,8 @@ def _json_object(value: Any, where: str, required: bool = True) -> dict[str, Any
 def _json_number(value: Any, where: str, required: bool = True) -> float | None:
     if value is None and not required:
         return None
-    if isinstance(value, str) and value.strip().lower() in ("nan", "-nan"):
-        return math.nan
+    if isinstance(value, str) and value.strip().lower() in _NON_FINITE:
+        return _NON_FINITE[value.strip().lower()]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _json_error(where, "a number", value)
     try:
@@ -171,11 +180,11 @@ def _json_measurement(value: Any, where: str) -> Measurement | None:
     assert data is not None
     time_value = data.get("time", data.get("cpu_time"))
     wrong = data.get("nwrong")
-    return Measurement(
-        time_us=_json_number(time_value, f"{where}.time") or 0.0,
-        algbw_gbps=_json_number(data.get("alg_bw"), f"{where}.alg_bw") or 0.0,
-        busbw_gbps=_json_number(data.get("bus_bw"), f"{where}.bus_bw") or 0.0,
-        wrong=None if wrong is None or wrong == "nan" else _json_int(wrong, f"{where}.nwrong"),
+    return measurement(
+        _json_number(time_value, f"{where}.time") or 0.0,
+        _json_number(data.get("alg_bw"), f"{where}.alg_bw") or 0.0,
+        _json_number(data.get("bus_bw"), f"{where}.bus_bw") or 0.0,
+        None if wrong is None or wrong == "nan" else _json_int(wrong, f"{where}.nwrong"),
     )
 
 

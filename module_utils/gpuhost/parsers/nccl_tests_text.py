@@ -33,8 +33,9 @@ count: nccl_tests.collective_candidates). Otherwise ``collective`` is None.
 
 Output schema: ``parse_nccl_tests`` -> ``NcclTestsRun`` (nccl_tests.py): one ``SizeResult`` per row,
 ``Measurement.max_error`` set instead of ``wrong`` for the ``error`` column of versions before 2.13;
-``nranks`` counted from the rank lines; ``nccl_version`` from the NCCL version line, else from the
-library code in the nccl-tests version line; ``avg_busbw_gbps``, ``out_of_bounds`` and
+inf and nan are read (``0.00 us / inf GB/s``) and given as no measurement, the row marked
+(nccl_tests.measurement); ``nranks`` counted from the rank lines; ``nccl_version`` from the NCCL
+version line, else from the library code in the nccl-tests version line; ``avg_busbw_gbps``, ``out_of_bounds`` and
 ``out_of_bounds_ok`` from the footers, ``complete`` when the average line was seen.
 """
 
@@ -54,14 +55,15 @@ from ansible.module_utils.gpuhost.parsers.nccl_tests import (
     EXCERPT_CHARS,
     NAME_RE,
     SIGNED_INT_RE,
-    Measurement,
     NcclTestsParseError,
     NcclTestsRun,
     SizeResult,
     collective_candidates,
     collective_name,
     collectives_named,
+    finite_or_none,
     identify_collective,
+    measurement,
     nccl_version_from_code,
 )
 
@@ -202,12 +204,12 @@ def _parse_row(tokens: list[str], columns: _Columns, raw: str, line_number: int)
     for group in columns.groups:
         wrong, max_error = _check_value(tokens[group["check"]], columns.check, raw, line_number) \
             if "check" in group else (None, None)
-        measurements.append(Measurement(
-            time_us=_to_float(tokens[group["time"]], "time column", raw, line_number),
-            algbw_gbps=_to_float(tokens[group["algbw"]], "algbw column", raw, line_number),
-            busbw_gbps=_to_float(tokens[group["busbw"]], "busbw column", raw, line_number),
-            wrong=wrong,
-            max_error=max_error,
+        measurements.append(measurement(
+            _to_float(tokens[group["time"]], "time column", raw, line_number),
+            _to_float(tokens[group["algbw"]], "algbw column", raw, line_number),
+            _to_float(tokens[group["busbw"]], "busbw column", raw, line_number),
+            wrong,
+            max_error,
         ))
     return SizeResult(
         size_bytes=int(lead["size"]),
@@ -368,7 +370,7 @@ def _read_header_or_footer(state: _State, body: str, line: str, number: int) -> 
         return True
     match = _AVG_RE.match(body)
     if match:
-        run.avg_busbw_gbps = _to_float(match.group(1), "average bus bandwidth", line, number)
+        run.avg_busbw_gbps = finite_or_none(_to_float(match.group(1), "average bus bandwidth", line, number))
         run.complete = True
         return True
     return False

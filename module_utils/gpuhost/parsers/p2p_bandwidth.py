@@ -150,7 +150,7 @@ def parse_p2p_bandwidth_latency_test(text: str) -> dict[str, Any]:
 
 def _result(reader: _Reader) -> dict[str, Any]:
     matrices, connectivity, devices = reader.matrices, reader.connectivity, reader.devices
-    if not matrices and connectivity is None:
+    if not matrices and not connectivity:  # a connectivity header cut off before its rows holds nothing either
         raise P2PToolParseError("p2pBandwidthLatencyTest: expected its matrices ('Unidirectional P2P=Disabled "
                                 "Bandwidth Matrix (GB/s)' and the others); found none. Pass the complete output")
     count = len(devices) or (len(connectivity) if connectivity else max(len(m["values"]) for m in matrices))

@@ -38,6 +38,16 @@ from typing import Any
 
 from ansible.module_utils.gpuhost.parsers._common import ParseError
 
+# Keys whose values are secrets (cloud-init's cipassword and sshkeys, and anything named like a password,
+# token or key): neither facts nor captures carry their values, only that they are set.
+SECRET_KEY = re.compile(r"pass|secret|token|credential|sshkey|private|api[_-]?key", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+def without_secrets(options: dict[str, str]) -> dict[str, str]:
+    """``options`` with the value of every secret-named key replaced by ``REDACTED``."""
+    return {key: REDACTED if SECRET_KEY.search(key) else value for key, value in options.items()}
+
 # Where qemu-server keeps what these parsers read.
 QEMU_SERVER_DIR = "/etc/pve/qemu-server"
 PCI_MAPPING_FILE = "/etc/pve/mapping/pci.cfg"

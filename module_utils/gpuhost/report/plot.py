@@ -29,17 +29,26 @@ def _ticks(low: float, high: float) -> list[float]:
     return [10.0 ** e for e in range(first, last + 1)]
 
 
+def _plottable(value: Any) -> bool:
+    """A positive, finite number: a log axis has no place for 0, and inf or nan would break its scale."""
+    return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            and value > 0)
+
+
 def sweep_series(results: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
     """(size, value) points for latency and busbw; out-of-place where measured, else in-place."""
     latency, busbw = [], []
     for row in results:
-        placement = row.get("out_of_place") or row.get("in_place") or {}
-        size = row.get("size_bytes")
-        if not isinstance(size, (int, float)) or size <= 0:
+        if not isinstance(row, dict):
             continue
-        if isinstance(placement.get("time_us"), (int, float)) and placement["time_us"] > 0:
+        placement = row.get("out_of_place") or row.get("in_place") or {}
+        placement = placement if isinstance(placement, dict) else {}
+        size = row.get("size_bytes")
+        if not _plottable(size):
+            continue
+        if _plottable(placement.get("time_us")):
             latency.append((float(size), float(placement["time_us"])))
-        if isinstance(placement.get("busbw_gbps"), (int, float)) and placement["busbw_gbps"] > 0:
+        if _plottable(placement.get("busbw_gbps")):
             busbw.append((float(size), float(placement["busbw_gbps"])))
     return {"latency": latency, "busbw": busbw}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ansible.module_utils.gpuhost.report.bench_shape import check_bench, finite
 from ansible.module_utils.gpuhost.report.health_md import health_tables
 from ansible.module_utils.gpuhost.rules.catalog import make
 from ansible.module_utils.gpuhost.rules.finding import counts, severity_rank, verdict
@@ -19,7 +20,9 @@ SMALL_PROBE_SIZES = (4096, 16384, 65536)
 
 
 def report_json(host: str, facts: dict[str, Any]) -> str:
-    return json.dumps({"host": host, **facts}, indent=2, sort_keys=True) + "\n"
+    """The report as strict JSON: a number that is not finite (no JSON has NaN) is written as null."""
+    document, _ = finite({"host": host, **facts})
+    return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
 def bench_findings(bench: dict[str, Any]) -> list[dict[str, Any]]:
@@ -38,7 +41,11 @@ def bench_findings(bench: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def merge_bench(facts: dict[str, Any], bench: dict[str, Any] | None) -> dict[str, Any]:
-    """The host's facts with the benchmark's results and findings folded in, summary recounted."""
+    """The host's facts with the benchmark's results and findings folded in, summary recounted.
+
+    A bench the report cannot carry (see bench_shape) is left out; callers that want to say so check it first.
+    """
+    bench = check_bench(bench).bench
     if not bench:
         return facts
     merged = dict(facts, bench=bench)
@@ -74,11 +81,17 @@ def matrix_table(names: list[str], matrix: list[list[str]]) -> list[str]:
     return table(["", *names], [[_at(names, i) or f"GPU{i}", *row] for i, row in enumerate(matrix)])
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    """A mapping read from a report of any age: anything else reads as empty."""
+    return value if isinstance(value, dict) else {}
+
+
 def _gpu_line(summary: dict[str, Any], gpus: dict[str, Any], pci_devices: list[dict[str, Any]] | None = None) -> str:
     count = summary.get("gpu_count") or 0
     if not count:
         return "none found"
-    models = (", ".join(summary.get("gpu_models") or [])
+    models_listed = summary.get("gpu_models") if isinstance(summary.get("gpu_models"), list) else []
+    models = (", ".join(str(model) for model in models_listed if model)
               or f"NVIDIA GPU (model unknown: {_why_unknown(gpus, pci_devices)})")
     driver = gpus.get("driver_version")
     cuda = gpus.get("cuda_driver_version")
@@ -88,7 +101,8 @@ def _gpu_line(summary: dict[str, Any], gpus: dict[str, Any], pci_devices: list[d
 
 def _why_unknown(gpus: dict[str, Any], pci_devices: list[dict[str, Any]] | None) -> str:
     """Why no GPU model is known: no driver, or a bound driver that NVML and nvidia-smi could not read."""
-    bound = any(d.get("kind") == "gpu" and d.get("driver") == "nvidia" for d in pci_devices or [])
+    bound = any(isinstance(d, dict) and d.get("kind") == "gpu" and d.get("driver") == "nvidia"
+                for d in pci_devices or [])
     if bound or gpus.get("kernel_module_version"):
         return "the nvidia driver is loaded but NVML and nvidia-smi cannot read the GPUs"
     return "no driver"
@@ -349,11 +363,13 @@ def _fleet_row(host: str, audit: str, facts: dict[str, Any]) -> list[Any]:
     """A host's row; empty facts (no report yet) leave every cell after the audit column empty."""
     if not facts:
         return [host, audit, None, None, None, None, None]
-    summary = facts.get("summary") or {}
-    worst = summary.get("worst_finding") or {}
-    return [host, audit, summary.get("verdict"), _gpu_line(summary, facts.get("gpus") or {}),
-            summary.get("virtualization"), summary.get("p2p"),
-            f"{worst.get('severity')}: {worst.get('id')}" if worst else "none"]
+    # A last report may be of any age or edited by hand: what is not in the shape written today shows as "-".
+    summary = _mapping(facts.get("summary"))
+    worst = summary.get("worst_finding")
+    worst_text = (f"{worst.get('severity')}: {worst.get('id')}" if isinstance(worst, dict) and worst
+                  else None if worst else "none")
+    return [host, audit, summary.get("verdict"), _gpu_line(summary, _mapping(facts.get("gpus"))),
+            summary.get("virtualization"), summary.get("p2p"), worst_text]
 
 
 def verdict_line(host: str, facts: dict[str, Any], link: dict[str, Any] | None, report: str) -> str:

@@ -407,6 +407,27 @@ CATALOG = _entries(
           "Use recommended_env for the serving processes (the SGLang role's environment); a P2P-disabled "
           "recommendation also means SGLang --disable-custom-all-reduce.",
           also=("critical",)),
+    Entry("nccl_results_not_measured", "nccl", "warning",
+          "the benchmark printed inf or nan instead of a time for some sizes: no measurement there",
+          "0.00 us with inf GB/s (or nan) means the timer read nothing: at those sizes the collective did not run, "
+          "or ran on nothing. Run the benchmark again with the values checked (check: true) and NCCL_DEBUG=WARN, "
+          "and read NCCL's warnings; until every size has a finite time, the curve proves nothing."),
+    Entry("nccl_known_bad_version", "nccl", "critical",
+          "the NCCL in use has a known bug on these GPUs (bench/nccl_known_issues.py; warning when the rank count "
+          "differs from the report)",
+          "Move to NCCL {fixed_in} or later: a torch release that bundles it, or the nvidia-nccl wheel of torch's "
+          "CUDA (nvidia-nccl-cu12, -cu13) at that version in the serving stack's lock; then run the benchmark "
+          "again. Source: {sources}.", also=("warning",)),
+    Entry("nccl_diagnostics_p2p_failed", "nccl", "critical",
+          "NCCL's own check at communicator start (NCCL_RUN_DIAGNOSTICS, 2.31 on) found GPU peer accesses that "
+          "failed verification",
+          "NCCL names the pairs and their path in the lines quoted. Run gpu_p2p_probe, check `dmesg` for Xid and "
+          "IOMMU faults and the audit's ACS and IOMMU findings; until fixed, serve with NCCL_P2P_DISABLE=1 and "
+          "SGLang --disable-custom-all-reduce."),
+    Entry("nccl_diagnostics_flagged", "nccl", "warning",
+          "NCCL's diagnostics flagged something to review (an [INFO] line other than a failed P2P count)",
+          "Read the lines quoted (NCCL's own words) with the Diagnostics page of NCCL's troubleshooting guide, and "
+          "run the benchmark again to see whether it persists."),
 
     # ---- the benchmark phase -------------------------------------------------------------
     Entry("comm_floor", "bench", "info", "the decode ceiling that the measured all-reduce latency sets for the model",
@@ -460,6 +481,14 @@ CATALOG = _entries(
     Entry("not_enough_gpu_memory", "gate", "critical", "the model does not fit the GPUs' memory",
           "Serve it on more or larger GPUs, use a smaller quantization, or lower kv_cache_gib_per_gpu / "
           "kv_cache_fraction if the context you need allows."),
+    Entry("sglang_flag_unsupported", "gate", "critical",
+          "a launch flag the installed SGLang's --help refuses: an unknown option with no known rename, or a value "
+          "outside the option's choices",
+          "Record the flag this SGLang version takes in known_good_overrides (an entry with the id {entry} replaces "
+          "the shipped one; disabled: true drops it), or serve with an SGLang version that accepts it "
+          "(serving_stack_profile).",
+          texts={"gate": "The gate emits {option} itself: check that the --help given comes from the SGLang that "
+                         "will serve (the sglang role's sglang_result, or deployment_gate_sglang_help_file)."}),
 
     # ---- the audit itself ----------------------------------------------------------------
     Entry("audit_incomplete", "audit", "info", "something could not be read; what and why",

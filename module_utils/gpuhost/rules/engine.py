@@ -15,20 +15,31 @@ from ansible.module_utils.gpuhost.rules.finding import Finding, worst_first
 from ansible.module_utils.gpuhost.rules.gpu_usable import GPU_USABLE_RULES
 from ansible.module_utils.gpuhost.rules.health import HEALTH_RULES
 from ansible.module_utils.gpuhost.rules.host import HOST_RULES
-from ansible.module_utils.gpuhost.rules.proxmox import PROXMOX_RULES
 from ansible.module_utils.gpuhost.rules.views import RuleOptions
 
 Rule = Callable[[dict[str, Any], RuleOptions], list[Finding]]
 
 # GPUs the host cannot use come first: among findings of one severity, they name the cause that the others
-# (a count that differs, a matrix that lacks a GPU) only show.
-RULES: tuple[Rule, ...] = (*GPU_USABLE_RULES, *HOST_RULES, *HEALTH_RULES, *PROXMOX_RULES)
+# (a count that differs, a matrix that lacks a GPU) only show. The Proxmox rules come last (rules_for).
+RULES: tuple[Rule, ...] = (*GPU_USABLE_RULES, *HOST_RULES, *HEALTH_RULES)
+
+
+def rules_for(facts: dict[str, Any]) -> tuple[Rule, ...]:
+    """RULES, and the rules of a Proxmox node's VMs when the facts hold a node's. Those (and the VM config
+    parsers under them) are loaded only then: a host compiles every module it imports, on every run, and few
+    hosts are Proxmox VE nodes. Without facts["proxmox"] they find nothing anyway."""
+    if not facts.get("proxmox"):
+        return RULES
+    from ansible.module_utils.gpuhost.rules.proxmox import PROXMOX_RULES
+
+    return (*RULES, *PROXMOX_RULES)
 
 
 def evaluate(facts: dict[str, Any], options: RuleOptions | None = None,
-             rules: tuple[Rule, ...] = RULES) -> list[dict[str, Any]]:
+             rules: tuple[Rule, ...] | None = None) -> list[dict[str, Any]]:
     """Every rule over the facts, worst first. A rule that trips on odd facts becomes a finding itself."""
     options = options or RuleOptions()
+    rules = rules_for(facts) if rules is None else rules
     findings: list[Finding] = []
     for rule in rules:
         try:

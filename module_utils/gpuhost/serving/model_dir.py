@@ -8,7 +8,9 @@ or the wrong model: SGLang would find out minutes into loading, or not at all.
 
 from __future__ import annotations
 
+import math
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +34,9 @@ class Listing:
     readable: bool = True
     files: list[tuple[str, int]] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
+    # Weight names that are no regular file (a FIFO, a socket, a device): never opened, since
+    # opening a FIFO waits for a writer for ever.
+    not_regular: list[str] = field(default_factory=list)
 
     @property
     def total_bytes(self) -> int:
@@ -39,19 +44,35 @@ class Listing:
 
     def as_dict(self) -> dict[str, Any]:
         return {"path": self.path, "exists": self.exists, "is_dir": self.is_dir, "readable": self.readable,
-                "files": [list(item) for item in self.files], "unreadable": self.unreadable}
+                "files": [list(item) for item in self.files], "unreadable": self.unreadable,
+                "not_regular": self.not_regular}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Listing:
         return cls(path=str(data["path"]), exists=bool(data["exists"]), is_dir=bool(data["is_dir"]),
                    readable=bool(data["readable"]), files=[(str(n), int(s)) for n, s in data["files"]],
-                   unreadable=[str(n) for n in data["unreadable"]])
+                   unreadable=[str(n) for n in data["unreadable"]],
+                   not_regular=[str(n) for n in data.get("not_regular", [])])
+
+
+def _open_regular(path: str) -> int | None:
+    """The size of the regular file at path (links followed) once opened for reading; None when it is
+    something else. Looked at before it is opened, and opened without blocking: a FIFO named like a
+    weight file would otherwise hold the check until something writes to it."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        return None
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        status = os.fstat(descriptor)  # what was opened, had the entry changed since
+        return status.st_size if stat.S_ISREG(status.st_mode) else None
+    finally:
+        os.close(descriptor)
 
 
 def walk(path: str) -> Listing:
     """Every weight file under path (following symbolic links to files, as Hugging Face caches use)
     with its size, and what could not be read: directories that cannot be listed, weight files that
-    cannot be opened for reading, links that lead nowhere."""
+    cannot be opened for reading, links that lead nowhere, weight names that are no regular file."""
     listing = Listing(path=path)
     if not os.path.lexists(path):
         listing.exists = listing.is_dir = listing.readable = False
@@ -74,15 +95,17 @@ def walk(path: str) -> Listing:
             full = os.path.join(root, name)
             relative = os.path.relpath(full, path)
             try:
-                size = os.stat(full).st_size
-                with open(full, "rb"):
-                    pass
+                size = _open_regular(full)
             except OSError:
                 listing.unreadable.append(relative)
+                continue
+            if size is None:
+                listing.not_regular.append(relative)
                 continue
             listing.files.append((relative, size))
     listing.files.sort()
     listing.unreadable.sort()
+    listing.not_regular.sort()
     return listing
 
 
@@ -94,11 +117,20 @@ class Judgement:
     problems: list[str]
 
 
+def setting_problems(expected_gib: float, tolerance: float) -> list[str]:
+    """What is wrong with the expected size and the tolerance: each must be a finite number, 0 or more."""
+    return [f"{name} is {value!r}; expected a finite number, 0 or more (a NaN or infinite tolerance would pass "
+            "any size)" for name, value in (("expected_gib", expected_gib), ("tolerance", tolerance))
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0]
+
+
 def judge(listing: Listing, expected_gib: float, tolerance: float, user: str = "") -> Judgement:
     """Whether the directory holds readable weights within tolerance (a fraction) of expected_gib."""
     who = f"the user {user}" if user else "this user"
     found = listing.total_bytes / GIB
-    problems: list[str] = []
+    problems: list[str] = setting_problems(expected_gib, tolerance)
+    if problems:
+        return Judgement(ok=False, found_gib=round(found, 3), expected_gib=expected_gib, problems=problems)
     if not listing.exists:
         problems.append(f"{listing.path} does not exist; expected the model's directory there. Download or "
                         "copy the model first, or correct the model path.")
@@ -113,7 +145,12 @@ def judge(listing: Listing, expected_gib: float, tolerance: float, user: str = "
             shown = ", ".join(listing.unreadable[:5]) + (" ..." if len(listing.unreadable) > 5 else "")
             problems.append(f"{who} cannot read {len(listing.unreadable)} entries under {listing.path}: {shown}; "
                             "fix their ownership or mode.")
-        if not listing.files and not listing.unreadable:
+        if listing.not_regular:
+            shown = ", ".join(listing.not_regular[:5]) + (" ..." if len(listing.not_regular) > 5 else "")
+            problems.append(f"{len(listing.not_regular)} weight names under {listing.path} are no regular file "
+                            f"(a FIFO, a socket or a device): {shown}; SGLang cannot load them. Replace them with "
+                            "the weight files.")
+        if not listing.files and not listing.unreadable and not listing.not_regular:
             problems.append(f"no weight files ({', '.join('*' + s for s in WEIGHT_SUFFIXES)}) under "
                             f"{listing.path}; expected about {expected_gib:g} GiB of them.")
         elif expected_gib > 0 and abs(found - expected_gib) > tolerance * expected_gib:

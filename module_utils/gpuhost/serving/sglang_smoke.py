@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,10 @@ DEFAULT_MAX_RUN = 16
 MIN_DIVERSITY_SPAN = 16
 _NAN_WORD = re.compile(r"(?<![A-Za-z])[-+]?(nan|inf|infinity)(?![A-Za-z])", re.IGNORECASE)
 _EXCERPT = 60
+# Bounds of the smoke test's settings: beyond them a setting is a mistake, not a choice.
+MAX_TIMEOUT = 86400
+MAX_RUNS = 100
+MAX_TOKENS = 1_000_000
 
 
 def excerpt(text: str, limit: int = _EXCERPT) -> str:
@@ -84,6 +89,28 @@ def completion_request(model: str, prompt: str, max_tokens: int, logprobs: bool)
     if logprobs:
         body["logprobs"] = 1
     return body
+
+
+def setting_problems(url: Any, timeout: Any, runs: Any, max_tokens: Any, max_run: Any) -> list[str]:
+    """What is wrong with the smoke test's settings, each with what was expected; empty when they can be used."""
+    problems = []
+    text = url if isinstance(url, str) else ""
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port_ok = parts.port is None or 0 < parts.port < 65536
+    except ValueError:
+        parts, port_ok = None, False
+    if (parts is None or not port_ok or parts.scheme not in ("http", "https") or not parts.hostname
+            or parts.username is not None or parts.path not in ("", "/") or parts.query or parts.fragment
+            or any(char.isspace() or unicodedata.category(char) == "Cc" for char in text)):
+        problems.append(f"url is {excerpt(str(url))}; expected the server's base URL, http:// or https://, a host and "
+                        "an optional port, no path, no user (e.g. http://127.0.0.1:30000)")
+    for name, value, low, high in (("timeout", timeout, 1, MAX_TIMEOUT), ("runs", runs, 1, MAX_RUNS),
+                                   ("max_tokens", max_tokens, 1, MAX_TOKENS), ("max_run", max_run, 2, MAX_TOKENS)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                or not low <= value <= high:
+            problems.append(f"{name} is {value!r}; expected a number from {low} to {high}")
+    return problems
 
 
 def judge_text(text: str, max_run: int = DEFAULT_MAX_RUN) -> list[str]:

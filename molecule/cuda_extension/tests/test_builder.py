@@ -65,6 +65,20 @@ def test_build_log_kept_with_the_planned_environment(host) -> None:
                      re.MULTILINE)
 
 
+def test_build_secrets_stay_private(host) -> None:
+    log = host.file(f"{WORKDIR}/build.log")
+    assert log.mode == 0o600
+    text = log.content_string
+    environment = json.loads(re.search(r"^build_wheel: environment (\{.*\})$", text, re.MULTILINE).group(1))
+    assert environment["GPUHOST_BUILD_TOKEN"] == "***"
+    assert environment["GPUHOST_MIRROR"] == "https://***@mirror.invalid/simple"
+    for name in ("build.log", "build.log.interrupted", "build.status"):
+        content = host.file(f"{WORKDIR}/{name}").content_string
+        assert "molecule-token-s3cret" not in content and "molecule-url-s3cret" not in content, name
+    assert host.file(f"{WORKDIR}/private").mode == 0o700
+    assert not host.file(f"{WORKDIR}/private/build.env.json").exists  # read once by the wrapper, then removed
+
+
 def test_interrupted_build_left_its_log_and_nothing_else(host) -> None:
     interrupted = host.file(f"{WORKDIR}/build.log.interrupted").content_string
     assert "-gencode=arch=compute_120" in interrupted  # nvcc had started

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 
 import pytest
 
@@ -16,7 +17,15 @@ UNIT = f"/etc/systemd/system/{SERVICE}"
 ENV = "/etc/sglang/glm-5-nvfp4.env"
 SECRET = "/etc/sglang/glm-5-nvfp4.yaml"
 BACKUPS = "/var/lib/sglang-serve/glm-5-nvfp4"
-KEY = "molecule-key-7f3a9c2e5b8d4e1f"
+LAUNCHER = "/usr/local/lib/sglang-serve/sglang_launch.py"
+DEVICE_UNIT = "nvidia-device-nodes.service"
+KEY = "molecule-key\\7f3a'9c2e5b8d4e1f"
+# The key as it is, as Python's repr and JSON write it, and as Python writes it between single quotes.
+KEY_FORMS = (KEY, repr(KEY)[1:-1], repr(KEY + '"')[1:-2])
+# The only files that may hold the key: its own, and the copy kept for a rollback.
+KEY_FILES = {SECRET, f"{BACKUPS}/glm-5-nvfp4.yaml"}
+# The argument converge passes to prove systemd's quoting (converge.yml).
+LABEL = "it's \"quoted\" 100% $HOME \\ ; end"
 # The goal for `systemd-analyze security`: 3.0 or lower ("OK" starts below 4.0).
 MAX_EXPOSURE = 3.0
 GATE_ARGS = "--tp 8 --nsa-decode-backend trtllm --disable-custom-all-reduce"
@@ -24,9 +33,18 @@ GATE_ARGS = "--tp 8 --nsa-decode-backend trtllm --disable-custom-all-reduce"
 
 @pytest.fixture(scope="module")
 def main_pid(host) -> int:
+    """The launcher, which masks the key in the server's log."""
     pid = int(host.check_output(f"systemctl show --property=MainPID --value {SERVICE}"))
     assert pid > 0, f"{SERVICE} has no main process"
     return pid
+
+
+@pytest.fixture(scope="module")
+def server_pid(host, main_pid: int) -> int:
+    """The server, the launcher's one child."""
+    children = host.check_output(f"ps -o pid= --ppid {main_pid}").split()
+    assert len(children) == 1, children
+    return int(children[0])
 
 
 def exposure(output: str) -> float:
@@ -37,7 +55,7 @@ def exposure(output: str) -> float:
 
 def api(host, path: str, key: str | None = None) -> tuple[int, str]:
     """GET path on the server from inside the container (no curl there): status and body."""
-    header = f"{{'Authorization': 'Bearer {key}'}}" if key else "{}"
+    header = repr({"Authorization": f"Bearer {key}"} if key else {})
     script = (
         "import urllib.request, urllib.error\n"
         f"req = urllib.request.Request('http://127.0.0.1:30000{path}', headers={header})\n"
@@ -65,12 +83,30 @@ def test_unit_installed_and_clean_for_systemd(host) -> None:
 def test_unit_keeps_the_sandbox_a_cuda_server_needs(host) -> None:
     content = host.file(UNIT).content_string
     for line in ("DevicePolicy=closed", "DeviceAllow=char-nvidia* rw", "NoNewPrivileges=yes", "ProtectSystem=strict",
-                 "PrivateUsers=yes", "SystemCallFilter=@system-service", "CapabilityBoundingSet=",
-                 "LoadCredential=sglang.yaml:/etc/sglang/glm-5-nvfp4.yaml"):
+                 "PrivateUsers=yes", "SystemCallFilter=@system-service pidfd_getfd", "CapabilityBoundingSet=",
+                 "LoadCredential=sglang.yaml:/etc/sglang/glm-5-nvfp4.yaml", "KillMode=mixed"):
         assert line in content.splitlines(), line
     settings = [line.split("=", 1)[0] for line in content.splitlines() if not line.startswith("#")]
     assert "PrivateDevices" not in settings  # it would hide the GPUs
     assert "MemoryDenyWriteExecute" not in settings  # Triton and the CUDA JIT write code
+
+
+def test_pidfd_getfd_is_allowed(host) -> None:
+    # systemd lists the calls the filter lets through.
+    allowed = host.check_output(f"systemctl show --property=SystemCallFilter --value {SERVICE}").split()
+    assert "pidfd_getfd" in allowed and "ptrace" not in allowed
+
+
+def test_device_nodes_are_made_before_the_server_starts(host) -> None:
+    # DeviceAllow=char-nvidia* is resolved when the server's cgroup is set up: the nodes' unit runs first.
+    nodes = host.file(f"/etc/systemd/system/{DEVICE_UNIT}")
+    assert (nodes.user, nodes.mode) == ("root", 0o644)
+    assert host.check_output(f"systemctl show --property=ActiveState --value {DEVICE_UNIT}") == "active"
+    assert DEVICE_UNIT in host.check_output(f"systemctl show --property=After --value {SERVICE}").split()
+    assert DEVICE_UNIT in host.check_output(f"systemctl show --property=Wants --value {SERVICE}").split()
+    made = int(host.check_output(f"systemctl show --property=ActiveEnterTimestampMonotonic --value {DEVICE_UNIT}"))
+    started = int(host.check_output(f"systemctl show --property=ExecMainStartTimestampMonotonic --value {SERVICE}"))
+    assert 0 < made <= started
 
 
 def test_exposure_of_the_running_unit(host) -> None:
@@ -86,16 +122,18 @@ def test_exposure_of_the_unit_file_offline(host) -> None:
     assert score <= MAX_EXPOSURE
 
 
-def test_sandbox_applies_to_the_running_server(host, main_pid: int) -> None:
-    status = dict(line.split(":", 1) for line in host.file(f"/proc/{main_pid}/status").content_string.splitlines())
+@pytest.mark.parametrize("which", ["main_pid", "server_pid"])
+def test_sandbox_applies_to_the_running_server(host, request: pytest.FixtureRequest, which: str) -> None:
+    pid = request.getfixturevalue(which)
+    status = dict(line.split(":", 1) for line in host.file(f"/proc/{pid}/status").content_string.splitlines())
     assert status["NoNewPrivs"].strip() == "1"
     assert status["Seccomp"].strip() == "2"  # a filter is installed
     assert status["CapEff"].strip() == "0000000000000000"
-    assert host.check_output(f"readlink /proc/{main_pid}/ns/mnt") != host.check_output("readlink /proc/1/ns/mnt")
-    assert host.check_output(f"readlink /proc/{main_pid}/ns/user") != host.check_output("readlink /proc/1/ns/user")
+    assert host.check_output(f"readlink /proc/{pid}/ns/mnt") != host.check_output("readlink /proc/1/ns/mnt")
+    assert host.check_output(f"readlink /proc/{pid}/ns/user") != host.check_output("readlink /proc/1/ns/user")
     # ProtectSystem=strict: the whole tree read-only but for the API file systems and the unit's own
     # directories; a write to /usr fails.
-    mounts = [line.split() for line in host.file(f"/proc/{main_pid}/mountinfo").content_string.splitlines()]
+    mounts = [line.split() for line in host.file(f"/proc/{pid}/mountinfo").content_string.splitlines()]
     root = [fields for fields in mounts if fields[4] == "/"]
     assert root and "ro" in root[-1][5].split(","), root
 
@@ -107,33 +145,60 @@ def test_runs_as_the_service_user(host, main_pid: int) -> None:
     assert set(users.split()) <= {"sglang"}
 
 
-def test_listens_only_on_loopback_30000(host, main_pid: int) -> None:
+def test_listens_only_on_loopback_30000(host, server_pid: int) -> None:
     listening = host.check_output("ss -H -ltnp").splitlines()
-    ours = [line for line in listening if f"pid={main_pid}," in line]
+    ours = [line for line in listening if f"pid={server_pid}," in line]
     assert [line.split()[3] for line in ours] == ["127.0.0.1:30000"], listening
 
 
-def test_command_line_has_the_gate_settings_and_no_key(host, main_pid: int) -> None:
-    cmdline = host.file(f"/proc/{main_pid}/cmdline").content_string.replace("\0", " ")
-    assert cmdline.startswith("/opt/sglang/venv/bin/python -m sglang.launch_server --config "
-                              f"/run/credentials/{SERVICE}/sglang.yaml ")
-    assert "--model-path /models/GLM-5-NVFP4 --served-model-name GLM-5-NVFP4 --host 127.0.0.1 --port 30000" in cmdline
-    assert GATE_ARGS in cmdline
-    assert KEY not in cmdline
-    assert KEY not in host.check_output("ps -eo args")
+def test_command_lines_have_the_gate_settings_and_no_key(host, main_pid: int, server_pid: int) -> None:
+    credential = f"/run/credentials/{SERVICE}/sglang.yaml"
+    launcher = host.file(f"/proc/{main_pid}/cmdline").content_string.split("\0")[:-1]
+    server = host.file(f"/proc/{server_pid}/cmdline").content_string.split("\0")[:-1]
+    assert launcher[:6] == ["/opt/sglang/venv/bin/python", "-I", LAUNCHER, "--secret-file", credential, "--"]
+    assert launcher[6:] == server
+    assert server[:5] == ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server", "--config", credential]
+    joined = " ".join(server)
+    assert "--model-path /models/GLM-5-NVFP4 --served-model-name GLM-5-NVFP4 --host 127.0.0.1 --port 30000" in joined
+    assert GATE_ARGS in joined
+    # Quotes, %, $, a backslash and a lone ; reach the server as converge wrote them.
+    assert server[-2:] == ["--standin-label", LABEL]
+    everything = "\n".join(launcher + server) + host.check_output("ps -eo args")
+    assert not [form for form in KEY_FORMS if form in everything]
 
 
 def test_key_absent_from_unit_and_systemd(host) -> None:
-    assert KEY not in host.file(UNIT).content_string
-    assert KEY not in host.check_output(f"systemctl show {SERVICE}")
-    assert KEY not in host.run(f"systemctl status --no-pager --lines=0 {SERVICE}").stdout
-    assert KEY not in host.file(ENV).content_string
+    seen = "\n".join([host.file(UNIT).content_string, host.check_output(f"systemctl show {SERVICE}"),
+                      host.run(f"systemctl status --no-pager --lines=0 {SERVICE}").stdout,
+                      host.file(ENV).content_string])
+    assert not [form for form in KEY_FORMS if form in seen]
+
+
+def test_key_never_reaches_the_journal(host) -> None:
+    # SGLang (and the stand-in) log server_args with the key at every start: v1's, and every bad
+    # version side_effect started. The launcher masked each; every field of every entry is searched.
+    journal = host.check_output("journalctl --no-pager --output=verbose")
+    assert not [form for form in KEY_FORMS if form in journal]
+    server = host.check_output(f"journalctl --no-pager --output=cat --unit={SERVICE}")
+    assert 'api_key="<api key>"' in server  # the line was logged, masked
+
+
+def test_key_only_in_its_own_files(host) -> None:
+    patterns = " ".join(f"-e {shlex.quote(form)}" for form in KEY_FORMS)
+    found = host.run(f"grep -rlF -D skip {patterns} /etc /var /usr/local /opt /root /tmp")
+    assert found.rc in (0, 1), found.stderr
+    assert set(found.stdout.split()) == KEY_FILES
 
 
 def test_key_file_is_roots_alone(host) -> None:
     secret = host.file(SECRET)
     assert (secret.user, secret.group, secret.mode) == ("root", "root", 0o600)
-    assert secret.content_string.splitlines()[-1] == f'api-key: "{KEY}"'
+    assert secret.content_string.splitlines()[-1] == f"api-key: {json.dumps(KEY)}"
+
+
+def test_launcher_is_roots(host) -> None:
+    launcher = host.file(LAUNCHER)
+    assert (launcher.user, launcher.group, launcher.mode) == ("root", "root", 0o644)
 
 
 def test_environment_file_carries_the_gate_environment(host, main_pid: int) -> None:
@@ -146,7 +211,7 @@ def test_environment_file_carries_the_gate_environment(host, main_pid: int) -> N
     assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in environ
     assert "NCCL_P2P_DISABLE=1" in environ
     assert "HOME=/var/cache/sglang-glm-5-nvfp4" in environ
-    assert not any(KEY in item for item in environ)
+    assert not [item for item in environ for form in KEY_FORMS if form in item]
 
 
 def test_api_needs_the_key(host) -> None:

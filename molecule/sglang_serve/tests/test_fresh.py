@@ -17,6 +17,7 @@ def test_check_run_changed_no_file(host) -> None:
 
 
 def test_nothing_was_deployed(host) -> None:
-    for path in ("/etc/systemd/system/sglang-glm-5-nvfp4.service", "/etc/sglang", "/var/lib/sglang-serve"):
+    for path in ("/etc/systemd/system/sglang-glm-5-nvfp4.service", "/etc/sglang", "/var/lib/sglang-serve",
+                 "/usr/local/lib/sglang-serve", "/etc/systemd/system/nvidia-device-nodes.service"):
         assert not host.file(path).exists, path
     assert host.check_output("systemctl show --property=LoadState --value sglang-glm-5-nvfp4.service") == "not-found"

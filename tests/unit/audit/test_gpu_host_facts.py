@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import stat
+import tempfile
 from pathlib import Path
 
 import gpu_host_facts
@@ -49,13 +51,46 @@ def test_live_run_on_this_machine_changes_nothing_and_never_fails(capsys: pytest
 
 
 def test_save_capture_then_replay_gives_the_same_facts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    live = run_module(gpu_host_facts.main, {"save_capture": True}, capsys)
-    assert live["capture"]["format"] == CAPTURE_FORMAT
     path = tmp_path / "capture.json"
-    path.write_text(json.dumps(live["capture"]))
+    live = run_module(gpu_host_facts.main, {"save_capture": True, "save_capture_path": str(path)}, capsys)
+    # The path only: the capture's content never travels in the result, which -v prints.
+    assert live["capture_path"] == str(path) and "capture" not in live and live["changed"] is True
+    saved = json.loads(path.read_text())
+    assert saved["format"] == CAPTURE_FORMAT and "about" in saved and "redacted" in saved["contains"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert json.dumps(saved, sort_keys=True) not in json.dumps(live)
     replayed = run_module(gpu_host_facts.main, {"capture": str(path)}, capsys)
     assert replayed["ansible_facts"] == live["ansible_facts"]
-    assert "capture" not in replayed
+    assert "capture_path" not in replayed
+
+
+def test_saved_capture_without_a_path_goes_to_a_private_temporary_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    result = run_module(gpu_host_facts.main, {"save_capture": True}, capsys)
+    path = Path(result["capture_path"])
+    assert path.parent == tmp_path and path.name.startswith("gpuhost-capture-")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and result["changed"] is False
+    assert json.loads(path.read_text())["format"] == CAPTURE_FORMAT
+
+
+def test_check_mode_writes_no_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "capture.json"
+    result = run_module(gpu_host_facts.main, {"save_capture": True, "save_capture_path": str(path)}, capsys,
+                        check_mode=True)
+    assert not path.exists() and "capture_path" not in result and "capture" not in result
+
+
+def test_bad_redaction_fails_before_reading_the_host(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_module(gpu_host_facts.main, {"save_capture": True, "capture_redact": ["(unclosed"]}, capsys)
+    assert result["failed"] is True
+    assert "'(unclosed' is not a valid regular expression" in result["msg"] and "file path glob" in result["msg"]
+
+
+def test_unwritable_capture_path_fails_with_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_module(gpu_host_facts.main, {"save_capture": True,
+                                              "save_capture_path": str(tmp_path / "absent" / "capture.json")}, capsys)
+    assert result["failed"] is True and "set save_capture_path to a writable file" in result["msg"]
 
 
 @pytest.mark.parametrize(("content", "message"), [

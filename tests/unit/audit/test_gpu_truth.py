@@ -181,10 +181,10 @@ def test_without_nvidia_ml_py_nvidia_smi_tells_the_same_story() -> None:
     assert result["summary"]["verdict"] == "unfit"
     assert criticals(result) == {"p2p_not_supported"}
     assert "nvml_unavailable" in by_id(result)
-    # Its health readings came from nvidia-smi --query-gpu: ECC counters, no row remapping.
+    # Its health readings came from nvidia-smi -q -x: ECC counters and row remapping (test_no_nvml.py has more).
     health = result["health"]
-    assert health["gpus_source"] == "nvidia-smi" and len(health["gpus"]) == 8
-    assert health["gpus"][0]["ecc"]["uncorrected_volatile"] == 0 and health["gpus"][0]["row_remap"]["pending"] is None
+    assert health["gpus_source"] == "nvidia-smi -q -x" and len(health["gpus"]) == 8
+    assert health["gpus"][0]["ecc"]["uncorrected_volatile"] == 0 and health["gpus"][0]["row_remap"]["pending"] is False
     assert health["gpus"][0]["clocks_event_reasons"]["active"] == ["gpu_idle"]
 
 

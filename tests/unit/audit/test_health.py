@@ -178,8 +178,10 @@ def test_nvidia_smi_health_query_of_old_and_new_drivers() -> None:
     na = parse_health_query("0, 00000000:18:00.0, [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], [N/A], "
                             "0x0000000000000001\n")[0]
     assert na["ecc_mode_current"] is None and na["errors"]["ecc_uncorrected_volatile"] == "[N/A]"
-    # A driver before R530 refuses the new clocks field; the audit asks again with the old one.
+    # A driver before R530 refuses the new clocks field; the audit asks again with the old one. (Without the
+    # nvidia-smi -q -x answer, which the health query only stands in for.)
     data = capture(NO_NVML)
+    del data["commands"]["nvidia-smi -q -x"]
     new = f"nvidia-smi --query-gpu={','.join(HEALTH_QUERY_FIELDS)} --format=csv,noheader,nounits"
     old = f"nvidia-smi --query-gpu={','.join(HEALTH_QUERY_FIELDS_OLD)} --format=csv,noheader,nounits"
     answer = data["commands"][new]

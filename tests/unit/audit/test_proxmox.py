@@ -548,3 +548,13 @@ def test_of_two_clones_the_one_whose_config_blocks_p2p_is_named_first() -> None:
     enriched = enrich_guest_findings(audited(INCIDENT_GUEST), hosts)
     evidence = finding(enriched, "p2p_not_supported")["evidence"]
     assert (evidence["proxmox_host"], evidence["also_matched"]) == ("pve-b", ["pve-a VM 120"])
+
+
+def test_a_pending_secret_never_reaches_the_facts() -> None:
+    # Pending changes are kept in the facts (they take effect at the next start), and so reach the reports:
+    # a cloud-init password or key set but not yet applied must not travel with them.
+    config = parse_vm_config(four_gpu_vm() + "\n[PENDING]\ncipassword: hunter2-secret\nsshkeys: ssh-ed25519%20AAAAC3\n"
+                             "balloon: 8192\n")
+    vm = vm_facts(7, config, HostView(phys_bits=46))
+    assert vm["pending"] == {"balloon": "8192", "cipassword": "<redacted>", "sshkeys": "<redacted>"}
+    assert "hunter2" not in str(vm) and "AAAAC3" not in str(vm)

@@ -381,3 +381,11 @@ def test_save_log_writes_nothing_in_check_mode(tmp_path, capsys, monkeypatch):
     run_module(gpu_p2p_probe.main, {"save_log": str(saved)}, capsys, check_mode=True)
 
     assert not saved.exists()
+
+
+def test_a_piece_cut_after_the_connectivity_header_is_refused_with_its_own_error():
+    # Found by the property above: the peer-access lines and a "P2P Connectivity Matrix" header whose rows
+    # were cut off hold no matrix; that is the parser's error, not a ValueError from inside it.
+    lines = read("p2pBandwidthLatencyTest_4xA100-PCIe-nvlink-pairs.txt").split("\n")
+    with pytest.raises(P2PToolParseError, match="found none"):
+        parse_p2p_log("\n".join(lines[5:23]))

@@ -380,7 +380,8 @@ def test_auto_prefers_gpus_the_driver_lets_peer():
     result = gate.decide(facts_, model)
     assert result["verdict"] == "pass"
     assert result["launch"]["gpus"] == [2, 3]
-    assert result["launch"]["args"] == ["--tp", "2", "--disable-custom-all-reduce"]
+    # Two GPUs with P2P only claimed: SGLang tests CUDA IPC itself before it uses custom all-reduce.
+    assert result["launch"]["args"] == ["--tp", "2", "--enable-p2p-check"]
     assert ("consumer_p2p_unproven", "audit") in [(w["id"], w["source"]) for w in result["other_findings"]]
 
 

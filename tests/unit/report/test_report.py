@@ -14,7 +14,7 @@ from ansible.module_utils.gpuhost.rules.finding import Finding
 from tests.unit.modules import run_module
 
 FACTS = {
-    "schema_version": 1,
+    "schema_version": 2,
     "virtualization": {"type": "vm", "summary": "KVM virtual machine (machine q35)",
                        "evidence": [{"signal": "DMI", "value": "QEMU | q35", "says": "kvm", "weight": "strong"}]},
     "gpus": {"source": "nvml", "driver_version": "580.95.05", "cuda_driver_version": "13.0",

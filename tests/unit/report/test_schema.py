@@ -378,7 +378,8 @@ def test_an_undeclared_report_key_fails(path: tuple[Any, ...]) -> None:
 
 
 @pytest.mark.capture
-@pytest.mark.parametrize("path", [(), ("launch",), ("launch", "p2p"), ("launch", "memory"), ("reasons", 0)])
+@pytest.mark.parametrize("path", [(), ("launch",), ("launch", "p2p"), ("launch", "memory"), ("reasons", 0),
+                                  ("launch", "all_reduce"), ("launch", "flag_check")])
 def test_an_undeclared_gate_key_fails(path: tuple[Any, ...]) -> None:
     result = gate_report(INCIDENT, GLM5, benches()[INCIDENT])
     target = result
@@ -391,7 +392,7 @@ def test_an_undeclared_gate_key_fails(path: tuple[Any, ...]) -> None:
 
 @pytest.mark.capture
 @pytest.mark.parametrize(("name", "change", "value"), [
-    (H100, ("schema_version",), 2),
+    (H100, ("schema_version",), 1),  # an older version: its shape is not this one
     (H100, ("summary", "verdict"), "fine"),
     (INCIDENT, ("findings", 0, "severity"), "fatal"),
     (H100, ("virtualization", "type"), "VM"),

@@ -433,13 +433,19 @@ def test_module_reads_this_machine(capsys: pytest.CaptureFixture[str]) -> None:
 # The build wrapper: what a build directory says, and real builds with a stand-in for pip.
 
 FAKE_PIP = '''
-import os, pathlib, subprocess, sys, time
+import json, os, pathlib, subprocess, sys, time
 args = sys.argv[1:]
 wheel_dir = pathlib.Path(args[args.index("--wheel-dir") + 1])
 print("fake pip", " ".join(args))
 print("MAX_JOBS=" + os.environ.get("MAX_JOBS", ""), "PATH=" + os.environ["PATH"], "cwd=" + os.getcwd(), flush=True)
+if os.environ.get("FAKE_PIP_ECHO"):
+    print("echo:", os.environ["FAKE_PIP_ECHO"], flush=True)
+if os.environ.get("FAKE_PIP_ENV_OUT"):
+    pathlib.Path(os.environ["FAKE_PIP_ENV_OUT"]).write_text(json.dumps(dict(os.environ)))
 mode = os.environ["FAKE_PIP_MODE"]
-if mode == "ok":
+if mode == "slow":
+    time.sleep(float(os.environ.get("FAKE_PIP_SLEEP", "3")))
+if mode in ("ok", "slow"):
     (wheel_dir / "demo-1.0-cp311-cp311-linux_x86_64.whl").write_bytes(b"PK")
 elif mode == "oom":
     print("c++: fatal error: Killed signal terminated program cc1plus")
@@ -550,14 +556,29 @@ def test_clean_refuses_a_running_build(tmp_path: Path) -> None:
         build_wheel.clean(tmp_path)
 
 
-def run_wrapper(workdir: Path, source: Path, mode: str, *extra: str, subdir: str = "",
-                env: dict | None = None) -> subprocess.CompletedProcess:
+def env_file(path: Path, env: dict, mode: int = 0o600) -> Path:
+    """The build's environment as the role hands it over: a file only its owner reads."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(env, handle)
+    os.chmod(path, mode)
+    return path
+
+
+def wrapper_argv(workdir: Path, source: Path, mode: str, *extra: str, subdir: str = "",
+                 env: dict | None = None, name: str = "build.env.json") -> list[str]:
     fake_pip = workdir.parent / "fake_pip.py"
     fake_pip.write_text(FAKE_PIP)
-    argv = [sys.executable, str(FILES / "build_wheel.py"), "build", "--workdir", str(workdir), "--source",
+    env_path = env_file(workdir.parent / name, {"FAKE_PIP_MODE": mode, "MAX_JOBS": "3", **(env or {})})
+    return [sys.executable, str(FILES / "build_wheel.py"), "build", "--workdir", str(workdir), "--source",
             str(source), "--subdir", subdir, "--pip", json.dumps([sys.executable, str(fake_pip)]),
-            "--env", json.dumps({"FAKE_PIP_MODE": mode, "MAX_JOBS": "3", **(env or {})}),
-            "--prepend-path", "/opt/cuda/bin", "--max-jobs", "3", "--nvcc-threads", "1", *extra]
+            "--env-file", str(env_path), "--prepend-path", "/opt/cuda/bin", "--max-jobs", "3", "--nvcc-threads", "1",
+            *extra]
+
+
+def run_wrapper(workdir: Path, source: Path, mode: str, *extra: str, subdir: str = "",
+                env: dict | None = None) -> subprocess.CompletedProcess:
+    argv = wrapper_argv(workdir, source, mode, *extra, subdir=subdir, env=env)
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -636,6 +657,119 @@ def test_second_build_refused_while_one_runs(workdir: Path, source: Path) -> Non
     proc = run_wrapper(workdir, source, "ok", subdir="kernels")
     assert proc.returncode == build_wheel.EXIT_RUNNING
     assert "a build is already running" in proc.stderr
+
+
+# Secrets of the build's environment: proxies and index URLs with credentials, tokens.
+SECRETS = {
+    "PIP_INDEX_URL": "https://builder:idx-s3cret@pypi.example.com/simple",
+    "HTTPS_PROXY": "http://proxyuser:proxy-s3cret@proxy.example.com:3128",
+    "HF_TOKEN": "hf_tok3n-s3cret",
+    "PIP_EXTRA_INDEX_URL": "https://pypi.example.com/simple?token=query-s3cret&x=1",
+    "NETRC_PASSWORD": "pw-s3cret",
+}
+SECRET_VALUES = ("idx-s3cret", "proxy-s3cret", "hf_tok3n-s3cret", "query-s3cret", "pw-s3cret", "arg-s3cret")
+
+
+def test_secrets_reach_pip_but_no_file_or_output(workdir: Path, source: Path, tmp_path: Path) -> None:
+    seen = tmp_path / "pip-env.json"
+    echo = "token hf_tok3n-s3cret from https://builder:idx-s3cret@pypi.example.com/simple"
+    proc = run_wrapper(workdir, source, "ok", "--", "--extra-index-url=https://u:arg-s3cret@mirror.example.com/simple",
+                       subdir="kernels", env={**SECRETS, "FAKE_PIP_ECHO": echo, "FAKE_PIP_ENV_OUT": str(seen)})
+    assert proc.returncode == 0, proc.stderr
+    # pip got every value as given: masking is for what is written and shown, not for the build.
+    assert {key: json.loads(seen.read_text())[key] for key in SECRETS} == SECRETS
+    log = (workdir / "build.log").read_text()
+    state = subprocess.run([sys.executable, str(FILES / "build_wheel.py"), "state", "--workdir", str(workdir),
+                            "--tail", "50"], capture_output=True, text=True, check=True).stdout
+    for shown in (log, state, proc.stdout, proc.stderr, (workdir / "build.status").read_text()):
+        assert not [value for value in SECRET_VALUES if value in shown], shown
+    # What is not secret stays readable: the index's host, the proxy's address, the variable names.
+    assert "https://***@pypi.example.com/simple" in log and "http://***@proxy.example.com:3128" in log
+    assert "?token=***&x=1" in log and '"HF_TOKEN": "***"' in log and "echo: token *** from https://***@" in log
+    assert "--extra-index-url=https://***@mirror.example.com/simple" in log
+    assert not (tmp_path / "build.env.json").exists()  # read once, then removed: no secret left at rest
+
+
+def test_the_build_log_is_created_private(workdir: Path, source: Path) -> None:
+    old = workdir / "build.log"
+    old.write_text("an older build's log, world-readable\n")
+    old.chmod(0o644)
+    proc = run_wrapper(workdir, source, "ok", subdir="kernels")
+    assert proc.returncode == 0, proc.stderr
+    assert (workdir / "build.log").stat().st_mode & 0o777 == 0o600
+    assert "an older build's log" not in (workdir / "build.log").read_text()
+
+
+def test_the_log_is_never_readable_by_others_while_it_is_written(workdir: Path, source: Path) -> None:
+    """Created 0600 whatever the umask, not made private after: read its mode while pip runs."""
+    argv = wrapper_argv(workdir, source, "slow", subdir="kernels", env={"FAKE_PIP_SLEEP": "2"})
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: os.umask(0))
+    modes = set()
+    while proc.poll() is None:
+        with contextlib.suppress(FileNotFoundError):
+            modes.add((workdir / "build.log").stat().st_mode & 0o777)
+        time.sleep(0.01)
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    assert modes == {0o600}
+
+
+def test_an_environment_file_others_can_read_is_refused(workdir: Path, source: Path, tmp_path: Path) -> None:
+    argv = wrapper_argv(workdir, source, "ok", subdir="kernels", env=SECRETS)
+    (tmp_path / "build.env.json").chmod(0o644)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1
+    state = build_wheel.read_state(workdir)
+    assert state["state"] == "failed" and state["status"]["rc"] == 2
+    assert any("expected the environment file" in line and "mode 0600" in line and "found mode 0644" in line
+               for line in state["errors"]), state["errors"]
+    assert not [value for value in SECRET_VALUES if value in (workdir / "build.log").read_text()]
+
+
+def test_the_environment_is_never_on_the_command_line(workdir: Path, source: Path) -> None:
+    argv = [sys.executable, str(FILES / "build_wheel.py"), "build", "--workdir", str(workdir), "--source",
+            str(source), "--pip", "[]", "--env", json.dumps(SECRETS)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and "--env-file" in proc.stderr
+    assert not (workdir / "build.log").exists()
+
+
+def test_the_role_hands_the_environment_over_in_a_private_file() -> None:
+    tasks = (ROOT / "roles" / "cuda_extension" / "tasks" / "build.yml").read_text()
+    assert "'--env'," not in tasks and "'--env-file'," in tasks
+    import yaml
+
+    listed = [inner for task in yaml.safe_load(tasks) for inner in [task, *task.get("block", [])]]
+    handed = next(task for task in listed if task.get("name", "").startswith("Hand the build its environment"))
+    assert handed["no_log"] is True and handed["ansible.builtin.copy"]["mode"] == "0600"
+
+
+def test_a_start_while_another_holds_the_directory_is_refused(workdir: Path, source: Path) -> None:
+    """The moment between a build's start and its pid file: the lock, not the pid file, keeps the second out."""
+    import fcntl
+
+    held = os.open(workdir, os.O_RDONLY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        proc = run_wrapper(workdir, source, "ok", subdir="kernels")
+        assert proc.returncode == build_wheel.EXIT_RUNNING, proc.stderr
+        assert f"another build is starting or running in {workdir}" in proc.stderr
+        with pytest.raises(build_wheel.BuildError, match="another build is starting or running"):
+            build_wheel.clean(workdir)
+    finally:
+        os.close(held)
+    assert sorted(p.name for p in workdir.iterdir()) == []
+
+
+def test_two_builds_started_at_once_build_once(workdir: Path, source: Path) -> None:
+    first = wrapper_argv(workdir, source, "slow", subdir="kernels", env={"FAKE_PIP_SLEEP": "2"}, name="a.json")
+    second = wrapper_argv(workdir, source, "slow", subdir="kernels", env={"FAKE_PIP_SLEEP": "2"}, name="b.json")
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for argv in (first, second)]
+    results = sorted((proc.wait(timeout=120), proc.stderr.read()) for proc in procs)
+    assert [rc for rc, _ in results] == [0, build_wheel.EXIT_RUNNING], results
+    assert "another build is starting or running" in results[1][1] or "already running" in results[1][1]
+    assert build_wheel.read_state(workdir)["state"] == "succeeded"
 
 
 # --------------------------------------------------------------------------------------------------

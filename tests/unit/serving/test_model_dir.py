@@ -6,8 +6,10 @@ import os
 import pwd
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sglang_model_check
@@ -170,3 +172,61 @@ def test_module_names_a_missing_user(capsys: pytest.CaptureFixture[str], shared_
     result = check(capsys, shared_model, user="no-such-user-here")
     assert result["failed"] is True
     assert result["msg"].startswith("sglang_model_check: the user no-such-user-here does not exist")
+
+
+# --------------------------------------------------------------------------------------------------
+# Entries that are no regular file, and settings that would pass anything
+
+
+def walk_within(path: Path, seconds: float = 10) -> Listing:
+    """walk(path) in a thread: a walk that blocks (on a FIFO) fails the test instead of hanging it."""
+    found: list[Listing] = []
+    thread = threading.Thread(target=lambda: found.append(walk(str(path))), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert found, f"walk({path}) did not return within {seconds} s"
+    return found[0]
+
+
+def test_a_fifo_named_like_weights_is_named_not_opened(model: Path) -> None:
+    os.mkfifo(model / "model-00006-of-00006.safetensors")
+    (model / "link.safetensors").symlink_to(model / "model-00006-of-00006.safetensors")
+    listing = walk_within(model)
+    assert listing.not_regular == ["link.safetensors", "model-00006-of-00006.safetensors"]
+    assert len(listing.files) == 5 and listing.unreadable == []
+    assert Listing.from_dict(listing.as_dict()) == listing
+    verdict = judge(listing, 405, 0.1)
+    assert verdict.problems == [
+        f"2 weight names under {model} are no regular file (a FIFO, a socket or a device): link.safetensors, "
+        "model-00006-of-00006.safetensors; SGLang cannot load them. Replace them with the weight files."]
+
+
+def test_a_device_named_like_weights_is_named(tmp_path: Path) -> None:
+    (tmp_path / "model.safetensors").symlink_to("/dev/null")
+    listing = walk_within(tmp_path)
+    assert listing.not_regular == ["model.safetensors"] and listing.files == []
+    assert "no regular file" in judge(listing, 0, 0.1).problems[0]
+
+
+@pytest.mark.parametrize(("expected", "tolerance", "says"), [
+    (405, float("nan"), "tolerance is nan; expected a finite number, 0 or more"),
+    (405, float("inf"), "tolerance is inf"),
+    (405, -0.1, "tolerance is -0.1"),
+    (float("nan"), 0.1, "expected_gib is nan"),
+    (float("inf"), 0.1, "expected_gib is inf"),
+])
+def test_judge_refuses_settings_that_pass_anything(model: Path, expected: float, tolerance: float, says: str) -> None:
+    verdict = judge(walk(str(model)), expected, tolerance)
+    assert not verdict.ok
+    assert says in verdict.problems[0]
+
+
+@pytest.mark.parametrize("tolerance", ["nan", "inf", "-inf", -1])
+def test_module_refuses_a_tolerance_that_passes_anything(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                         tolerance: Any) -> None:
+    # 1 MiB of weights where the profile says 405 GiB: a NaN tolerance used to let it pass.
+    sparse(tmp_path / "model.safetensors", 1 / 1024)
+    result = check(capsys, tmp_path, expected_gib=405, tolerance=tolerance)
+    assert result["failed"] is True
+    assert result["msg"].startswith("sglang_model_check: tolerance is ")
+    assert "expected a finite number, 0 or more" in result["msg"]

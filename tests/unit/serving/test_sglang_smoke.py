@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from typing import Any
@@ -11,6 +12,7 @@ import sglang_smoke
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ansible.module_utils.gpuhost.serving.secret_mask import mask, secret_forms
 from ansible.module_utils.gpuhost.serving.sglang_smoke import (
     DEFAULT_MAX_RUN,
     Sample,
@@ -20,6 +22,7 @@ from ansible.module_utils.gpuhost.serving.sglang_smoke import (
     judge_text,
     read_completion,
     served_models,
+    setting_problems,
 )
 from tests.unit.modules import run_module
 from tests.unit.standin import KEY, running_standin
@@ -254,3 +257,105 @@ def test_module_can_report_without_failing(capsys: pytest.CaptureFixture[str]) -
         result = smoke(capsys, url, fail_on_problem=False, runs=1, max_tokens=4, max_run=4)
     assert "failed" not in result and result["ok"] is False
     assert result["identical"] is None
+
+
+# --------------------------------------------------------------------------------------------------
+# The key never leaves the module, in any form; absurd settings are refused before anything is sent
+
+
+@pytest.mark.parametrize(("key", "says"), [
+    # What `echo KEY | ansible-vault encrypt_string` and a YAML `|` block give: http.client used to raise
+    # "Invalid header value b'Bearer <key>\n'", the key in a repr that no_log does not hide.
+    (KEY + "\n", "api_key: the key has whitespace at its start or end"),
+    ("schl\u00fcssel-" + KEY, "api_key: the key holds characters outside printable ASCII (U+00FC)"),
+    ("\u043a\u043b\u044e\u0447-" + KEY, "outside printable ASCII"),
+])
+def test_module_refuses_a_key_a_header_cannot_carry(capsys: pytest.CaptureFixture[str], key: str, says: str) -> None:
+    with running_standin("good") as url:
+        result = smoke(capsys, url, api_key=key)
+    assert result["failed"] is True
+    assert says in result["msg"] and result["msg"].endswith("Nothing was sent.")
+    dumped = json.dumps(result, ensure_ascii=False)
+    assert not [form for form in secret_forms(key) if form in dumped]
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    ({"url": "127.0.0.1:30000"}, "url is '127.0.0.1:30000'; expected the server's base URL"),
+    ({"url": "http://127.0.0.1:30000/v1"}, "expected the server's base URL"),
+    ({"url": "http://127.0.0.1:99999"}, "expected the server's base URL"),
+    ({"url": "http://[::1"}, "expected the server's base URL"),
+    ({"url": "http://u:p@127.0.0.1:30000"}, "no user"),
+    ({"url": "http://127.0.0.1:30000\nX"}, "expected the server's base URL"),
+    ({"timeout": 0}, "timeout is 0; expected a number from 1 to 86400"),
+    ({"timeout": -5}, "timeout is -5"),
+    ({"timeout": 10**30}, "timeout is 1000000000000000000000000000000"),
+    ({"runs": 0}, "runs is 0; expected a number from 1 to 100"),
+    ({"runs": 10**6}, "runs is 1000000"),
+    ({"max_tokens": 0}, "max_tokens is 0"),
+    ({"max_run": 0}, "max_run is 0; expected a number from 2"),
+])
+def test_module_refuses_absurd_settings(capsys: pytest.CaptureFixture[str], args: dict[str, Any], says: str) -> None:
+    result = smoke(capsys, args.pop("url", "http://127.0.0.1:9"), **args)
+    assert result["failed"] is True
+    assert says in result["msg"], result["msg"]
+    assert "Traceback" not in json.dumps(result)
+
+
+def test_setting_problems_take_any_value() -> None:
+    assert setting_problems("http://127.0.0.1:30000", 300, 2, 32, 16) == []
+    assert setting_problems("https://sglang.example:443/", 1, 1, 1, 2) == []
+    nan = float("nan")
+    problems = setting_problems(None, nan, float("inf"), True, "16")
+    assert [p.split(" is ")[0] for p in problems] == ["url", "timeout", "runs", "max_tokens", "max_run"]
+
+
+def test_module_masks_whatever_the_http_stack_raises(capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    def explode(url: str, headers: dict[str, str], **kwargs: Any) -> Any:
+        raise ValueError(f"Invalid header value {headers['Authorization'].encode()!r} for {url}")
+
+    monkeypatch.setattr(sglang_smoke, "open_url", explode)
+    result = smoke(capsys, "http://127.0.0.1:9")
+    assert result["failed"] is True
+    assert result["problems"] == ["GET /v1/models: the request failed (ValueError: Invalid header value "
+                                  "b'Bearer <api key>' for http://127.0.0.1:9/v1/models)"]
+    assert KEY not in json.dumps(result)
+
+
+def test_module_masks_a_key_the_server_echoes(capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "echo'd\\key-0123456789"
+
+    def refuse(url: str, headers: dict[str, str], **kwargs: Any) -> Any:
+        body = json.dumps({"detail": headers["Authorization"]}).encode()
+        raise sglang_smoke.HTTPError(url, 400, "bad", {}, io.BytesIO(body))
+
+    def answer_with_it(url: str, headers: dict[str, str], **kwargs: Any) -> Any:
+        body = {"data": [{"id": "GLM-5-NVFP4"}]} if url.endswith("/models") else answer(f" {key} " * 20)
+        return io.BytesIO(json.dumps(body).encode())
+
+    for fake in (refuse, answer_with_it):
+        monkeypatch.setattr(sglang_smoke, "open_url", fake)
+        result = smoke(capsys, "http://127.0.0.1:9", api_key=key)
+        dumped = json.dumps(result, ensure_ascii=False)
+        assert "<api key>" in dumped, dumped
+        assert not [form for form in secret_forms(key) if form in dumped]
+        # Nor a piece of it where an excerpt was cut.
+        assert key[:8] not in dumped
+
+
+def test_module_says_why_it_could_not_run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(params: dict[str, Any]) -> Any:
+        raise RuntimeError(f"unexpected {params['api_key']!r}")
+
+    monkeypatch.setattr(sglang_smoke, "smoke", broken)
+    result = smoke(capsys, "http://127.0.0.1:9")
+    assert result["failed"] is True
+    assert result["msg"] == "sglang_smoke: the smoke test could not run (RuntimeError: unexpected '<api key>')."
+
+
+@given(key=st.text(min_size=1, max_size=30), noise=st.text(max_size=20))
+def test_mask_leaves_no_form(key: str, noise: str) -> None:
+    text = f"{noise}{key!r}{noise}{json.dumps(key)}{key}{key.encode('utf-8', 'surrogatepass')!r}"
+    masked = mask(text, key)
+    assert not [form for form in secret_forms(key) if form in masked and form not in mask(noise, key) * 2 + "<api key>"]

@@ -17,7 +17,7 @@ def test_without_a_gpu_the_audit_runs_and_the_gpu_steps_say_why_not(tmp_path: Pa
     results = json.loads((tmp_path / "gpu-check.json").read_text())
     steps = results["steps"]
     assert steps["audit"]["status"] == "ok", steps["audit"]
-    assert json.loads((tmp_path / "audit.json").read_text())["schema_version"] == 1
+    assert json.loads((tmp_path / "audit.json").read_text())["schema_version"] == 2
     assert json.loads((tmp_path / "capture.json").read_text())["format"] == "gpuhost-capture/1"
     assert steps["p2p_probe"] == {"status": "skipped", "reason": "--skip"}
     # No GPU here: nvidia-smi is missing or finds no GPU, the extension has nothing to build for.

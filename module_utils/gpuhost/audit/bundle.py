@@ -1,0 +1,465 @@
+"""Support material turned into a capture the audit can replay.
+
+Support engineers exchange raw outputs, not captures: an ``nvidia-bug-report.log.gz``, or a handful of
+pasted outputs (``nvidia-smi topo -p2p r``, ``topo -m``, ``-q``, ``dmesg``, a VM config ...).
+``build_capture`` takes them, each a name and its bytes (gzip is undone here, truncated gzip read as far
+as it goes), tells each one's kind from its content (parsers/paste_kind.py) and writes what it holds
+where the audit's gatherers read it, in the ``gpuhost-capture/1`` format that ``source.ReplaySource``
+replays: ``commands`` keyed by the exact command the gatherers run, ``files``, ``dirs``; no ``nvml``.
+
+Only what is faithful is written: the output of a command under that command (``topo -p2p r`` under
+``nvidia-smi topo -p2p r``, never under another letter; a ``--query-gpu`` CSV only when its header, or
+the command the caller names, shows the audit's own field list), a file's content under its path, a
+``*** /path does not exist`` of the bug report as an absent file. Nothing is derived: no sysfs file is
+made from lspci or dmidecode text, no command output from another command's.
+
+The capture's ``bundle`` section says what came of the material:
+
+* ``inputs``: each input's ``name``, ``kind`` (None when unknown), ``gzip``, ``truncated`` and the
+  capture entries it gave (``as``).
+* ``seen``: what the audit will read, each ``{what, from}``.
+* ``unread``: entries the capture holds that the audit will not read, and why (``{what, why, from}``):
+  today the gatherers read nvidia-smi's matrices only after ``nvidia-smi --query-gpu`` answered.
+* ``not_seen``: what the audit reads that the material did not hold, named plainly ("NVML", "PCI
+  devices from sysfs (/sys/bus/pci/devices)").
+* ``kept``: capture entries no gatherer reads today (``nvidia-smi -q``, ``/proc/driver/nvidia/version``),
+  kept for the reader of the capture.
+* ``unmapped``: inputs or bug-report sections not written, and why (a benchmark log, a ``topo -p2p``
+  matrix whose capability letter nothing says, a conflict with another input).
+* ``warnings``: what makes the capture doubtful as one host (GPU outputs and a hypervisor's VM config in
+  one bundle).
+
+A capture describes one host: give a guest's and its hypervisor's material as two bundles.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible.module_utils.gpuhost.audit.gpus import P2P_LETTERS
+from ansible.module_utils.gpuhost.audit.health import DMESG, FABRIC_MANAGER
+from ansible.module_utils.gpuhost.audit.pci import PCI_DIR
+from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, command_key, encode_bytes
+from ansible.module_utils.gpuhost.parsers._common import normalize_paste
+from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import BugReportParseError, parse_bug_report
+from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import HEALTH_QUERY_FIELDS, HEALTH_QUERY_FIELDS_OLD
+from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
+from ansible.module_utils.gpuhost.parsers.paste_kind import KINDS, clean_lines, detect_kind, pasted_command
+from ansible.module_utils.gpuhost.parsers.proxmox_config import QEMU_SERVER_DIR
+
+
+def _query_key(fields: Iterable[str]) -> str:
+    # The argv audit/gpus.py and audit/health.py build for --query-gpu.
+    return command_key(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"])
+
+
+QUERY_KEY = _query_key(QUERY_GPU_FIELDS)
+HEALTH_KEYS = (_query_key(HEALTH_QUERY_FIELDS), _query_key(HEALTH_QUERY_FIELDS_OLD))
+P2P_KEYS = {letter: f"nvidia-smi topo -p2p {letter}" for letter in "rwnap"}
+TOPO_KEY = "nvidia-smi topo -m"
+LIST_KEY = "nvidia-smi -L"
+SMI_Q_KEY = "nvidia-smi -q"
+SMI_Q_XML_KEY = "nvidia-smi -q -x"
+LSPCI_KEY = "lspci -vvv -D"
+DMESG_KEY = command_key(DMESG)
+CMDLINE_FILE = "/proc/cmdline"
+# Files of a bug report worth keeping: what the gatherers read (/proc, /sys) and the driver's configuration.
+# X logs, installer logs and application profiles stay out.
+_KEPT_FILE_PREFIXES = ("/proc/", "/sys/", "/etc/modprobe.d/", "/lib/modprobe.d/", "/usr/lib/modprobe.d/",
+                       "/etc/modprobe.conf", "/etc/pve/")
+_BUG_REPORT_SMI_Q = ("nvidia-smi --query", "nvidia-smi -q")  # --query is -q's long name: the same output
+_BENCH_KINDS = {
+    "nccl-tests": "gpu_bench_nccl_log", "nccl-tests-json": "gpu_bench_nccl_log", "nccl-debug": "gpu_bench_nccl_log",
+    "p2p-bandwidth-latency-test": "gpu_bench_probe_log", "nvbandwidth": "gpu_bench_probe_log",
+    "nvbandwidth-json": "gpu_bench_probe_log",
+}
+_P2P_COMMAND_RE = re.compile(r"^nvidia-smi topo -p2p (?P<letter>[rwnap])$")
+_VM_COMMAND_RE = re.compile(r"^(?:qm config (?P<vmid>\d{1,9})|"
+                            r"cat " + re.escape(QEMU_SERVER_DIR) + r"/(?P<file_vmid>\d{1,9})\.conf)$")
+_VM_NAME_RE = re.compile(r"^(?:.*/)?(?P<vmid>\d{1,9})\.conf$")
+_DOMAIN_DEVICE_RE = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] ")
+_HEADER_UNIT_RE = re.compile(r"\s*\[[^\]]*\]$")
+_GZIP_MAGIC = b"\x1f\x8b"
+# Small pieces, so that damage late in a stream keeps what came before it.
+_GUNZIP_CHUNK = 1 << 10
+
+
+class BundleError(ValueError):
+    """Material that cannot be taken at all (not a list of named bytes); the message says what to give."""
+
+
+@dataclass(frozen=True)
+class BundleInput:
+    """One piece of material: a name (only to report it), its bytes, and optionally the command the caller
+    says it is the output of (``nvidia-smi topo -p2p r``, ``qm config 120``)."""
+
+    name: str
+    data: bytes
+    command: str | None = None
+
+
+@dataclass
+class _Bundle:
+    commands: dict[str, dict[str, Any]] = field(default_factory=dict)
+    files: dict[str, Any] = field(default_factory=dict)
+    dirs: dict[str, list[str]] = field(default_factory=dict)
+    sources: dict[str, list[str]] = field(default_factory=dict)  # capture entry -> inputs that gave it
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    unmapped: list[dict[str, Any]] = field(default_factory=list)
+
+    def put(self, section: str, key: str, value: Any, origin: str, entry: dict[str, Any]) -> None:
+        store: dict[str, Any] = getattr(self, section)
+        label = f"{section}:{key}"
+        if key in store and store[key] != value:
+            first = ", ".join(self.sources.get(label, []))
+            self.unmapped.append({"name": origin, "why": f"{first} already gave {key}, with other content; "
+                                                         "give one host's material per bundle"})
+            return
+        store[key] = value
+        self.sources.setdefault(label, []).append(origin)
+        entry["as"].append(label)
+
+    def skip(self, origin: str, why: str) -> None:
+        self.unmapped.append({"name": origin, "why": why})
+
+
+def build_capture(inputs: Iterable[BundleInput | tuple[str, bytes]], note: str | None = None) -> dict[str, Any]:
+    """A ``gpuhost-capture/1`` capture from the material, with its ``bundle`` section (see the module text).
+    Raises ``BundleError`` only for input that is not named bytes."""
+    bundle = _Bundle()
+    for item in _inputs(inputs):
+        _take(bundle, item)
+    capture: dict[str, Any] = {
+        "format": CAPTURE_FORMAT,
+        "note": note or "Built from support material (" + ", ".join(i["name"] for i in bundle.inputs) + ") by "
+                        "audit/bundle.py: only what the material holds; see the bundle section.",
+        "commands": bundle.commands,
+        "files": bundle.files,
+        "dirs": bundle.dirs,
+    }
+    capture["bundle"] = {
+        "inputs": bundle.inputs,
+        **_coverage(capture, bundle.sources),
+        "unmapped": bundle.unmapped,
+        "warnings": _warnings(bundle),
+    }
+    return capture
+
+
+def _inputs(inputs: Any) -> list[BundleInput]:
+    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Iterable):
+        raise BundleError(f"expected a list of inputs, each a name and its bytes; found {type(inputs).__name__}. "
+                          "Give [(name, bytes), ...] or BundleInput objects.")
+    found = []
+    for number, item in enumerate(inputs, start=1):
+        if isinstance(item, tuple) and len(item) == 2:
+            item = BundleInput(*item)
+        if not isinstance(item, BundleInput):
+            raise BundleError(f"input {number}: expected (name, bytes) or a BundleInput; found "
+                              f"{type(item).__name__}. Give each piece of material with a name.")
+        data = item.data.encode("utf-8") if isinstance(item.data, str) else item.data
+        if not isinstance(item.name, str) or not isinstance(data, (bytes, bytearray)):
+            raise BundleError(f"input {number}: expected a text name and bytes; found {type(item.name).__name__} "
+                              f"and {type(item.data).__name__}. Read the file in binary mode.")
+        if item.command is not None and not isinstance(item.command, str):
+            raise BundleError(f"input {number} ({item.name}): expected the command as text, such as "
+                              f"'nvidia-smi topo -p2p r'; found {type(item.command).__name__}.")
+        found.append(BundleInput(item.name, bytes(data), item.command))
+    return found
+
+
+def gunzip(data: bytes) -> tuple[bytes, bool]:
+    """The bytes of every gzip member in ``data`` (nvidia-bug-report.sh appends one per section), and
+    whether the stream was whole: a truncated or damaged stream gives what came before the damage."""
+    out: list[bytes] = []
+    rest = data
+    while rest[:2] == _GZIP_MAGIC:
+        member = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        start = 0
+        while start < len(rest) and not member.eof:
+            try:
+                out.append(member.decompress(rest[start:start + _GUNZIP_CHUNK]))
+            except zlib.error:
+                return b"".join(out), False
+            start += _GUNZIP_CHUNK
+        if not member.eof:
+            out.append(member.flush())
+            return b"".join(out), False
+        # What the member did not use of its last piece, and the pieces after it: the next member.
+        rest = member.unused_data + rest[start:]
+    return b"".join(out), not rest.strip(b"\x00")
+
+
+def _take(bundle: _Bundle, item: BundleInput) -> None:
+    data, gzipped, whole = item.data, False, True
+    if data[:2] == _GZIP_MAGIC:
+        data, whole = gunzip(data)
+        gzipped = True
+    text = data.decode("utf-8", errors="replace")
+    kind = detect_kind(text)
+    entry: dict[str, Any] = {"name": item.name, "kind": kind, "gzip": gzipped, "truncated": not whole, "as": []}
+    bundle.inputs.append(entry)
+    if gzipped and not whole and not text:
+        bundle.skip(item.name, "gzip data that does not decompress: the file is damaged or not gzip")
+        return
+    if kind is None:
+        bundle.skip(item.name, "not output of a tool this reader knows (" + ", ".join(KINDS.values()) + ")")
+        return
+    if kind == "nvidia-bug-report":
+        _take_bug_report(bundle, item.name, text, entry)
+        return
+    if kind in _BENCH_KINDS:
+        bundle.skip(item.name, f"{KINDS[kind]}: the audit reads no benchmark logs; give it to the bench phase "
+                               f"({_BENCH_KINDS[kind]})")
+        return
+    command = _declared(item, text)
+    output = _tool_output(text)
+    handler = _HANDLERS[kind]
+    handler(bundle, item.name, command, output, entry)
+
+
+def _declared(item: BundleInput, text: str) -> str | None:
+    """The command the input is the output of: as the caller said, as its name spells it out (a paste named
+    ``nvidia-smi topo -p2p r``), or as a shell line in the paste shows it."""
+    for candidate in (item.command, item.name):
+        if candidate and re.match(r"^\s*(?:nvidia-smi|qm|cat|dmesg|lspci)(?:\s|$)", candidate):
+            return " ".join(candidate.split())
+    return pasted_command(text)
+
+
+def _tool_output(text: str) -> str:
+    """What the tool printed: transport damage undone (CRLF, quoted-printable), without the shell line and
+    the Markdown fences a paste adds."""
+    lines = normalize_paste(text).split("\n")
+    kept = [line for line in lines if not re.match(r"^\s*(?:```|~~~)", line)]
+    for index, line in enumerate(kept[:3]):
+        if line.strip() and pasted_command(line) is not None:
+            del kept[index]
+            break
+    output = "\n".join(kept)
+    if not output.strip():
+        return ""
+    return output if output.endswith("\n") else output + "\n"
+
+
+def _ran(stdout: str) -> dict[str, Any]:
+    # A pasted output is what the command printed when it worked: nvidia-smi's failures are kinds of their own.
+    return {"rc": 0, "stdout": stdout, "stderr": ""}
+
+
+def _command(key: str) -> Callable[[_Bundle, str, str | None, str, dict[str, Any]], None]:
+    def handler(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
+        bundle.put("commands", key, _ran(output), name, entry)
+    return handler
+
+
+def _take_p2p(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
+    match = _P2P_COMMAND_RE.match(command or "")
+    if not match:
+        bundle.skip(name, "an nvidia-smi topo -p2p matrix, but its output does not say which capability (r, w, n, "
+                          "a, p): paste it with its command line, or name the input after the command "
+                          "('nvidia-smi topo -p2p r')")
+        return
+    bundle.put("commands", P2P_KEYS[match.group("letter")], _ran(output), name, entry)
+
+
+def _take_query(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
+    if command in (QUERY_KEY, *HEALTH_KEYS):
+        bundle.put("commands", command, _ran(output), name, entry)
+        return
+    first = next((line for line in clean_lines(output) if line.strip()), "")
+    fields = tuple(_HEADER_UNIT_RE.sub("", value.strip()) for value in first.split(","))
+    by_fields = {tuple(QUERY_GPU_FIELDS): QUERY_KEY, tuple(HEALTH_QUERY_FIELDS): HEALTH_KEYS[0],
+                 tuple(HEALTH_QUERY_FIELDS_OLD): HEALTH_KEYS[1]}
+    if fields in by_fields:
+        # The header is nvidia-smi's, and the parsers skip it and the units (nvidia_smi_query).
+        bundle.put("commands", by_fields[fields], _ran(output), name, entry)
+        return
+    bundle.skip(name, "an nvidia-smi --query-gpu output, but not of the fields the audit asks for (or without its "
+                      f"header, so its columns cannot be told): run {QUERY_KEY.replace(',noheader', '')}")
+
+
+def _take_lspci(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
+    lines = clean_lines(output)
+    if not any(_DOMAIN_DEVICE_RE.match(line) for line in lines):
+        bundle.skip(name, "lspci output without PCI domains (no -D): the audit's lspci -vvv -D names devices "
+                          "with them")
+        return
+    bundle.put("commands", LSPCI_KEY, _ran(output), name, entry)
+
+
+def _take_cmdline(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
+    bundle.put("files", CMDLINE_FILE, output, name, entry)
+
+
+def _take_vm_config(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
+    if "--current" in (command or ""):
+        bundle.skip(name, "qm config --current leaves out the pending changes, and the audit judges a VM as it will "
+                          "start next; paste qm config <vmid> without --current")
+        return
+    match = _VM_COMMAND_RE.match(command or "")
+    vmid = (match.group("vmid") or match.group("file_vmid")) if match else None
+    name_match = _VM_NAME_RE.match(name.strip())
+    vmid = vmid or (name_match.group("vmid") if name_match else None)
+    if vmid is None:
+        bundle.skip(name, "a Proxmox VM config, but nothing says its VM id: paste it with its 'qm config <vmid>' "
+                          "line, or name it <vmid>.conf")
+        return
+    # `qm config` prints the config with its pending changes applied, which is how the audit judges a VM.
+    label = f"files:{QEMU_SERVER_DIR}/{vmid}.conf"
+    bundle.put("files", f"{QEMU_SERVER_DIR}/{vmid}.conf", output, name, entry)
+    if label not in entry["as"]:
+        return  # another input gave this VM another config
+    # The listing holds the configs given, not every VM of the node: the audit judges the VMs it was shown.
+    listing = bundle.dirs.setdefault(QEMU_SERVER_DIR, [])
+    if f"{vmid}.conf" not in listing:
+        listing.append(f"{vmid}.conf")
+        listing.sort()
+    bundle.sources.setdefault(f"dirs:{QEMU_SERVER_DIR}", []).append(name)
+
+
+_HANDLERS: dict[str, Callable[[_Bundle, str, str | None, str, dict[str, Any]], None]] = {
+    "nvidia-smi-q-xml": _command(SMI_Q_XML_KEY),
+    "nvidia-smi-q": _command(SMI_Q_KEY),
+    "nvidia-smi-topo-m": _command(TOPO_KEY),
+    "nvidia-smi-topo-p2p": _take_p2p,
+    "nvidia-smi-query-gpu": _take_query,
+    "nvidia-smi-list": _command(LIST_KEY),
+    "lspci-vvv": _take_lspci,
+    "proxmox-vm-config": _take_vm_config,
+    "dmesg": _command(DMESG_KEY),
+    "proc-cmdline": _take_cmdline,
+}
+
+
+def _take_bug_report(bundle: _Bundle, name: str, text: str, entry: dict[str, Any]) -> None:
+    try:
+        report = parse_bug_report(text)
+    except BugReportParseError as exc:
+        bundle.skip(name, str(exc))
+        return
+    if not report.complete:
+        entry["truncated"] = True
+    for section in report.sections:
+        origin = f"{name}: {section.name} (line {section.line})"
+        if section.kind in ("file", "missing", "unreadable") and section.name.startswith(_KEPT_FILE_PREFIXES):
+            value: Any = {"file": encode_bytes(section.text.encode("utf-8")), "missing": None,
+                          "unreadable": {"error": "not readable to nvidia-bug-report.sh"}}[section.kind]
+            bundle.put("files", section.name, value, origin, entry)
+        elif section.kind == "command" and section.name == "dmesg":
+            if section.text:
+                bundle.put("commands", DMESG_KEY, _ran(section.text), origin, entry)
+            else:
+                bundle.skip(origin, "the report's dmesg section is empty (dmesg refused or printed nothing)")
+        elif section.kind == "command" and section.name in _BUG_REPORT_SMI_Q:
+            bundle.put("commands", SMI_Q_KEY, _ran(section.text), origin, entry)
+
+
+# --------------------------------------------------------------------------------------------------
+# What the audit reads, and what the material gave of it
+
+
+@dataclass(frozen=True)
+class _Read:
+    what: str
+    entries: Callable[[dict[str, Any]], list[str]]  # the capture entries (section:key) that answer it
+    needs: Callable[[dict[str, Any]], str | None] = lambda capture: None  # why it goes unread, or None
+
+
+def _commands(*keys: str) -> Callable[[dict[str, Any]], list[str]]:
+    return lambda capture: [f"commands:{key}" for key in keys if key in capture["commands"]]
+
+
+def _files(*paths: str) -> Callable[[dict[str, Any]], list[str]]:
+    return lambda capture: [f"files:{path}" for path in paths if path in capture["files"]]
+
+
+def _under(section: str, prefix: str) -> Callable[[dict[str, Any]], list[str]]:
+    return lambda capture: [f"{section}:{key}" for key in capture[section] if key == prefix or
+                            key.startswith(prefix + "/")]
+
+
+def _needs_query(capture: dict[str, Any]) -> str | None:
+    if QUERY_KEY in capture["commands"]:
+        return None
+    return ("without NVML the audit reads nvidia-smi's matrices and health only after nvidia-smi --query-gpu "
+            "(the audit's fields) answered, and the material holds no such output")
+
+
+def _needs_nvml(capture: dict[str, Any]) -> str | None:
+    return "the audit compares nvidia-smi -L with NVML's GPU count, and reads it only when NVML answered"
+
+
+def _needs_pci(capture: dict[str, Any]) -> str | None:
+    if PCI_DIR in capture["dirs"]:
+        return None
+    return "the audit reads lspci only for the bridges above GPUs it found in sysfs, which the material lacks"
+
+
+_READS = (
+    _Read("NVML (GPU facts, P2P and topology from the driver's library)", lambda capture: []),
+    _Read("GPU list from nvidia-smi --query-gpu (the audit's fields)", _commands(QUERY_KEY)),
+    *(_Read(f"P2P {name} matrix ({P2P_KEYS[letter]})", _commands(P2P_KEYS[letter]), _needs_query)
+      for name, letter in P2P_LETTERS.items()),
+    _Read(f"topology matrix ({TOPO_KEY})", _commands(TOPO_KEY), _needs_query),
+    _Read("GPU health from nvidia-smi --query-gpu (ECC, retired pages, clocks)", _commands(*HEALTH_KEYS),
+          _needs_query),
+    _Read(f"GPU details and health from {SMI_Q_XML_KEY} (BAR1, virtualization mode, row remapping, fabric)",
+          _commands(SMI_Q_XML_KEY), _needs_query),
+    _Read(f"GPU count from {LIST_KEY}", _commands(LIST_KEY), _needs_nvml),
+    _Read("kernel log (dmesg)", _commands(DMESG_KEY)),
+    _Read(f"kernel command line ({CMDLINE_FILE})", _files(CMDLINE_FILE)),
+    _Read("CPU flags (/proc/cpuinfo)", _files("/proc/cpuinfo")),
+    _Read("memory and huge pages (/proc/meminfo)", _files("/proc/meminfo")),
+    _Read(f"PCI devices from sysfs ({PCI_DIR})", _under("dirs", PCI_DIR)),
+    _Read("IOMMU groups from sysfs (/sys/kernel/iommu_groups)", _under("dirs", "/sys/kernel/iommu_groups")),
+    _Read("IOMMU hardware (/sys/class/iommu)", _under("dirs", "/sys/class/iommu")),
+    _Read("loaded kernel modules (/sys/module)", _under("dirs", "/sys/module")),
+    _Read("NUMA nodes (/sys/devices/system/node)", _under("dirs", "/sys/devices/system/node")),
+    _Read("DMI from sysfs (/sys/class/dmi/id)", _under("files", "/sys/class/dmi/id")),
+    _Read("systemd-detect-virt", _commands("systemd-detect-virt --vm", "systemd-detect-virt --container")),
+    _Read("container markers (/run/.containerenv, /run/systemd/container, /proc/1/cgroup, /.dockerenv)",
+          _files("/run/.containerenv", "/run/systemd/container", "/proc/1/cgroup", "/.dockerenv")),
+    _Read(f"{LSPCI_KEY} (ACS and port types when config space is unreadable)", _commands(LSPCI_KEY), _needs_pci),
+    _Read(f"fabric manager state ({command_key(FABRIC_MANAGER)})", _commands(command_key(FABRIC_MANAGER)),
+          _needs_pci),
+    _Read(f"Proxmox VM configs ({QEMU_SERVER_DIR})", _under("dirs", QEMU_SERVER_DIR)),
+    _Read("pveversion", _commands("pveversion")),
+)
+
+
+def _coverage(capture: dict[str, Any], sources: dict[str, list[str]]) -> dict[str, Any]:
+    seen: list[dict[str, Any]] = []
+    unread: list[dict[str, Any]] = []
+    not_seen: list[str] = []
+    claimed: set[str] = set()
+    for read in _READS:
+        entries = read.entries(capture)
+        claimed.update(entries)
+        if not entries:
+            not_seen.append(read.what)
+            continue
+        origins = sorted({origin for entry in entries for origin in sources.get(entry, [])})
+        why = read.needs(capture)
+        if why:
+            unread.append({"what": read.what, "why": why, "from": origins})
+        else:
+            seen.append({"what": read.what, "from": origins})
+    # The VM configs in the listing are read with it.
+    claimed.update(f"files:{QEMU_SERVER_DIR}/{name}" for name in capture["dirs"].get(QEMU_SERVER_DIR, []))
+    kept = sorted(entry for entry in sources if entry not in claimed)
+    return {"seen": seen, "unread": unread, "not_seen": not_seen, "kept": kept}
+
+
+def _warnings(bundle: _Bundle) -> list[str]:
+    kinds = {entry["kind"] for entry in bundle.inputs if entry["as"]}
+    gpu_kinds = {kind for kind in kinds if kind and kind.startswith("nvidia-smi")} | (
+        {"nvidia-bug-report"} & kinds)
+    if "proxmox-vm-config" in kinds and gpu_kinds:
+        return ["the material holds a Proxmox VM config (a hypervisor's file) and nvidia-smi output: if the "
+                "nvidia-smi output comes from the guest, the capture mixes two hosts; build one bundle per host"]
+    return []

@@ -1,0 +1,154 @@
+"""Which all-reduce SGLang will really run, its custom all-reduce or NCCL, as SGLang itself decides it.
+
+A model of SGLang's start-up decision, so that the gate reports what will run rather than what it
+allows: on PCIe-only GPUs above tensor-parallel size 2 SGLang switches its custom all-reduce off by
+itself, whatever P2P can do, and NCCL does every all-reduce. Pure functions over the gate's inputs.
+
+The decision, in SGLang's order (``RULES`` keeps it per SGLang version):
+
+1. ``--disable-custom-all-reduce``: NCCL.
+2. A world size outside the supported ones (2, 4, 6, 8): NCCL.
+3. Above 2 GPUs, every pair must be connected by NVLink (NVML's P2P status for the NVLink capability);
+   otherwise NCCL. The audit gives that as its ``p2p.nvlink`` matrix, else as ``NV#`` cells of the
+   topology; a pair neither tells is unknown, and then so is the path: never assumed.
+4. P2P between the ranks: SGLang trusts the driver's claim, unless ``--enable-p2p-check`` makes it test
+   CUDA IPC between the GPUs at start-up (then only that test can tell, unless the probe proved P2P).
+5. Otherwise its custom all-reduce, for messages under its buffer size (8 MiB); larger ones go to NCCL.
+
+Not modelled: opt-in all-reduce backends that newer SGLang versions enable through environment variables
+(``SGLANG_ENABLE_PCIE_IPC_ALLREDUCE``, a FlashInfer PCIe kernel), which the gate never sets.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from itertools import combinations
+from typing import Any
+
+from ansible.module_utils.gpuhost.gate import versions
+from ansible.module_utils.gpuhost.gate.inputs import Host, cell
+
+# SGLang's rule per version range. Origin: python/sglang/srt/distributed/device_communicators/custom_all_reduce.py
+# (CustomAllreduce.__init__ and should_custom_ar), adapted there from vLLM's custom all-reduce (v0.6.4.post1;
+# SGLang 0.3 imported vLLM's, with the same rule), with is_full_nvlink in custom_all_reduce_utils.py; and
+# monkey_patch_p2p_access_check in sglang/srt/utils, which replaces the CUDA IPC check unless the server
+# runs with --enable-p2p-check. The last entry is the one applied to versions outside every range.
+RULES: tuple[dict[str, Any], ...] = (
+    {
+        "id": "sglang-custom-ar-vllm-derived",
+        "sglang_versions": ">=0.3",
+        "world_sizes": (2, 4, 6, 8),
+        "pcie_max_ranks": 2,
+        "max_message_mib": 8,
+        "source": "SGLang custom_all_reduce.py (CustomAllreduce: _SUPPORTED_WORLD_SIZES [2, 4, 6, 8]; above 2 GPUs "
+                  "only with is_full_nvlink; _can_p2p through gpu_p2p_access_check, replaced by "
+                  "monkey_patch_p2p_access_check without --enable-p2p-check), adapted from vLLM's",
+    },
+)
+
+DISABLE = "--disable-custom-all-reduce"
+P2P_CHECK = "--enable-p2p-check"
+_NVLINK_LABEL = re.compile(r"^NV\d+$")
+_PCIE_LABELS = {"PIX", "PXB", "PHB", "NODE", "SYS", "SOC"}
+_NOT_NVLINK = {"NS", "CNS", "GNS", "TNS", "DR"}
+
+
+def rule_for(version: str | None) -> tuple[dict[str, Any], str | None]:
+    """The rule for an SGLang version, and a note when the version lies outside every known range."""
+    if version is None:
+        return RULES[-1], None
+    for rule in RULES:
+        if versions.matches(version, rule["sglang_versions"]) is True:
+            return rule, None
+    rule = RULES[-1]
+    return rule, (f"SGLang {version} is outside the versions whose all-reduce choice is known "
+                  f"({rule['sglang_versions']}): the rule of {rule['id']} is applied to it unchecked.")
+
+
+def _pair_nvlink(host: Host, a: int, b: int) -> bool | None:
+    """Whether NVLink connects two GPUs: NVML's NVLink P2P status, else the topology's label; None if neither."""
+    statuses = [s for s in (cell(host.p2p_nvlink, a, b), cell(host.p2p_nvlink, b, a)) if s in _NOT_NVLINK | {"OK"}]
+    if statuses:
+        return all(s == "OK" for s in statuses)
+    label = cell(host.topology, a, b) or cell(host.topology, b, a)
+    if label is None:
+        return None
+    if _NVLINK_LABEL.match(label.upper()):
+        return True
+    return False if label.upper() in _PCIE_LABELS else None
+
+
+def nvlink_mesh(host: Host, gpus: Sequence[int]) -> tuple[bool | None, dict[str, int]]:
+    """Whether every pair of these GPUs is on NVLink (None when some pair is unknown and none is PCIe)."""
+    counts = {"nvlink": 0, "pcie": 0, "unknown": 0}
+    for a, b in combinations(gpus, 2):
+        found = _pair_nvlink(host, a, b)
+        counts["unknown" if found is None else "nvlink" if found else "pcie"] += 1
+    if counts["pcie"]:
+        return False, counts
+    return (None if counts["unknown"] else True), counts
+
+
+def sglang_all_reduce(tp: int, mesh: bool | None, p2p: str, flags: Iterable[str],
+                      version: str | None) -> dict[str, Any]:
+    """SGLang's all-reduce at this tensor-parallel size, NVLink mesh, P2P state and set of flags.
+
+    ``p2p``: proven (by the probe), claimed (by the driver, not proven), unknown or none. Returns
+    ``path`` (custom, nccl, or None when only SGLang's start-up can tell), ``off_by`` (flag or sglang,
+    when custom all-reduce is off), ``brief`` (a few words for the summary), ``reason``, ``p2p_check``
+    (driver or cuda_ipc) and ``rule`` (the id of the RULES entry applied).
+    """
+    rule, _note = rule_for(version)
+    flags = set(flags)
+    check = "cuda_ipc" if P2P_CHECK in flags else "driver"
+    nccl_all = "NCCL does every all-reduce"
+
+    def result(path: str | None, off_by: str | None, brief: str, reason: str) -> dict[str, Any]:
+        return {"path": path, "off_by": off_by, "brief": brief, "reason": reason,
+                "p2p_check": check if tp > 1 else None, "rule": rule["id"]}
+
+    if tp <= 1:
+        return result(None, None, "one GPU", "Tensor-parallel size 1: nothing is all-reduced.")
+    if DISABLE in flags:
+        return result("nccl", "flag", DISABLE, f"{DISABLE}: SGLang's custom all-reduce is off, {nccl_all}.")
+    sizes = ", ".join(str(s) for s in rule["world_sizes"][:-1]) + f" and {rule['world_sizes'][-1]}"
+    if tp not in rule["world_sizes"]:
+        return result("nccl", "sglang", f"{tp} GPUs, a size it does not support",
+                      f"SGLang runs its custom all-reduce at {sizes} GPUs only; at {tp} it switches it off and "
+                      f"{nccl_all}.")
+    if tp > rule["pcie_max_ranks"] and mesh is False:
+        return result("nccl", "sglang", f"{tp} GPUs without an NVLink mesh",
+                      f"Above {rule['pcie_max_ranks']} GPUs SGLang runs its custom all-reduce only when NVLink "
+                      f"connects every pair; these {tp} GPUs talk over PCIe, so it switches it off and {nccl_all}, "
+                      "whatever P2P can do.")
+    if tp > rule["pcie_max_ranks"] and mesh is None:
+        return result(None, None, "custom all-reduce or NCCL, as SGLang finds the NVLink mesh (unknown here)",
+                      f"Above {rule['pcie_max_ranks']} GPUs SGLang needs NVLink between every pair; whether these "
+                      "have it is unknown (the audit shows no NVLink status for every pair), so only SGLang's own "
+                      "NVML check at start-up will tell between its custom all-reduce and NCCL.")
+    link = "over NVLink" if mesh is True else f"between the {tp} GPUs"
+    small = f"for messages under {rule['max_message_mib']} MiB (NCCL above)"
+    if check == "cuda_ipc":
+        if p2p == "proven":
+            return result("custom", None, "P2P proven",
+                          f"Custom all-reduce {link} {small}: {P2P_CHECK} tests CUDA IPC at start-up, and the probe "
+                          "proved P2P between these GPUs.")
+        if p2p == "none":
+            return result("nccl", "sglang", "its P2P check fails without P2P",
+                          f"{P2P_CHECK} tests CUDA IPC at start-up; without P2P the test fails, SGLang switches its "
+                          f"custom all-reduce off and {nccl_all}.")
+        return result(None, None, f"custom all-reduce if SGLang's own P2P check passes ({P2P_CHECK}), NCCL otherwise",
+                      f"{P2P_CHECK}: SGLang tests CUDA IPC between the GPUs at start-up and runs its custom "
+                      f"all-reduce {link} {small} only if that works, NCCL otherwise.")
+    if p2p in ("proven", "claimed"):
+        proof = "proven by the probe" if p2p == "proven" else "as the driver claims it (SGLang checks no more)"
+        return result("custom", None, "P2P proven" if p2p == "proven" else "P2P claimed by the driver",
+                      f"Custom all-reduce {link} {small}, with P2P {proof}.")
+    if p2p == "none":
+        return result("nccl", "sglang", "the driver grants no P2P",
+                      f"The driver grants no P2P between these GPUs: SGLang switches its custom all-reduce off and "
+                      f"{nccl_all}.")
+    return result(None, None, "custom all-reduce if the driver grants P2P, NCCL otherwise",
+                  "The P2P status of these GPUs is unknown: SGLang asks the driver at start-up, and runs its custom "
+                  "all-reduce only if the driver grants P2P.")

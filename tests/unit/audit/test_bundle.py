@@ -1,0 +1,345 @@
+"""Support material turned into a capture, and the real audit run over it: the incident's pasted outputs, the
+bug reports of tests/fixtures/bundles (plain, gzip in one member and in many, cut short), each kind of paste
+and how it is refused when the capture could not hold it faithfully; the audit's answers where the material
+is partial, with the defects it shows today marked as expected failures."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ansible.module_utils.gpuhost.audit import facts
+from ansible.module_utils.gpuhost.audit.bundle import (
+    DMESG_KEY,
+    HEALTH_KEYS,
+    LSPCI_KEY,
+    QUERY_KEY,
+    BundleError,
+    BundleInput,
+    build_capture,
+    gunzip,
+)
+from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, ReplaySource
+from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import parse_bug_report
+from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
+from ansible.module_utils.gpuhost.rules.views import RuleOptions
+from tests.paths import FIXTURES
+
+SMI = FIXTURES / "nvidia-smi"
+P2P_NS = (SMI / "topo-p2p-r_8gpu-vm-NS.txt").read_bytes()
+OLD_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_418_2xV100-SXM2_baremetal_constructed.log"
+NEW_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
+
+# The incident guest's topo -m, as its nvidia-smi printed it: 8 GPUs behind one host bridge of a q35 guest.
+TOPO_M = ("\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+          + "".join(f"GPU{i}\t" + "\t".join(" X " if j == i else "PHB" for j in range(8)) + "\t0-63\t0\t\tN/A\n"
+                    for i in range(8))
+          + "\nLegend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe as well as the SMP interconnect between "
+            "NUMA nodes (e.g., QPI/UPI)\n  NODE = Connection traversing PCIe as well as the interconnect between "
+            "PCIe Host Bridges within a NUMA node\n  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge "
+            "(typically the CPU)\n  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe "
+            "Host Bridge)\n  PIX  = Connection traversing at most a single PCIe bridge\n  NV#  = Connection "
+            "traversing a bonded set of # NVLinks\n").encode()
+# The audit's own --query-gpu, pasted with its header (--format=csv,nounits): the incident's eight GPUs.
+QUERY_CSV = (", ".join(QUERY_GPU_FIELDS) + "\n" + "".join(
+    f"{i}, NVIDIA RTX PRO 6000 Blackwell Server Edition, GPU-d2aa5003-82b5-5fa7-adac-e24f2b4ad6{i:02d}, "
+    f"00000000:0{i + 1}:00.0, 12.0, 97887, 590.44.01, 5, 5, 16, 16, Enabled, Enabled, Disabled\n"
+    for i in range(8))).encode()
+
+
+def audit(capture):
+    return facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions())
+
+
+def ids(findings):
+    return {finding["id"] for finding in findings}
+
+
+def incident(*extra):
+    return build_capture([BundleInput("p2p.txt", P2P_NS, command="nvidia-smi topo -p2p r"),
+                          ("topo-m.txt", TOPO_M), *extra])
+
+
+def test_the_incidents_pastes_become_the_commands_the_audit_runs() -> None:
+    capture = incident()
+    assert capture["format"] == CAPTURE_FORMAT and "nvml" not in capture
+    source = ReplaySource(json.loads(json.dumps(capture)))
+    assert source.run(["nvidia-smi", "topo", "-p2p", "r"]).stdout == P2P_NS.decode()
+    assert source.run(["nvidia-smi", "topo", "-m"]).stdout == TOPO_M.decode()
+    assert source.run(["nvidia-smi", "topo", "-p2p", "w"]).rc is None  # never another letter
+    bundle = capture["bundle"]
+    assert [(i["name"], i["kind"], i["as"]) for i in bundle["inputs"]] == [
+        ("p2p.txt", "nvidia-smi-topo-p2p", ["commands:nvidia-smi topo -p2p r"]),
+        ("topo-m.txt", "nvidia-smi-topo-m", ["commands:nvidia-smi topo -m"])]
+    # The audit will not read them: say so, and why.
+    assert bundle["seen"] == []
+    assert [u["what"] for u in bundle["unread"]] == ["P2P read matrix (nvidia-smi topo -p2p r)",
+                                                     "topology matrix (nvidia-smi topo -m)"]
+    assert "nvidia-smi --query-gpu" in bundle["unread"][0]["why"]
+    assert "NVML (GPU facts, P2P and topology from the driver's library)" in bundle["not_seen"]
+    assert "PCI devices from sysfs (/sys/bus/pci/devices)" in bundle["not_seen"]
+    assert "kernel log (dmesg)" in bundle["not_seen"]
+
+
+def test_partial_material_is_never_called_fit() -> None:
+    found = audit(incident())
+    assert found["summary"]["verdict"] == "unfit"
+    assert found["summary"]["p2p"] != "ok"
+
+
+@pytest.mark.xfail(strict=True, reason="audit/gpus.py reads nvidia-smi topo -p2p only after nvidia-smi --query-gpu "
+                                       "answered; a pasted matrix alone is never read")
+def test_the_pasted_p2p_matrix_alone_gives_the_critical_p2p_finding() -> None:
+    found = audit(incident())
+    assert "p2p_not_supported" in ids(found["findings"])
+
+
+def test_with_the_audits_query_gpu_pasted_too_the_critical_p2p_finding_fires() -> None:
+    capture = incident(("query.csv", QUERY_CSV))
+    assert [s["what"] for s in capture["bundle"]["seen"]] == [
+        "GPU list from nvidia-smi --query-gpu (the audit's fields)", "P2P read matrix (nvidia-smi topo -p2p r)",
+        "topology matrix (nvidia-smi topo -m)"]
+    found = audit(capture)
+    p2p = next(f for f in found["findings"] if f["id"] == "p2p_not_supported")
+    assert p2p["severity"] == "critical" and "56 of 56" in p2p["summary"]
+    assert found["summary"]["p2p"] == "none" and found["summary"]["gpu_count"] == 8
+
+
+# What the audit says today where the material is silent: absent material read as absent (or present) hardware.
+ABSENCE_DEFECTS = [
+    ("no_nvidia_gpu", lambda: incident(),
+     "rules read 'no PCI GPU and no nvidia-smi answer' as no GPU, though the pasted matrices show 8"),
+    ("gpu_count_mismatch", lambda: incident(("query.csv", QUERY_CSV)),
+     "rules compare nvidia-smi's 8 GPUs with the 0 of a PCI bus the material did not show"),
+    ("proxmox_iommu_off", lambda: build_capture([BundleInput(
+        "131.conf", (FIXTURES / "proxmox" / "q35-4gpu-hidden-short-form_pve7.4.conf").read_bytes())]),
+     "rules read IOMMU groups the material did not show as an IOMMU switched off"),
+]
+
+
+@pytest.mark.parametrize(("finding", "material"), [(f, m) for f, m, _ in ABSENCE_DEFECTS],
+                         ids=[f for f, _, _ in ABSENCE_DEFECTS])
+def test_no_finding_comes_from_what_the_material_did_not_show(finding, material, request) -> None:
+    reason = next(r for f, _, r in ABSENCE_DEFECTS if f == finding)
+    request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    assert finding not in ids(audit(material())["findings"])
+
+
+@pytest.mark.xfail(strict=True, reason="audit/virt.py says 'bare metal' when no evidence was read at all")
+def test_virtualization_is_not_guessed_from_no_evidence() -> None:
+    assert audit(incident())["summary"]["virtualization"] != "bare metal"
+
+
+@pytest.mark.parametrize(("inputs", "letter"), [
+    ([("p2p.txt", b"$ nvidia-smi topo -p2p w\n" + P2P_NS)], "w"),
+    ([("nvidia-smi topo -p2p n", P2P_NS)], "n"),
+    ([BundleInput("x", P2P_NS, command="nvidia-smi  topo -p2p a")], "a"),
+])
+def test_the_capability_of_a_p2p_matrix_comes_from_its_command(inputs, letter) -> None:
+    capture = build_capture(inputs)
+    assert list(capture["commands"]) == [f"nvidia-smi topo -p2p {letter}"]
+    assert capture["commands"][f"nvidia-smi topo -p2p {letter}"]["stdout"] == P2P_NS.decode()
+
+
+def test_a_p2p_matrix_that_does_not_say_its_capability_is_not_written() -> None:
+    capture = build_capture([("p2p.txt", P2P_NS), ("topo-p2p-r.txt", P2P_NS)])  # a file name is no command
+    assert capture["commands"] == {}
+    assert all("which capability" in u["why"] for u in capture["bundle"]["unmapped"])
+
+
+def test_crlf_and_fences_of_a_paste_are_undone() -> None:
+    pasted = b"```\r\n" + P2P_NS.replace(b"\n", b"\r\n") + b"```\r\n"
+    capture = build_capture([BundleInput("chat", pasted, command="nvidia-smi topo -p2p r")])
+    assert capture["commands"]["nvidia-smi topo -p2p r"]["stdout"] == P2P_NS.decode()
+
+
+@pytest.mark.parametrize("path", [OLD_REPORT, NEW_REPORT], ids=["418", "5xx"])
+def test_a_bug_report_gives_files_dmesg_and_nvidia_smi_q(path) -> None:
+    text = path.read_bytes()
+    report = parse_bug_report(text)
+    plain = build_capture([("nvidia-bug-report.log", text)])
+    assert plain["commands"][DMESG_KEY]["stdout"] == report.get("dmesg").text
+    assert plain["commands"]["nvidia-smi -q"]["stdout"] == report.get("nvidia-smi --query").text
+    assert plain["files"]["/proc/cmdline"] == report.get("/proc/cmdline").text
+    assert "/etc/issue" not in plain["files"] and "/var/log/nvidia-installer.log" not in plain["files"]
+    bundle = plain["bundle"]
+    assert [s["what"] for s in bundle["seen"]] == ["kernel log (dmesg)", "kernel command line (/proc/cmdline)",
+                                                   "CPU flags (/proc/cpuinfo)", "memory and huge pages (/proc/meminfo)"]
+    assert "commands:nvidia-smi -q" in bundle["kept"] and "files:/proc/driver/nvidia/version" in bundle["kept"]
+    assert bundle["seen"][0]["from"] == [f"nvidia-bug-report.log: dmesg (line {report.get('dmesg').line})"]
+    # gzip as nvidia-bug-report.sh writes it (a member per section) and as gzip(1) would: the same capture.
+    members = b"".join(gzip.compress(part.encode()) for part in re.split(r"(?=\n_{44}\n)", text.decode()))
+    assert gunzip(members)[0] == text
+    assert gunzip(members)[1] is True
+    for data in (gzip.compress(text), members):
+        packed = build_capture([("nvidia-bug-report.log.gz", data)])
+        assert packed["bundle"]["inputs"][0]["gzip"] is True
+        assert packed["commands"][DMESG_KEY] == plain["commands"][DMESG_KEY]
+        assert packed["files"]["/proc/cmdline"] == plain["files"]["/proc/cmdline"]
+
+
+def test_what_the_audit_says_of_the_418_bug_report() -> None:
+    found = audit(build_capture([("nvidia-bug-report.log.gz", gzip.compress(OLD_REPORT.read_bytes()))]))
+    xid = next(f for f in found["findings"] if f["id"] == "xid_errors")
+    assert "Xid 63" in xid["summary"]
+    assert found["health"]["kernel_log"]["xid_events"][0]["pci_bus_id"] == "0000:3b:00.0"
+    assert found["iommu"]["cmdline"]["intel_iommu"] == "on"
+
+
+def test_what_the_audit_says_of_the_5xx_bug_report_of_a_guest() -> None:
+    found = audit(build_capture([("nvidia-bug-report.log", NEW_REPORT.read_bytes())]))
+    assert found["summary"]["virtualization"] == "KVM virtual machine"
+    assert found["virtualization"]["type"] == "vm"
+    assert found["summary"]["verdict"] == "unfit"
+
+
+def test_a_bug_report_cut_short_gives_what_it_holds() -> None:
+    data = gzip.compress(NEW_REPORT.read_bytes())
+    capture = build_capture([("nvidia-bug-report.log.gz", data[:len(data) * 2 // 3])])
+    entry = capture["bundle"]["inputs"][0]
+    assert entry["kind"] == "nvidia-bug-report" and entry["truncated"] is True
+    assert DMESG_KEY in capture["commands"] and "/proc/cmdline" in capture["files"]
+
+
+def test_a_damaged_gzip_stream_gives_what_came_before_the_damage() -> None:
+    data = bytearray(gzip.compress(NEW_REPORT.read_bytes()))
+    damage = len(data) * 3 // 4
+    data[damage:damage + 40] = bytes(byte ^ 0xFF for byte in data[damage:damage + 40])
+    text, whole = gunzip(bytes(data))
+    assert not whole and 0 < len(text) < len(NEW_REPORT.read_bytes())
+    capture = build_capture([("nvidia-bug-report.log.gz", bytes(data))])
+    assert capture["bundle"]["inputs"][0]["truncated"] is True
+    assert capture["commands"][DMESG_KEY]["stdout"] == parse_bug_report(NEW_REPORT.read_bytes()).get("dmesg").text
+
+
+def test_absent_and_unreadable_files_of_a_bug_report() -> None:
+    sep = "_" * 44
+    text = (f"{sep}\n\nStart of NVIDIA bug report log file.\n\n{sep}\n\n*** /proc/driver/nvidia/version does not "
+            f"exist\n\n{sep}\n\n*** /proc/driver/nvidia/params is not readable\n\n{sep}\n\n*** /var/log/Xorg.0.log "
+            f"does not exist\n\n{sep}\n\ndmesg:\n\n{sep}\n\nEnd of NVIDIA bug report log file.\n")
+    capture = build_capture([("r.log", text.encode())])
+    assert capture["files"] == {"/proc/driver/nvidia/version": None,
+                                "/proc/driver/nvidia/params": {"error": "not readable to nvidia-bug-report.sh"}}
+    assert capture["commands"] == {}
+    assert any("dmesg section is empty" in u["why"] for u in capture["bundle"]["unmapped"])
+
+
+def test_query_gpu_output_is_written_only_for_the_audits_fields() -> None:
+    headerless = b"".join(QUERY_CSV.splitlines(keepends=True)[1:])
+    health_header = (b"index, pci.bus_id, ecc.mode.current, ecc.mode.pending, ecc.errors.uncorrected.volatile.total, "
+                     b"ecc.errors.uncorrected.aggregate.total, ecc.errors.corrected.volatile.total, "
+                     b"ecc.errors.corrected.aggregate.total, retired_pages.pending, retired_pages.sbe, "
+                     b"retired_pages.dbe, clocks_event_reasons.active\n0, 00000000:01:00.0, Enabled, Enabled, 0, 0, 0, "
+                     b"0, No, 0, 0, 0x0000000000000000\n")
+    capture = build_capture([
+        ("other.csv", (SMI / "query-gpu_570_compute_cap,compute_mode,driver_version,name,index.csv").read_bytes()),
+        ("headerless.csv", headerless),
+        BundleInput("declared.csv", headerless, command=QUERY_KEY),
+        ("health.csv", health_header),
+    ])
+    assert sorted(capture["commands"]) == sorted([QUERY_KEY, HEALTH_KEYS[0]])
+    assert capture["commands"][QUERY_KEY]["stdout"] == headerless.decode()
+    assert [u["name"] for u in capture["bundle"]["unmapped"]] == ["other.csv", "headerless.csv"]
+
+
+def test_lspci_is_written_only_with_pci_domains() -> None:
+    lspci = FIXTURES / "pci" / "lspci"
+    capture = build_capture([("short.txt", (lspci / "q35-guest.lspci-3.9.0.vvv.root.txt").read_bytes()),
+                             ("long.txt", (lspci / "q35-guest.lspci-3.9.0.vvv-nn-D.root.txt").read_bytes())])
+    assert list(capture["commands"]) == [LSPCI_KEY]
+    assert [u["name"] for u in capture["bundle"]["unmapped"]] == ["short.txt"]
+    unread = capture["bundle"]["unread"]
+    assert unread[0]["what"].startswith(LSPCI_KEY) and "sysfs" in unread[0]["why"]
+
+
+def test_a_vm_config_is_written_under_its_vm_id() -> None:
+    conf = (FIXTURES / "proxmox" / "q35-8gpu-clique-ok_pve8.3.conf").read_bytes()
+    capture = build_capture([("130.conf", conf), ("paste", b"root@pve:~# qm config 131\n" + conf),
+                             ("no-id.txt", conf), BundleInput("cur", conf, command="qm config 132 --current")])
+    assert capture["dirs"] == {"/etc/pve/qemu-server": ["130.conf", "131.conf"]}
+    assert capture["files"]["/etc/pve/qemu-server/131.conf"] == conf.decode()
+    why = {u["name"]: u["why"] for u in capture["bundle"]["unmapped"]}
+    assert list(why) == ["no-id.txt", "cur"]
+    assert "nothing says its VM id" in why["no-id.txt"] and "leaves out the pending changes" in why["cur"]
+    seen = capture["bundle"]["seen"]
+    assert seen == [{"what": "Proxmox VM configs (/etc/pve/qemu-server)", "from": ["130.conf", "paste"]}]
+    assert sorted(vm["vmid"] for vm in audit(capture)["proxmox"]["vms"]) == [130, 131]
+
+
+def test_mixing_a_vm_config_with_nvidia_smi_output_is_flagged() -> None:
+    conf = (FIXTURES / "proxmox" / "q35-8gpu-clique-ok_pve8.3.conf").read_bytes()
+    capture = incident(("120.conf", conf))
+    assert capture["bundle"]["warnings"] and "two hosts" in capture["bundle"]["warnings"][0]
+
+
+def test_other_kinds_and_unknown_text_are_not_written_and_say_why() -> None:
+    capture = build_capture([
+        ("nccl.log", (FIXTURES / "nccl" / "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt")
+         .read_bytes()),
+        ("bw.txt", (FIXTURES / "p2p" / "p2pBandwidthLatencyTest_2xRTX4090-no-p2p.txt").read_bytes()),
+        ("note.txt", b"the GPUs are slow, please help\n"),
+        ("broken.gz", b"\x1f\x8b\x08\x00garbage"),
+        ("dmesg.txt", b"[    0.000000] Linux version 6.8.0\n[    1.000000] NVRM: Xid (PCI:0000:01:00): 79, pid=1\n"),
+        ("cmdline", b"BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro quiet\n"),
+        ("list.txt", (SMI / "list-gpus_570_TITAN-V_RTX-5880-Ada.txt").read_bytes()),
+        ("q.xml", (SMI / "q_535_H100-PCIe_power-brake.xml").read_bytes()),
+    ])
+    why = {u["name"]: u["why"] for u in capture["bundle"]["unmapped"]}
+    assert "gpu_bench_nccl_log" in why["nccl.log"] and "gpu_bench_probe_log" in why["bw.txt"]
+    assert why["note.txt"].startswith("not output of a tool this reader knows")
+    assert "does not decompress" in why["broken.gz"]
+    assert set(capture["commands"]) == {DMESG_KEY, "nvidia-smi -L", "nvidia-smi -q -x"}
+    assert capture["files"] == {"/proc/cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro quiet\n"}
+    assert "GPU count from nvidia-smi -L" in [u["what"] for u in capture["bundle"]["unread"]]
+    unread = {u["what"]: u["why"] for u in capture["bundle"]["unread"]}
+    assert "--query-gpu" in unread["GPU details and health from nvidia-smi -q -x (BAR1, virtualization mode, row "
+                                   "remapping, fabric)"]
+    assert capture["bundle"]["kept"] == []
+    assert "gpu_lost" in ids(audit(capture)["findings"])  # the pasted dmesg's Xid 79
+
+
+def test_two_inputs_that_disagree_keep_the_first() -> None:
+    other = P2P_NS.replace(b"NS", b"OK")
+    capture = build_capture([BundleInput("a", P2P_NS, "nvidia-smi topo -p2p r"),
+                             BundleInput("b", other, "nvidia-smi topo -p2p r"),
+                             BundleInput("c", P2P_NS, "nvidia-smi topo -p2p r")])
+    assert capture["commands"]["nvidia-smi topo -p2p r"]["stdout"] == P2P_NS.decode()
+    assert capture["bundle"]["unmapped"] == [{"name": "b", "why": "a already gave nvidia-smi topo -p2p r, with "
+                                                                  "other content; give one host's material per bundle"}]
+    assert capture["bundle"]["inputs"][2]["as"] == ["commands:nvidia-smi topo -p2p r"]
+
+
+@pytest.mark.parametrize(("inputs", "message"), [
+    ("p2p.txt", "expected a list of inputs"),
+    (b"raw", "expected a list of inputs"),
+    (42, "expected a list of inputs"),
+    ([("only a name",)], "input 1: expected (name, bytes) or a BundleInput"),
+    ([("a", b"x"), (3, b"x")], "input 2: expected a text name and bytes"),
+    ([("a", 42)], "input 1: expected a text name and bytes"),
+    ([BundleInput("a", b"x", command=7)], "expected the command as text"),
+])
+def test_what_is_not_named_bytes_is_refused_with_what_to_give(inputs, message) -> None:
+    with pytest.raises(BundleError, match=re.escape(message)):
+        build_capture(inputs)
+
+
+FIXTURE_FILES = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.stat().st_size < 40_000)
+
+
+MATERIAL = st.one_of(st.binary(max_size=300), st.sampled_from(FIXTURE_FILES).map(lambda p: p.read_bytes()),
+                     st.sampled_from(FIXTURE_FILES).map(lambda p: gzip.compress(p.read_bytes())[:200]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.text(max_size=30), MATERIAL), max_size=4))
+def test_any_material_gives_a_capture_the_audit_replays(inputs) -> None:
+    capture = build_capture(inputs)
+    json.dumps(capture)
+    assert len(capture["bundle"]["inputs"]) == len(inputs)
+    found = audit(capture)
+    assert found["summary"]["verdict"] in ("fit", "fit, with warnings", "unfit")

@@ -1,0 +1,194 @@
+"""Telling support material apart by its content: every fixture of tests/fixtures is named as its kind (or
+as none, for the files that are no tool output a support engineer pastes), the same with CRLF, as bytes and
+with chatter around it; the more specific kind wins where a text carries two; nothing raises on any input."""
+
+from __future__ import annotations
+
+import fnmatch
+import gzip
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import parse_bug_report
+from ansible.module_utils.gpuhost.parsers.paste_kind import KINDS, detect_kind, pasted_command
+from tests.paths import FIXTURES
+
+# Each fixture's kind, by its path under tests/fixtures (the first pattern that matches). None: no output of a
+# tool a support engineer pastes (provenance notes, generators, our own probe's event log, config-space hex
+# dumps and sysfs files the audit reads itself, a Proxmox PCI mapping, SGLang's --help).
+FIXTURE_KINDS = [
+    ("*/SOURCES.md", None),
+    ("bundles/*.log", "nvidia-bug-report"),
+    ("nccl/*.json", "nccl-tests-json"),
+    ("nccl/nccl-debug_*", "nccl-debug"),
+    ("nccl/*_perf_*", "nccl-tests"),
+    ("nvidia-smi/list-gpus_*", "nvidia-smi-list"),
+    ("nvidia-smi/q_*.xml", "nvidia-smi-q-xml"),
+    ("nvidia-smi/q_*.txt", "nvidia-smi-q"),
+    ("nvidia-smi/query-gpu_*", "nvidia-smi-query-gpu"),
+    ("nvidia-smi/topo-m_*", "nvidia-smi-topo-m"),
+    ("nvidia-smi/topo-p2p*", "nvidia-smi-topo-p2p"),
+    ("p2p/nvbandwidth-j_*.json", "nvbandwidth-json"),
+    ("p2p/nvbandwidth_*", "nvbandwidth"),
+    ("p2p/p2pBandwidthLatencyTest_*", "p2p-bandwidth-latency-test"),
+    ("p2p/p2p-probe_*.jsonl", None),
+    ("p2p/*.py", None),
+    ("pci/lspci/*", "lspci-vvv"),
+    ("pci/config/*.hex", None),
+    ("pci/sysfs/*", None),
+    ("proxmox/*.conf", "proxmox-vm-config"),
+    ("proxmox/mapping-pci.cfg", None),
+    ("sglang/*", None),
+]
+
+FIXTURE_FILES = sorted(path for path in FIXTURES.rglob("*") if path.is_file())
+IDS = [str(path.relative_to(FIXTURES)) for path in FIXTURE_FILES]
+
+
+def kind_of_fixture(relative: str) -> str | None:
+    for pattern, kind in FIXTURE_KINDS:
+        if fnmatch.fnmatch(relative, pattern):
+            return kind
+    pytest.fail(f"tests/fixtures/{relative} has no kind in FIXTURE_KINDS of {__name__}: add the kind it is "
+                "(or None for a file that is no tool output)", pytrace=False)
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=IDS)
+def test_every_fixture_is_detected_as_its_kind(path) -> None:
+    expected = kind_of_fixture(str(path.relative_to(FIXTURES)))
+    data = path.read_bytes()
+    assert detect_kind(data) == expected
+    text = data.decode("utf-8", errors="replace")
+    assert detect_kind(text) == expected
+    # Through Windows and e-mail.
+    assert detect_kind(text.replace("\r\n", "\n").replace("\n", "\r\n")) == expected
+
+
+def test_the_kinds_are_the_ones_listed() -> None:
+    named = {kind for _, kind in FIXTURE_KINDS if kind} | {"dmesg", "proc-cmdline"}
+    assert named == set(KINDS)
+
+
+# The sections of the bug reports are pastes of their own: dmesg and /proc/cmdline have no other fixture.
+BUG_REPORTS = sorted((FIXTURES / "bundles").glob("*.log"))
+SECTION_KINDS = {"dmesg": "dmesg", "/proc/cmdline": "proc-cmdline", "nvidia-smi --query": "nvidia-smi-q",
+                 "nvidia-smi --query --unit": "nvidia-smi-q", 'lspci -d "10de:*" -v -xxx': "lspci-vvv",
+                 "/proc/cpuinfo": None, "/proc/meminfo": None, "dmidecode": None, "lspci -nn": None,
+                 "/proc/driver/nvidia/version": None}
+
+
+@pytest.mark.parametrize("path", BUG_REPORTS, ids=[p.name for p in BUG_REPORTS])
+def test_sections_of_a_bug_report_are_detected_as_their_own_kind(path) -> None:
+    report = parse_bug_report(path.read_text(encoding="utf-8"))
+    checked = 0
+    for name, kind in SECTION_KINDS.items():
+        section = report.get(name)
+        if section is not None:
+            assert detect_kind(section.text) == kind, name
+            checked += 1
+    assert checked >= 6
+
+
+NOISE_LINE = st.one_of(st.just(""), st.from_regex(r"[a-z]{1,10}(?: [a-z]{1,10}){0,6}", fullmatch=True))
+# The kinds whose fixtures keep their kind with chatter around them: every kind but None (chatter is no
+# tool output either, which stays None) and proc-cmdline (one line of parameters, by definition).
+NOISY = [(path, kind_of_fixture(i)) for path, i in zip(FIXTURE_FILES, IDS, strict=True) if kind_of_fixture(i)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(NOISY), st.lists(NOISE_LINE, max_size=4), st.lists(NOISE_LINE, max_size=4))
+def test_chatter_around_a_paste_keeps_its_kind(fixture, before, after) -> None:
+    path, kind = fixture
+    text = "\n".join([*before, path.read_text(encoding="utf-8", errors="replace"), *after])
+    assert detect_kind(text) == kind
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=600), st.binary(max_size=600)))
+def test_any_text_or_bytes_gives_a_kind_or_none(data) -> None:
+    assert detect_kind(data) in (None, *KINDS)
+
+
+ALL_LINES = sorted({line for path in FIXTURE_FILES for line in path.read_text("utf-8", "replace").splitlines()})
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(ALL_LINES), max_size=40), st.sampled_from(["\n", "\r\n", "\r"]))
+def test_lines_of_every_tool_mixed_give_a_kind_or_none(lines, newline) -> None:
+    assert detect_kind(newline.join(lines)) in (None, *KINDS)
+    assert pasted_command(newline.join(lines)) is None or isinstance(pasted_command(newline.join(lines)), str)
+
+
+@pytest.mark.parametrize("data", [None, 42, 4.2, ["GPU0"], {"a": 1}, b"", "", "   \n\t\n"])
+def test_what_is_no_text_or_empty_is_none(data) -> None:
+    assert detect_kind(data) is None
+
+
+def test_gzip_is_left_to_the_caller() -> None:
+    report = BUG_REPORTS[0].read_bytes()
+    assert detect_kind(report) == "nvidia-bug-report"
+    assert detect_kind(gzip.compress(report)) is None
+
+
+def test_the_bug_report_wins_over_the_outputs_it_holds() -> None:
+    text = BUG_REPORTS[0].read_text(encoding="utf-8")
+    assert "NVSMI LOG" in text and "dmesg:" in text
+    assert detect_kind(text) == "nvidia-bug-report"
+    # A piece of one without its prologue still shows the separator and a file title.
+    middle = text[text.index("____________________________________________\n\n*** /proc/cmdline"):]
+    assert detect_kind(middle) == "nvidia-bug-report"
+
+
+def test_an_nccl_tests_run_with_debug_lines_is_nccl_tests_and_a_debug_log_with_its_header_only_is_not() -> None:
+    interleaved = FIXTURES / "nccl" / "all_reduce_perf_2.13-2.14_nccl2.20.5_debug-info-interleaved_2xA100.txt"
+    assert "NCCL INFO" in interleaved.read_text() and detect_kind(interleaved.read_bytes()) == "nccl-tests"
+    header_only = FIXTURES / "nccl" / "nccl-debug_2.8.3_p2p-disabled-by-env_2xT4.log"
+    assert "# nThread" in header_only.read_text() and detect_kind(header_only.read_bytes()) == "nccl-debug"
+    assert detect_kind("# nThread 1 nGpus 2 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5\n") == "nccl-tests"
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    # One GPU: topo -m has its affinity columns, topo -p2p only X.
+    ("\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-15\t0\t\tN/A\n", "nvidia-smi-topo-m"),
+    (" \tGPU0\t\n GPU0\tX\t\n", "nvidia-smi-topo-p2p"),
+    # A matrix whose header names only GPUs but whose cells are link labels.
+    ("\tGPU0\tGPU1\nGPU0\t X \tPHB\nGPU1\tPHB\t X \n", "nvidia-smi-topo-m"),
+    # Rows without a header above them are no matrix.
+    ("GPU0\tX\tNS\nGPU1\tNS\tX\n", None),
+])
+def test_topo_matrices_told_apart(text, kind) -> None:
+    assert detect_kind(text) == kind
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("BOOT_IMAGE=/boot/vmlinuz-6.8.0-79-generic root=/dev/mapper/vg-root ro quiet splash\n", "proc-cmdline"),
+    ("$ cat /proc/cmdline\ninitrd=\\initrd.img root=ZFS=rpool/ROOT/pve-1 boot=zfs intel_iommu=on\n", "proc-cmdline"),
+    ("ro quiet\nsplash\n", None),
+    ("hello there\n", None),
+    ("[    0.000000] Linux version 6.8.0\n[    0.000000] Hypervisor detected: KVM\n", "dmesg"),
+    ("[Fri Aug 30 11:43:09 2024] NVRM: Xid (PCI:0000:cb:00): 13, pid=1\n"
+     "[Fri Aug 30 11:43:10 2024] NVRM: Xid (PCI:0000:cb:00): 13, pid=1\n", "dmesg"),
+    ("kern  :warn  : [  77.1] NVRM: Xid (PCI:0000:01:00): 154, pid=9\n", "dmesg"),
+    ("0, NVIDIA RTX PRO 6000, GPU-d2aa5003-82b5-5fa7-adac-e24f2b4ad66c, 00000000:01:00.0\n", "nvidia-smi-query-gpu"),
+    ("1, 2, 3\n4, 5, 6\n", None),
+    ("name: gpu-box\nmemory: 4096\ncores: 8\n", None),
+    ("agent: 1\nostype: l26\nmemory: 65536\nhostpci0: 0000:01:00.0,pcie=1\n", "proxmox-vm-config"),
+])
+def test_small_pastes(text, kind) -> None:
+    assert detect_kind(text) == kind
+
+
+@pytest.mark.parametrize(("text", "command"), [
+    ("$ nvidia-smi topo -p2p r\n \tGPU0\tGPU1\t\n", "nvidia-smi topo -p2p r"),
+    ("root@pve-gpu-01:~# qm config 120\nagent: 1\n", "qm config 120"),
+    ("(base) user@host:~$ sudo nvidia-smi   -q\n\n==============NVSMI LOG==============\n", "nvidia-smi -q"),
+    ("here it is\n# cat /etc/pve/qemu-server/131.conf\nboot: order=scsi0\n", "cat /etc/pve/qemu-server/131.conf"),
+    (" \tGPU0\tGPU1\t\n GPU0\tX\tNS\t\n", None),
+    ("a\nb\nc\n$ nvidia-smi topo -p2p r\n", None),  # only the first lines carry the command
+    (b"\x1f\x8b\x08\x00", None),
+    (7, None),
+])
+def test_the_command_a_paste_names(text, command) -> None:
+    assert pasted_command(text) == command

@@ -1,0 +1,61 @@
+"""`schema_version` moves with the shape of the facts.
+
+A consumer of reports/<host>.json keys its reading on `schema_version`; a shape that changes under the
+same number breaks it silently (a matrix cell that became null, a key that appeared or went). The
+fingerprint below is the schema with its prose removed; a change of it without a new version fails
+here, saying what to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from ansible.module_utils.gpuhost.audit import facts as audit_facts
+from tests.unit import schemas
+
+# schema_version -> fingerprint of docs/gpu_host.schema.json's shape at that version.
+# 1: the first declared schema. 2: GPU health, NVML handle errors, null cells for pairs not read,
+#    nvidia-smi -q -x as a source, topology notes, the bench's NCCL version and diagnostics.
+SHAPES = {
+    2: "5f766fda1a026bc8",
+}
+PROSE = {"description", "title", "$comment", "examples"}
+
+
+def shape(node: Any) -> Any:
+    """The schema without its prose: what a consumer's parsing depends on."""
+    if isinstance(node, dict):
+        return {key: shape(value) for key, value in node.items() if key not in PROSE}
+    if isinstance(node, list):
+        return [shape(item) for item in node]
+    return node
+
+
+def fingerprint(document: dict[str, Any]) -> str:
+    canonical = json.dumps(shape(document), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def test_the_shape_of_the_facts_is_the_one_recorded_for_their_schema_version() -> None:
+    found = fingerprint(schemas.load(schemas.GPU_HOST))
+    version = audit_facts.SCHEMA_VERSION
+    assert SHAPES.get(version) == found, (
+        f"docs/gpu_host.schema.json changed shape (fingerprint {found}) under schema_version {version}. "
+        f"If the change is not released yet and belongs to version {version}, record {found} for it in SHAPES; "
+        f"otherwise bump SCHEMA_VERSION in audit/facts.py and the schema's const to {version + 1}, add "
+        f"{version + 1}: {found!r} to SHAPES and say what changed in the comment above it and in the README.")
+
+
+def test_prose_alone_does_not_change_the_fingerprint() -> None:
+    document = schemas.load(schemas.GPU_HOST)
+    reworded = json.loads(json.dumps(document).replace('"description": "', '"description": "Reworded: '))
+    assert fingerprint(reworded) == fingerprint(document)
+
+
+def test_a_new_key_changes_the_fingerprint() -> None:
+    document = schemas.load(schemas.GPU_HOST)
+    grown = json.loads(json.dumps(document))
+    grown["properties"]["extra"] = {"type": "string"}
+    assert fingerprint(grown) != fingerprint(document)
