@@ -70,8 +70,10 @@ options:
     default: {}
   captures:
     description:
-      - Mapping of host name to the capture M(gpu_host_facts) returned with O(gpu_host_facts#module:save_capture);
-        each is written to C(<captures_dest>/<host>.json). Empty writes none.
+      - Mapping of host name to a capture's content (as read from a capture file, for example with
+        C(lookup('ansible.builtin.file', path\) | from_json)); each is written to C(<captures_dest>/<host>.json).
+        Empty writes none. The audit role does not use this, since M(gpu_host_facts) writes a capture on the host
+        (O(gpu_host_facts#module:save_capture_path)) and returns only its path, and the role fetches it.
     type: dict
     default: {}
   captures_dest:
@@ -84,14 +86,11 @@ notes:
 """
 
 EXAMPLES = r"""
-- name: Write the reports of every host of the play, and the captures they returned
+- name: Write the reports of every host of the play
   gpu_audit_report:
     dest: "{{ playbook_dir }}/../reports"
     hosts: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, ['ansible_facts',
                                                                                   'gpu_host']))) }}"
-    captures: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, ['audit',
-                                                                                     'capture']))) }}"
-    captures_dest: "{{ playbook_dir }}/../captures"
   run_once: true
   delegate_to: localhost
 """
