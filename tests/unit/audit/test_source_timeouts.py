@@ -8,9 +8,7 @@ running the tests may be loaded) but far below what an unbounded wait takes (the
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,24 +17,7 @@ import pytest
 
 from ansible.module_utils.gpuhost.audit import source as source_module
 from ansible.module_utils.gpuhost.audit.source import LiveSource
-
-SLACK_S = 15.0
-REAL_KILL = os.kill
-SETSID_GRANDCHILD = """
-import os, sys, time
-pid = os.fork()
-if pid == 0:
-    os.setsid()
-    time.sleep(60)
-    os._exit(0)
-print(pid, flush=True)
-time.sleep(60)
-"""
-
-
-def kill_quietly(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        REAL_KILL(pid, signal.SIGKILL)
+from tests.unit.stray_processes import SETSID_GRANDCHILD, SLACK_S, kill_quietly
 
 
 @pytest.fixture

@@ -9,11 +9,9 @@ loaded) but far below what an unbounded wait takes (the children sleep 60 s).
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,27 +19,7 @@ import time
 import pytest
 
 from ansible.module_utils.gpuhost.bench import collective_harness, harness_runner, p2p_harness
-
-# What the tests allow beyond the timeout: the drain grace, process start-up, a loaded machine.
-SLACK_S = 15.0
-REAL_KILL = os.kill
-
-# Prints the pid of a grandchild that left the process group and keeps stdout open, then sleeps.
-SETSID_GRANDCHILD = """
-import os, sys, time
-pid = os.fork()
-if pid == 0:
-    os.setsid()
-    time.sleep(60)
-    os._exit(0)
-print(pid, flush=True)
-time.sleep(60)
-"""
-
-
-def kill_quietly(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        REAL_KILL(pid, signal.SIGKILL)
+from tests.unit.stray_processes import SETSID_GRANDCHILD, SLACK_S, kill_quietly
 
 
 def printed_pids(text: str) -> list[int]:
