@@ -19,8 +19,13 @@ export CONTAINERS_CONF := $(CURDIR)/molecule/containers.conf
 SCENARIOS := $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 SCENARIO ?= $(SCENARIOS)
 INVENTORY ?= inventories/local/hosts.yml
+# `make analyze` resolves INPUT and REPORTS against the directory make was called from. With
+# `make -C <repo> analyze`, CURDIR is the repository; the caller's directory is the PWD make inherited
+# from the shell (make leaves it as it was; the recipe's shell would reset it).
+CALLER_DIR := $(or $(PWD),$(CURDIR))
+REPORTS ?= reports
 
-.PHONY: help venv torch-venv system-deps image lint unit fleet molecule test audit bench-audit gpu-check time-extension-build clean
+.PHONY: help venv torch-venv system-deps image lint unit fleet molecule test audit analyze bench-audit bench-analyze gpu-check time-extension-build clean
 
 help: ## List the targets
 	@echo "Targets:"
@@ -83,6 +88,15 @@ audit: venv ## Audit the hosts in INVENTORY (default: this machine); reports und
 
 bench-audit: venv ## Time the audit (scripts/bench_audit.py)
 	$(PYTHON) scripts/bench_audit.py
+
+# INPUT is split at spaces; paths holding spaces or quotes go through ansible-playbook -e directly.
+analyze: venv ## Audit support material offline: INPUT="capture.json bug-report.log.gz pastes/ ..." [REPORTS=dir]
+	@[ -n "$(strip $(INPUT))" ] || { echo 'analyze: give INPUT="path ...": captures, nvidia-bug-report.log(.gz) files, directories of pasted outputs' >&2; exit 2; }
+	ansible-playbook playbooks/analyze.yml \
+		-e '{"gpu_analyze_inputs": "$(strip $(INPUT))", "gpu_analyze_dir": "$(CALLER_DIR)", "gpu_analyze_report_dir": "$(REPORTS)"}'
+
+bench-analyze: venv ## Time make analyze's playbook on 200 inputs beside audit.yml on 200 capture hosts
+	$(PYTHON) scripts/bench_analyze.py
 
 gpu-check: ## On a machine with a GPU: the GPU paths for real (scripts/gpu-check.sh); reports/gpu-check/gpu-check.json
 	scripts/gpu-check.sh

@@ -66,8 +66,12 @@ options:
         C(dtype_bytes) (default 2), or C(comm_profile), the name of a shipped profile (C(glm-5),
         C(llama-3-70b)) or a mapping; a C(family) that names a shipped profile is used as well."
       - Quote versions in YAML, C('12.10') read unquoted is the number 12.1.
-      - Other keys (for the serving role) are ignored here.
-    type: dict
+      - "C(notes) is free text. Any other key blocks with C(model_profile_invalid), naming the closest valid key
+        (C(model.weight_gib: unknown key; did you mean weights_gib?)): read as absent, a misspelled key would leave
+        its default in place and the gate would judge a model other than the one meant."
+      - Taken as any type so that a value that is not a mapping blocks with a message naming the variable it came
+        from (O(labels)), instead of failing on Ansible's type conversion.
+    type: raw
     required: true
   accept:
     description:
@@ -98,9 +102,18 @@ options:
       - Entries added to the known-good table, checked before the shipped ones, each C({id, arch, models,
         sglang_versions, flags, env, purpose, source, note}) (see C(module_utils/gpuhost/gate/known_good.py)). An entry
         with the id of a shipped one replaces it; C(disabled) C(true) removes it.
-    type: list
-    elements: dict
+      - An entry with a key not in that list, or anything but a list of mappings, blocks with
+        C(known_good_override_invalid), named as O(labels) says.
+    type: raw
     default: []
+  labels:
+    description:
+      - "What the messages call O(model), O(accept) and O(known_good_overrides), by option name; the variable the
+        user wrote, for example C({model: deploy_model}). An option not listed is called by its own name."
+      - The C(deployment_gate) role names the inventory variables C(deploy_model), C(deploy_accept_findings) and
+        C(deploy_known_good_overrides) when the values came from them.
+    type: dict
+    default: {}
   fail_on_block:
     description: Fail the task when the verdict is C(block), with the reasons in the message.
     type: bool
@@ -307,10 +320,12 @@ def get_argument_spec() -> dict:
         "audit": {"type": "dict", "required": True},
         "bench": {"type": "dict"},
         "probe": {"type": "dict"},
-        "model": {"type": "dict", "required": True},
+        # raw: the gate itself says what a non-mapping is, under the name the user wrote (labels).
+        "model": {"type": "raw", "required": True},
         "accept": {"type": "list", "elements": "str", "default": []},
         "sglang_version": {"type": "str"},
-        "known_good_overrides": {"type": "list", "elements": "dict", "default": []},
+        "known_good_overrides": {"type": "raw", "default": []},
+        "labels": {"type": "dict", "default": {}},
         "sglang_help": {"type": "str"},
         "fail_on_block": {"type": "bool", "default": False},
     }
@@ -321,7 +336,8 @@ def main() -> None:
     params = module.params
     result = decide(params["audit"], params["model"], bench=params["bench"], probe=params["probe"],
                     accept=params["accept"], sglang_version=params["sglang_version"],
-                    known_good_overrides=params["known_good_overrides"], sglang_help=params["sglang_help"])
+                    known_good_overrides=params["known_good_overrides"], sglang_help=params["sglang_help"],
+                    labels=params["labels"])
     if params["fail_on_block"] and result["verdict"] == "block":
         module.fail_json(msg=result["summary"] + ": " + " | ".join(r["summary"] for r in result["reasons"]),
                          changed=False, **result)

@@ -105,7 +105,8 @@ written:
 lines:
   description: >-
     Per host given, the line the audit prints: verdict, virtualization, GPU count, P2P, the worst finding, the
-    Proxmox VM that runs it when linked, and the path of its Markdown report.
+    Proxmox VM that runs it when linked, and the path of its Markdown report (C(Report: <path>)), or in check
+    mode, when that report is missing or out of date, C(Check mode: would write <path>).
   returned: always
   type: dict
   sample:
@@ -381,6 +382,14 @@ def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[dict, dict, dic
     return changed, guest_links(linked), fleet
 
 
+def said_where(line: str, report: str, would_write: bool) -> str:
+    """A verdict line that names a report check mode did not write says so: that file is absent, or out of date."""
+    named = f"Report: {report}"
+    if would_write and line.endswith(named):
+        return f"{line[:-len(named)]}Check mode: would write {report}"
+    return line
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     dest, hosts = module.params["dest"], {host: as_facts(facts) for host, facts in module.params["hosts"].items()}
@@ -406,7 +415,8 @@ def main() -> None:
                                  "writable directory", changed=bool(done), written=sorted(done))
     reports = {host: {"json": os.path.join(dest, f"{host}.json"), "markdown": os.path.join(dest, f"{host}.md")}
                for host in hosts}
-    lines = {host: verdict_line(host, facts, links.get(host), reports[host]["markdown"])
+    lines = {host: said_where(verdict_line(host, facts, links.get(host), reports[host]["markdown"]),
+                              reports[host]["markdown"], module.check_mode and reports[host]["markdown"] in changed)
              for host, facts in sorted(hosts.items())}
     result = {"changed": bool(changed), "written": sorted(changed), "reports": reports, "guest_links": links,
               "fleet": fleet, "lines": lines}

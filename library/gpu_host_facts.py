@@ -17,6 +17,10 @@ description:
   - Read-only. Nothing missing is fatal, no driver, no NVML library, an unreadable sysfs file; what could not
     be read is listed under C(problems) and in an C(audit_incomplete) finding.
   - Given O(capture), replays a saved capture instead of reading the system, and yields the same facts.
+  - Given O(bundle), audits support material instead (an C(nvidia-bug-report.log(.gz)), a pasted output, or a
+    directory of pasted outputs), turned into a capture first; the facts then carry a C(bundle) section saying
+    what the material held and what the audit could not see. C(playbooks/analyze.yml) (M(gpu_analyze)) does this
+    for many inputs at once and writes their reports.
   - With O(save_capture), writes what it read to a file on the host it runs on and returns the file's path, never
     its content. The capture keeps, of the Proxmox VM configs, only those of VMs that pass a PCI device through,
     with every key named like a secret (C(cipassword), C(sshkeys), ...) kept but its value replaced by
@@ -36,6 +40,20 @@ options:
     description:
       - Path of a capture (JSON, as saved by C(save_capture) and C(playbooks/capture.yml)) to replay instead
         of reading the live system. The path is read where the module runs. Empty reads the live system.
+      - Mutually exclusive with O(bundle).
+    type: path
+  bundle:
+    description:
+      - Support material to audit instead of the live system, read where the module runs, either a directory of pasted
+        outputs (every regular file directly in it; subdirectories are not read, and listed as not read), or one
+        file (an C(nvidia-bug-report.log) or C(.log.gz), one pasted output, or a capture). Each file's kind is told
+        from its content (C(nvidia-smi topo -m), C(topo -p2p r) with its command line, C(-q), C(lspci -vvv -D),
+        C(dmesg), C(qm config) ...), never from its name.
+      - The facts carry the material's C(bundle) section (C(inputs), C(seen), C(unread), C(not_seen), C(kept),
+        C(unmapped), C(warnings)); what the audit could not see is as much a part of the answer as what it saw.
+        Benchmark logs are listed under C(unmapped); M(gpu_analyze) reads them.
+      - A relative path is resolved against the directory the module runs in; one that does not exist fails
+        with the absolute path tried. Mutually exclusive with O(capture).
     type: path
   save_capture:
     description:
@@ -69,7 +87,8 @@ options:
   tensor_parallel_gpus:
     description:
       - GPU indexes that will share one tensor-parallel group. P2P and NUMA rules judge these pairs.
-      - Empty means every GPU.
+      - Empty means every GPU. An index the host does not have is the critical finding
+        C(tensor_parallel_gpus_not_on_host), which names the indexes the host has.
     type: list
     elements: int
     default: []
@@ -97,9 +116,17 @@ EXAMPLES = r"""
       - "(?<=password=)\\S+"
   register: audit
 
+# In a playbook a relative path is taken from the playbook's directory (where the module runs), not from the
+# directory ansible-playbook was started in: build the path from that one (ad hoc, `ansible localhost -m
+# gpu_host_facts -a capture=captures/gpu-node-1.json` runs in it already).
 - name: Replay a capture taken on another host
   gpu_host_facts:
-    capture: captures/gpu-node-1.json
+    capture: "{{ lookup('ansible.builtin.env', 'PWD') }}/captures/gpu-node-1.json"
+  delegate_to: localhost
+
+- name: Audit a customer's pasted outputs (topo -p2p r, topo -m, nccl-tests log ...) in one directory
+  gpu_host_facts:
+    bundle: "{{ lookup('ansible.builtin.env', 'PWD') }}/tickets/4711/pastes"
   delegate_to: localhost
 
 - name: Judge P2P for a TP4 group on the first four GPUs only
@@ -179,6 +206,14 @@ ansible_facts:
         summary:
           description: Verdict (fit, fit with warnings, unfit), GPU count and models, P2P verdict, worst finding.
           type: dict
+        bundle:
+          description: >-
+            What the support material held (C(inputs), each with its kind and the capture entries it gave), what the
+            audit read of it (C(seen)), what it holds but the audit does not read (C(unread)), what the audit reads
+            that it did not hold (C(not_seen)), entries kept for the reader (C(kept)), what was not used and why
+            (C(unmapped)), and C(warnings) (material of two hosts mixed).
+          type: dict
+          returned: with O(bundle), or a O(capture) built from support material
 facts_json:
   description: >-
     C(ansible_facts.gpu_host) again, as one JSON string, for M(gpu_audit_report): a fleet's facts reach it in one
@@ -199,6 +234,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.audit.facts import SubsetError, audit, resolve_subsets
 from ansible.module_utils.gpuhost.audit.source import CaptureError, LiveSource, ReplaySource
+from ansible.module_utils.gpuhost.files.support_material import MaterialError, read_material, with_bundle
 from ansible.module_utils.gpuhost.rules.views import DEFAULT_MIN_BAR1_MIB, RuleOptions
 
 
@@ -206,6 +242,7 @@ def get_argument_spec() -> dict:
     return {
         "gather_subset": {"type": "list", "elements": "str", "default": ["all"]},
         "capture": {"type": "path"},
+        "bundle": {"type": "path"},
         "save_capture": {"type": "bool", "default": False},
         "save_capture_path": {"type": "path"},
         "capture_redact": {"type": "list", "elements": "str", "default": []},
@@ -255,8 +292,10 @@ def write_capture(capture: dict, path: str | None) -> tuple[str, bool]:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
+    module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True,
+                           mutually_exclusive=[["capture", "bundle"]])
     params = module.params
+    material = None
     try:
         subsets = resolve_subsets(params["gather_subset"])
         redactions = None
@@ -265,18 +304,26 @@ def main() -> None:
             from ansible.module_utils.gpuhost.audit.capture_privacy import compile_redactions
 
             redactions = compile_redactions(params["capture_redact"])
-        source = load_capture(params["capture"]) if params["capture"] else \
-            LiveSource(record=params["save_capture"], redact=redactions)
+        if params["bundle"]:
+            material = read_material(params["bundle"])
+            source = ReplaySource(material.capture)
+        else:
+            source = load_capture(params["capture"]) if params["capture"] else \
+                LiveSource(record=params["save_capture"], redact=redactions)
         options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
                               min_bar1_mib=params["min_bar1_mib"])
         facts = audit(source, subsets, options)
-    except (SubsetError, CaptureError) as exc:
+        if isinstance(source, ReplaySource):
+            # A capture built from support material says what the material did not show.
+            facts = with_bundle(facts, source.capture, material)
+    except (SubsetError, CaptureError, MaterialError) as exc:
         module.fail_json(msg=str(exc))
     # The facts again as one JSON string: gpu_audit_report takes a whole fleet's from it without Ansible
     # walking every value of every host's facts to template them into its arguments.
     result = {"changed": False, "ansible_facts": {"gpu_host": facts}, "facts_json": json.dumps(facts, sort_keys=True)}
     if params["save_capture"] and not isinstance(source, LiveSource):
-        module.warn("save_capture is ignored when replaying a capture: the capture given is the capture")
+        module.warn("save_capture is ignored when replaying a capture or auditing a bundle: nothing was read from "
+                    "this host")
     elif params["save_capture"] and not module.check_mode:
         # The path only: a capture in the result would be printed by -v and kept in every registered variable.
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -239,14 +240,17 @@ def test_fleet_md_after_the_benchmark_lists_every_host_of_the_inventory(written)
     rows = fleet_rows(written["reports"])
     assert set(rows) == FLEET | {"lost-gpu-host", "broken-capture-host"}
     assert all("| this run |" in rows[host] for host in FLEET)
-    assert "| pve-no-clique | this run | unfit |" in rows["pve-no-clique"]
+    # A hypervisor's verdict is about its VMs' configs, and the table says what each verdict judges.
+    assert "| pve-no-clique | this run | unfit | hypervisor |" in rows["pve-no-clique"]
+    assert "| rtx4090-workstation | this run | unfit | TP over all 4 GPUs |" in rows["rtx4090-workstation"]
     assert "critical: no_nvidia_gpu" in rows["microvm-no-gpu"]
 
 
 def test_an_unreachable_host_keeps_its_last_report_with_its_date(written):
     reports = written["reports"]
     row = fleet_rows(reports)["lost-gpu-host"]
-    assert row.startswith("| lost-gpu-host | unreachable, last report 2026-01-02 03:04 UTC | fit | 8 x NVIDIA H100")
+    assert row.startswith("| lost-gpu-host | unreachable, last report 2026-01-02 03:04 UTC | fit | TP over 8 GPUs | "
+                          "8 x NVIDIA H100")
     text = (reports / "fleet.md").read_text()
     header = text.splitlines()[2]
     assert header.startswith("14 host(s): ") and header.endswith("; 1 unreachable, 1 failed in this run (rows from "
@@ -289,3 +293,38 @@ def test_a_guest_report_keeps_its_proxmox_link_after_the_benchmark(written):
 def test_a_second_run_changes_nothing(written):
     recap = written["second"]["stats"]
     assert {host: stats["changed"] for host, stats in recap.items() if stats["changed"]} == {}
+
+
+# ---------------------------------------------------------------------------
+# What the written reports say first
+
+
+def test_the_host_reports_say_what_their_verdict_judges(written):
+    reports = written["reports"]
+    pve = (reports / "pve-no-clique.md").read_text().splitlines()
+    assert pve[2].startswith("**Verdict: unfit**")
+    assert pve[4].startswith("Verdict scope: judged as a hypervisor: its 8 GPUs are bound to vfio-pci for guests")
+    rtx = (reports / "rtx4090-workstation.md").read_text()
+    assert "Every critical finding (p2p_not_supported) is about traffic between GPUs, which a model that fits one " \
+           "GPU (TP1) does not have" in rtx
+    gate_rtx = (reports / "rtx4090-workstation-gate.md").read_text()
+    assert gate_rtx.startswith("# Deployment gate: rtx4090-workstation\n\n**PASS**")
+    assert "Findings set aside for this launch: `p2p_not_supported`" in gate_rtx
+
+
+def test_the_host_report_shows_the_read_matrix_first_and_folds_identical_ones(written):
+    text = (written["reports"] / "h100-baremetal.md").read_text()
+    matrices = [line for line in text.splitlines() if line.startswith("## P2P ") and line.endswith(" matrix")]
+    assert matrices == ["## P2P read matrix"]
+    assert "The write, nvlink, atomics and pci matrices are identical to read." in text
+    assert text.index("## What to do next") < text.index("## Findings")
+
+
+def test_the_blocked_guests_gate_report_gives_its_vms_fix_once_in_a_code_block(written):
+    text = (written["reports"] / "incident-guest-gate.md").read_text()
+    assert text.index("## What to do next") < text.index("## What blocks")
+    number = re.search(r"\[How to fix\]\(#(\d+)-p2p_not_supported\)", text).group(1)
+    block = text.split(f"### {number}. `p2p_not_supported`\n", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+    assert "```text\nThis guest is VM 120 (glm5-tp8)" in block and "0000:BB:00.0" not in block
+    assert text.count("qm set 120 --revert cpu") == 1
+    assert not any(line.startswith("| `p2p_not_supported`") for line in text.splitlines())

@@ -19,11 +19,13 @@ The capture's ``bundle`` section says what came of the material:
   capture entries it gave (``as``).
 * ``seen``: what the audit will read, each ``{what, from}``.
 * ``unread``: entries the capture holds that the audit will not read, and why (``{what, why, from}``):
-  today the gatherers read nvidia-smi's matrices only after ``nvidia-smi --query-gpu`` answered.
+  ``nvidia-smi -L`` without NVML, ``nvidia-smi -q`` beside ``-q -x``, lspci without sysfs.
 * ``not_seen``: what the audit reads that the material did not hold, named plainly ("NVML", "PCI
-  devices from sysfs (/sys/bus/pci/devices)").
-* ``kept``: capture entries no gatherer reads today (``nvidia-smi -q``, ``/proc/driver/nvidia/version``),
-  kept for the reader of the capture.
+  devices from sysfs (/sys/bus/pci/devices)"). ``source.ReplaySource`` replays such a capture as
+  partial: what it lacks was not seen (never "not installed"), and the audit's facts say so
+  (``not_seen``; the ``audit_not_judged`` finding names the findings that could not be judged).
+* ``kept``: capture entries no gatherer reads today (``/proc/driver/nvidia/version``), kept for the reader
+  of the capture.
 * ``unmapped``: inputs or bug-report sections not written, and why (a benchmark log, a ``topo -p2p``
   matrix whose capability letter nothing says, a conflict with another input).
 * ``warnings``: what makes the capture doubtful as one host (GPU outputs and a hypervisor's VM config in
@@ -43,13 +45,13 @@ from typing import Any
 from ansible.module_utils.gpuhost.audit.gpus import P2P_LETTERS
 from ansible.module_utils.gpuhost.audit.health import DMESG, FABRIC_MANAGER
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR
+from ansible.module_utils.gpuhost.audit.proxmox_probe import QEMU_SERVER_DIR
 from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, command_key, encode_bytes
 from ansible.module_utils.gpuhost.parsers._common import normalize_paste
 from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import BugReportParseError, parse_bug_report
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import HEALTH_QUERY_FIELDS, HEALTH_QUERY_FIELDS_OLD
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
 from ansible.module_utils.gpuhost.parsers.paste_kind import KINDS, clean_lines, detect_kind, pasted_command
-from ansible.module_utils.gpuhost.parsers.proxmox_config import QEMU_SERVER_DIR
 
 
 def _query_key(fields: Iterable[str]) -> str:
@@ -383,11 +385,22 @@ def _under(section: str, prefix: str) -> Callable[[dict[str, Any]], list[str]]:
                             key.startswith(prefix + "/")]
 
 
-def _needs_query(capture: dict[str, Any]) -> str | None:
-    if QUERY_KEY in capture["commands"]:
+_GPU_LISTS = (QUERY_KEY, SMI_Q_XML_KEY, SMI_Q_KEY, TOPO_KEY, *P2P_KEYS.values())
+
+
+def _needs_gpus(capture: dict[str, Any]) -> str | None:
+    if SMI_Q_XML_KEY in capture["commands"] or SMI_Q_KEY in capture["commands"]:
+        return "the audit takes GPU health from nvidia-smi -q (-x), which the material holds"
+    if any(key in capture["commands"] for key in _GPU_LISTS):
         return None
-    return ("without NVML the audit reads nvidia-smi's matrices and health only after nvidia-smi --query-gpu "
-            "(the audit's fields) answered, and the material holds no such output")
+    return ("the audit reads GPU health for the GPUs a GPU list shows (--query-gpu, -q or the topology "
+            "matrices), and the material holds none")
+
+
+def _needs_no_xml(capture: dict[str, Any]) -> str | None:
+    if SMI_Q_XML_KEY in capture["commands"]:
+        return f"the audit reads {SMI_Q_KEY} only where {SMI_Q_XML_KEY} is missing, and the material holds it"
+    return None
 
 
 def _needs_nvml(capture: dict[str, Any]) -> str | None:
@@ -403,13 +416,15 @@ def _needs_pci(capture: dict[str, Any]) -> str | None:
 _READS = (
     _Read("NVML (GPU facts, P2P and topology from the driver's library)", lambda capture: []),
     _Read("GPU list from nvidia-smi --query-gpu (the audit's fields)", _commands(QUERY_KEY)),
-    *(_Read(f"P2P {name} matrix ({P2P_KEYS[letter]})", _commands(P2P_KEYS[letter]), _needs_query)
+    *(_Read(f"P2P {name} matrix ({P2P_KEYS[letter]})", _commands(P2P_KEYS[letter]))
       for name, letter in P2P_LETTERS.items()),
-    _Read(f"topology matrix ({TOPO_KEY})", _commands(TOPO_KEY), _needs_query),
+    _Read(f"topology matrix ({TOPO_KEY})", _commands(TOPO_KEY)),
     _Read("GPU health from nvidia-smi --query-gpu (ECC, retired pages, clocks)", _commands(*HEALTH_KEYS),
-          _needs_query),
+          _needs_gpus),
     _Read(f"GPU details and health from {SMI_Q_XML_KEY} (BAR1, virtualization mode, row remapping, fabric)",
-          _commands(SMI_Q_XML_KEY), _needs_query),
+          _commands(SMI_Q_XML_KEY)),
+    _Read(f"GPU details and health from {SMI_Q_KEY} (BAR1, virtualization mode, row remapping, fabric)",
+          _commands(SMI_Q_KEY), _needs_no_xml),
     _Read(f"GPU count from {LIST_KEY}", _commands(LIST_KEY), _needs_nvml),
     _Read("kernel log (dmesg)", _commands(DMESG_KEY)),
     _Read(f"kernel command line ({CMDLINE_FILE})", _files(CMDLINE_FILE)),

@@ -17,12 +17,13 @@ from ansible.module_utils.gpuhost.rules.views import (
     RuleOptions,
     gpu_devices,
     matrix_pairs,
+    not_seen,
     pci_gpus,
     tp_group,
     unread_pairs,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
 
 
@@ -55,7 +56,8 @@ def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
     pairs = matrix_pairs(read, group)
     unread = len(unread_pairs(read, group))
     if not group:
-        return "n/a (no GPU usable here)"
+        # Material that held no GPU list cannot tell whether a GPU is usable here.
+        return "unknown" if "gpus" in not_seen(facts) else "n/a (no GPU usable here)"
     if len(group) < 2:
         return "n/a (one GPU)"
     if not pairs:
@@ -104,6 +106,11 @@ def audit(source: Source, subsets: list[str], options: RuleOptions) -> dict[str,
         if proxmox is not None:
             facts["proxmox"] = proxmox
 
+    if source.partial:
+        # Imported here: only support material leaves things unseen.
+        from ansible.module_utils.gpuhost.audit.seen import material_not_seen
+
+        facts["not_seen"] = material_not_seen(source, facts)
     facts["problems"] = list(source.problems)
     facts["findings"] = engine.evaluate(facts, options)
     group = tp_group(facts, options)

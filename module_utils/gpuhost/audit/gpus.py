@@ -1,9 +1,13 @@
 """GPU facts, P2P matrices and the topology matrix: from NVML when it can be
 read, otherwise from nvidia-smi's text, in the same shape either way.
 
-Without NVML, ``nvidia-smi -q -x`` is read once, here: it completes the device facts
-``--query-gpu`` has no field for (BAR1, virtualization mode, brand; audit/smi_q.py) and its
-per-GPU health facts are handed back for ``health.gather_health(parsed_gpus=...)``."""
+Without NVML, ``nvidia-smi -q -x`` (or, where it was not seen, ``nvidia-smi -q``) is read once, here:
+it completes the device facts ``--query-gpu`` has no field for (BAR1, virtualization mode, brand;
+audit/smi_q.py) and its per-GPU health facts are handed back for ``health.gather_health(parsed_gpus=...)``.
+
+Support material (a partial source) may hold the matrices without ``--query-gpu``: they are read all
+the same, and the GPUs they show (their indexes, nothing else) become the device facts until ``-q``
+tells more."""
 
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import nvidia_smi_f
 # nvidia-smi topo -p2p letters for each matrix the audit keeps.
 P2P_LETTERS = {"read": "r", "write": "w", "nvlink": "n", "atomics": "a"}
 NOT_INSTALLED = "nvidia-smi is not installed"
+# A command partial material holds no output of: nothing is said of the host.
+NOT_SEEN = "not seen: the material holds no output of it"
 # How a -q -x failure that is worth a line in ``problems`` on its own starts (see gather_gpus).
 # The loaded kernel module's version: with NVML's and nvidia-smi's it tells a driver upgraded
 # without a reboot (the library is new, the module still the old one).
@@ -125,6 +131,8 @@ def _nvidia_smi_count(source: Source) -> int | None:
 def _smi(source: Source, argv: list[str]) -> tuple[str | None, str | None]:
     """(stdout, error) of one nvidia-smi call."""
     result = source.run(argv)
+    if not result.seen:
+        return None, NOT_SEEN
     if result.rc is None:
         return None, NOT_INSTALLED
     failure = nvidia_smi_failure(result.rc, result.stdout, result.stderr)
@@ -138,51 +146,83 @@ def _from_nvidia_smi(source: Source) -> tuple[dict, dict, dict]:
     argv = ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
     text, error = _smi(source, argv)
     gpus: dict[str, Any] = {"source": None, "count": 0, "devices": []}
-    if error:
+    if error and error != NOT_SEEN:
         gpus["nvidia_smi_error"] = error
         return gpus, {}, {}
-    try:
-        rows = nvidia_smi_query.parse_query_gpu_csv(text or "", fields)
-    except NvidiaSmiParseError as exc:
-        gpus["nvidia_smi_error"] = str(exc)
-        return gpus, {}, {}
-    devices = [smi_device_facts(row) for row in rows]
-    gpus.update({
-        "source": "nvidia-smi",
-        "driver_version": rows[0].get("driver_version") if rows else None,
-        "count": len(devices),
-        "devices": devices,
-    })
+    if error:
+        gpus["nvidia_smi_error"] = error
+    else:
+        try:
+            rows = nvidia_smi_query.parse_query_gpu_csv(text or "", fields)
+        except NvidiaSmiParseError as exc:
+            gpus["nvidia_smi_error"] = str(exc)
+            return gpus, {}, {}
+        devices = [smi_device_facts(row) for row in rows]
+        gpus.update({
+            "source": "nvidia-smi",
+            "driver_version": rows[0].get("driver_version") if rows else None,
+            "count": len(devices),
+            "devices": devices,
+        })
+    p2p = _p2p_matrices(source)
+    topology = _topology(source)
+    if gpus["source"] is None:
+        _devices_from_matrices(gpus, p2p, topology)
+    return gpus, p2p, topology
+
+
+def _p2p_matrices(source: Source) -> dict[str, list[list[str]]]:
     p2p: dict[str, list[list[str]]] = {}
     for name, letter in P2P_LETTERS.items():
         out, p2p_error = _smi(source, ["nvidia-smi", "topo", "-p2p", letter])
         if out is None:
-            source.note_problem(f"nvidia-smi topo -p2p {letter}", p2p_error or "no output")
+            if p2p_error != NOT_SEEN:  # what material did not hold is not a problem of the host
+                source.note_problem(f"nvidia-smi topo -p2p {letter}", p2p_error or "no output")
             continue
         try:
             p2p[name] = nvidia_smi_topo.parse_topo_p2p(out).matrix
         except NvidiaSmiParseError as exc:
             source.note_problem(f"nvidia-smi topo -p2p {letter}", str(exc))
-    topology: dict[str, Any] = {}
+    return p2p
+
+
+def _topology(source: Source) -> dict[str, Any]:
     out, topo_error = _smi(source, ["nvidia-smi", "topo", "-m"])
     if out is None:
-        source.note_problem("nvidia-smi topo -m", topo_error or "no output")
-    else:
-        try:
-            parsed = nvidia_smi_topo.parse_topo_matrix(out)
-        except NvidiaSmiParseError as exc:
-            source.note_problem("nvidia-smi topo -m", str(exc))
-        else:
-            topology = {
-                "source": "nvidia-smi",
-                "gpus": list(parsed.gpus),
-                "matrix": [list(row) for row in parsed.matrix],
-                "cpu_affinity": list(parsed.cpu_affinity),
-                "numa_affinity": list(parsed.numa_affinity),
-            }
-            if parsed.notes:  # what the parser repaired or left unknown (merged cells of hosts with many NICs)
-                topology["notes"] = list(parsed.notes)
-    return gpus, p2p, topology
+        if topo_error != NOT_SEEN:
+            source.note_problem("nvidia-smi topo -m", topo_error or "no output")
+        return {}
+    try:
+        parsed = nvidia_smi_topo.parse_topo_matrix(out)
+    except NvidiaSmiParseError as exc:
+        source.note_problem("nvidia-smi topo -m", str(exc))
+        return {}
+    topology: dict[str, Any] = {
+        "source": "nvidia-smi",
+        "gpus": list(parsed.gpus),
+        "matrix": [list(row) for row in parsed.matrix],
+        "cpu_affinity": list(parsed.cpu_affinity),
+        "numa_affinity": list(parsed.numa_affinity),
+    }
+    if parsed.notes:  # what the parser repaired or left unknown (merged cells of hosts with many NICs)
+        topology["notes"] = list(parsed.notes)
+    return topology
+
+
+def _devices_from_matrices(gpus: dict[str, Any], p2p: dict[str, Any], topology: dict[str, Any]) -> None:
+    """Without --query-gpu (partial material), the GPUs the matrices show: their indexes and nothing else.
+    nvidia-smi names them GPU0, GPU1 ... by index; the matrices' rows are in that order."""
+    names = topology.get("gpus") or []
+    indexes = [int(name[3:]) for name in names if name[:3] == "GPU" and name[3:].isdigit()]
+    if not names or len(indexes) != len(names):
+        sizes = {len(matrix) for matrix in p2p.values() if matrix}
+        indexes = list(range(sizes.pop())) if len(sizes) == 1 else []
+    if not indexes:
+        return
+    unknown = {field: None for field in nvidia_smi_query.QUERY_GPU_FIELDS}
+    gpus.update({"source": "nvidia-smi", "count": len(indexes),
+                 "devices": [smi_device_facts({**unknown, "index": index}) for index in indexes]})
+    gpus.pop("nvidia_smi_error", None)
 
 
 def smi_device_facts(row: dict[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Passthrough hosts need it on with every GPU alone in its group; guests only
 have one when the VM was given a virtual IOMMU. The kernel states the truth in
 each group's ``type`` (DMA, DMA-FQ, identity...), which beats reading intent
-from the command line.
+from the command line. Support material that shows neither the groups nor
+/sys/class/iommu leaves ``enabled`` null: off would be a guess.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ DMESG_DEFAULT_DOMAIN = re.compile(r"iommu: Default domain type: (?P<mode>\w+)")
 
 @dataclass
 class Iommu:
-    enabled: bool = False
+    enabled: bool | None = False  # None: neither the groups nor /sys/class/iommu were seen
     mode: str | None = None  # passthrough | translated | mixed | None when off
     mode_source: str | None = None
     vendor: str | None = None  # intel (DMAR) | amd (AMD-Vi) | virtio | other
@@ -97,6 +98,8 @@ def gather_iommu(source: Source) -> Iommu:
     iommu.modules = {name: name in loaded for name in MODULES_OF_INTEREST}
 
     iommu.enabled = bool(iommu.groups) or bool(iommu.hardware)
+    if not iommu.enabled and not (source.seen("dirs", GROUPS_DIR) or source.seen("dirs", IOMMU_CLASS_DIR)):
+        iommu.enabled = None
     if not iommu.enabled:
         return iommu
     for mode, origin in ((mode_from_group_types(iommu.group_types), "iommu group types"),

@@ -125,7 +125,8 @@ def gather_proxmox(source: Source, iommu: Any, pci_facts: dict[str, Any]) -> dic
             "phys_bits": host.phys_bits,
             "numa_nodes": host.numa_nodes,
             "bootloader": _bootloader(cmdline),
-            "iommu_enabled": bool(getattr(iommu, "enabled", False)),
+            # None where the material showed neither IOMMU groups nor /sys/class/iommu.
+            "iommu_enabled": getattr(iommu, "enabled", False),
             "iommu_cmdline": dict(getattr(iommu, "cmdline", {}) or {}),
             "vfio_modules": {m: bool(modules.get(m)) for m in ("vfio", "vfio_iommu_type1", "vfio_pci")},
         },

@@ -1,4 +1,4 @@
-"""What ``nvidia-smi -q -x`` tells the audit when NVML cannot be read.
+"""What ``nvidia-smi -q -x`` (or its text form, ``nvidia-smi -q``) tells the audit when NVML cannot be read.
 
 ``nvidia-smi --query-gpu`` has no field for BAR1, the virtualization mode, the brand, row remapping or
 the NVLink fabric; ``nvidia-smi -q -x`` prints them all. parsers/nvidia_smi_q reads the document into
@@ -11,10 +11,13 @@ readings give:
   ``nvml_health.health_from_parsed``. What the document could not tell (N/A, a section a driver
   generation does not print, a word not known here) is None and named in ``errors`` (the facts'
   ``unsupported``); never 0.
-* ``health_facts(parsed, indexes)``: every GPU's ``health.gpus[]`` fact, ``source`` "nvidia-smi -q -x".
+* ``health_facts(parsed, indexes)``: every GPU's ``health.gpus[]`` fact, ``source`` "nvidia-smi -q -x"
+  (``SOURCE_TEXT``, "nvidia-smi -q", for a document read from text).
 * ``fill_device(device, gpu)``: a ``--query-gpu`` device fact (gpus.smi_device_facts) with what it
   could not give taken from the same GPU's -q -x reading: BAR1, virtualization mode and brand, and any
   field ``--query-gpu`` printed as N/A. ``by_bus_id`` matches the two by PCI bus id, never by position.
+* ``device_of(gpu)``: the device fact of a GPU that only -q (-x) shows (support material without
+  ``--query-gpu``): ``fill_device`` over a fact that knows nothing but the GPU's index and bus id.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from ansible.module_utils.gpuhost.audit.nvml_health import (
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_q import GpuQuery, NvidiaSmiQ
 
 SMI_Q = ["nvidia-smi", "-q", "-x"]
+SMI_Q_TEXT = ["nvidia-smi", "-q"]
 SOURCE = "nvidia-smi -q -x"
+SOURCE_TEXT = "nvidia-smi -q"
 
 _REASON_BITS = {name: bit for bit, name in CLOCKS_EVENT_REASONS.items()}
 # nvidia-smi prints the fabric state in words ("In Progress") and the status as nvmlErrorString
@@ -151,11 +156,11 @@ def health_reading(gpu: GpuQuery, index: int | None = None) -> dict[str, Any]:
 
 
 def health_facts(parsed: NvidiaSmiQ, indexes: dict[str, int] | None = None) -> list[dict[str, Any]]:
-    """``health.gpus`` from a -q -x document. ``indexes``: ``bus_key`` -> NVML index, from the GPU facts, so
-    that a document that does not say every GPU's index (``nvidia-smi -q -x -i``) still gives them."""
+    """``health.gpus`` from a -q -x (or -q) document. ``indexes``: ``bus_key`` -> NVML index, from the GPU
+    facts, so that a document that does not say every GPU's index (``nvidia-smi -q -x -i``) still gives them."""
     known = indexes or {}
     rows = [health_reading(gpu, known.get(bus_key(gpu.bus_id) or "")) for gpu in parsed.gpus]
-    return health_from_parsed(rows, SOURCE)
+    return health_from_parsed(rows, SOURCE_TEXT if parsed.format == "text" else SOURCE)
 
 
 def brand_name(printed: str | None) -> str | None:
@@ -209,3 +214,14 @@ def fill_device(device: dict[str, Any], gpu: GpuQuery) -> dict[str, Any]:
             unsupported.add(label)
     filled["unsupported"] = sorted(unsupported)
     return filled
+
+
+def device_of(gpu: GpuQuery) -> dict[str, Any]:
+    """The device fact of a GPU only -q (-x) shows: what the document cannot tell is null, and named in
+    ``unsupported`` by the --query-gpu field that would have given it."""
+    empty = {"index": gpu.index, "name": None, "uuid": None, "pci_bus_id": bus_key(gpu.bus_id),
+             "compute_capability": None, "sm": None, "memory_total_mib": None, "bar1_total_mib": None,
+             "pcie": dict.fromkeys(_PCIE_QUERY_FIELDS), "persistence_mode": None, "ecc": None, "mig": None,
+             "brand": None, "virtualization_mode": None, "nvlink": None,
+             "unsupported": sorted([*_QUERY_FIELDS.values(), *_PCIE_QUERY_FIELDS.values()])}
+    return fill_device(empty, gpu)

@@ -10,6 +10,12 @@ findings on a laptop.
 Reads never raise: an absent path answers ``None``; an unreadable one answers
 ``None`` and is noted in ``problems`` so the report can say what it could not
 see and why.
+
+A capture built from support material (audit/bundle.py, its ``bundle`` section)
+holds only what the material held: there a path or command the capture lacks
+was not seen, which says nothing of the host. Such a source is ``partial``;
+``seen`` tells a gatherer whether an entry was in it, and a command it lacks
+answers ``seen=False`` rather than "not installed".
 """
 
 from __future__ import annotations
@@ -34,11 +40,13 @@ COMMAND_TIMEOUT_S = 30
 
 @dataclass(frozen=True)
 class CommandResult:
-    """What a command printed. ``rc`` is None when the binary was not found."""
+    """What a command printed. ``rc`` is None when the binary was not found, or (``seen`` False) when
+    partial material holds no output of the command."""
 
     rc: int | None
     stdout: str = ""
     stderr: str = ""
+    seen: bool = True
 
     @property
     def ok(self) -> bool:
@@ -56,8 +64,17 @@ def command_key(argv: list[str]) -> str:
 class Source:
     """Common bookkeeping: the problems met while reading."""
 
+    # True when the source holds only part of what the audit reads (support material): what it lacks was
+    # not seen, rather than absent from the host.
+    partial = False
+
     def __init__(self) -> None:
         self.problems: list[dict[str, str]] = []
+
+    def seen(self, section: str, key: str = "") -> bool:
+        """Whether the source holds the entry (``section`` files, dirs, commands or nvml; ``key`` the path or
+        command_key): always, except in partial material."""
+        return True
 
     def note_problem(self, what: str, error: str) -> None:
         entry = {"what": what, "error": error}
@@ -243,6 +260,14 @@ class ReplaySource(Source):
                 "make one with playbooks/capture.yml")
         self.capture = capture
         self.note = capture.get("note", "")
+        self.partial = isinstance(capture.get("bundle"), dict)
+
+    def seen(self, section: str, key: str = "") -> bool:
+        if not self.partial:
+            return True
+        if section == "nvml":
+            return self.capture.get("nvml") is not None
+        return key in self._section(section)
 
     def _section(self, name: str) -> dict[str, Any]:
         section = self.capture.get(name) or {}
@@ -291,6 +316,8 @@ class ReplaySource(Source):
     def run(self, argv: list[str]) -> CommandResult:
         entry = self._section("commands").get(command_key(argv))
         if entry is None:
+            if self.partial:
+                return CommandResult(None, "", f"{command_key(argv)}: not in the material", seen=False)
             return CommandResult(None, "", f"{argv[0]}: not in the capture")
         if not isinstance(entry, dict):
             raise CaptureError(f"capture command entry {command_key(argv)!r} must be a mapping")

@@ -3,7 +3,10 @@
 No single signal can be trusted: systemd-detect-virt calls a KVM microVM with a
 stale /.dockerenv "docker", DMI is absent on some hypervisors, and a guest's
 PCI tree is whatever QEMU chose to emulate. So every signal is read, kept as
-evidence, and the verdict is a vote in which the strong signals win.
+evidence, and the verdict is a vote in which the strong signals win. Where no
+signal could be read at all (support material without /proc/cpuinfo, DMI, dmesg,
+PCI or systemd-detect-virt), there is no verdict: the type is null, said
+"unknown", never bare metal.
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ class Evidence:
 
 @dataclass
 class Virtualization:
-    type: str = "bare_metal"  # bare_metal | vm | container
+    type: str | None = "bare_metal"  # bare_metal | vm | container; None when nothing was read
     hypervisor: str | None = None
     platform: str | None = None  # proxmox, firecracker, ec2... when a signal names it
     container: str | None = None
@@ -263,6 +266,8 @@ def gather_virtualization(source: Source, pci_ids: list[tuple[str, str, str]],
         virt.hypervisor = max(set(named), key=named.count) if named else "unknown"
     elif virt.container:
         virt.type = "container"
+    elif not (virt.evidence or pci_ids or any(virt.dmi.values())):
+        virt.type = None  # no signal was read: bare metal would be a guess
 
     virt.virtual_iommu = virt.type == "vm" and (iommu_group_count > 0 or bool(iommu_hardware))
     virt.numa_nodes = parse_node_names(source.listdir("/sys/devices/system/node") or [])
@@ -283,7 +288,12 @@ HYPERVISOR_LABELS = {"kvm": "KVM", "vmware": "VMware", "hyperv": "Hyper-V", "xen
                      "virtualbox": "VirtualBox", "unknown": "unknown hypervisor"}
 
 
+UNKNOWN = "unknown (nothing read tells bare metal, a virtual machine or a container apart)"
+
+
 def describe(virt: Virtualization) -> str:
+    if virt.type is None:
+        return UNKNOWN
     if virt.type == "bare_metal":
         return "bare metal"
     if virt.type == "container":

@@ -13,13 +13,13 @@ expected, what was found and what to do.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any
 
+from ansible.module_utils.gpuhost.parsers.known_names import unknown_keys
 from ansible.module_utils.gpuhost.rules.catalog import make
 
 
@@ -50,13 +50,9 @@ def load_profile(data: Mapping[str, Any]) -> ModelProfile:
     if not isinstance(data, Mapping):
         raise CommModelError(f"model profile: expected a mapping of {', '.join(_FIELDS)}; found "
                              f"{type(data).__name__}. Give the profile as a dictionary")
-    unknown = [key for key in data if key not in _FIELDS]
+    unknown = unknown_keys(data, _FIELDS, "model profile")
     if unknown:
-        key = str(unknown[0])
-        close = difflib.get_close_matches(key, _FIELDS, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise CommModelError(f"model profile: expected only the fields {', '.join(_FIELDS)}; found {key!r}{hint}. "
-                             "Remove or rename it")
+        raise CommModelError("; ".join(unknown) + ". Rename or remove " + ("it" if len(unknown) == 1 else "them"))
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise CommModelError(f"model profile: expected 'name' as a non-empty string; found {name!r}. Name the model")

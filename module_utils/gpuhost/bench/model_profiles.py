@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.gpuhost.bench.comm_model import CommModelError, ModelProfile, load_profile
+from ansible.module_utils.gpuhost.parsers.known_names import closest
 
 MODEL_PROFILES: dict[str, dict[str, Any]] = {
     # GLM-5 (zai-org/GLM-5; GLM-5-NVFP4 is the same architecture with 4-bit weights), the model of the
@@ -53,7 +54,9 @@ def get_profile(name: str) -> ModelProfile:
     """A shipped profile by its key (``glm-5``, ``llama-3-70b``), checked like a user's one."""
     key = name.strip().lower() if isinstance(name, str) else name
     if key not in MODEL_PROFILES:
-        raise CommModelError(f"model profile: expected one of {', '.join(sorted(MODEL_PROFILES))}; found {name!r}. "
-                             "Pick a shipped profile or pass your own (name, layers, allreduces_per_layer, "
+        suggestion = closest(key, MODEL_PROFILES) if isinstance(key, str) else None
+        hint = f"; did you mean {suggestion}?" if suggestion else "."
+        raise CommModelError(f"model profile: expected one of {', '.join(sorted(MODEL_PROFILES))}; found {name!r}"
+                             f"{hint} Pick a shipped profile or pass your own (name, layers, allreduces_per_layer, "
                              "hidden_size, dtype_bytes, tensor_parallel_size)")
     return load_profile(MODEL_PROFILES[key])

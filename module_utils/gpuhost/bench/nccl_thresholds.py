@@ -22,7 +22,11 @@ from ansible.module_utils.gpuhost.bench.nccl_judge import (
     nearest_row,
 )
 from ansible.module_utils.gpuhost.bench.units import MIB, human_bytes
+from ansible.module_utils.gpuhost.parsers.known_names import unknown_keys
 from ansible.module_utils.gpuhost.rules.finding import SEVERITY_RANK
+
+# The keys a threshold may have; any other is refused with the closest one (max_time for max_time_us).
+THRESHOLD_KEYS = ("collective", "size_bytes", "max_time_us", "min_busbw_gbps", "severity", "why")
 
 # Default thresholds, for the GPU engines only (gloo measures the CPU and loopback TCP).
 #
@@ -72,9 +76,9 @@ def normalize_thresholds(entries: list[Any]) -> list[dict[str, Any]]:
         if not isinstance(entry, dict):
             raise BenchInputError(f"{where}: expected a mapping such as {{size_bytes: 16384, max_time_us: 30}}, "
                                   f"got {entry!r}")
-        unknown = set(entry) - {"collective", "size_bytes", "max_time_us", "min_busbw_gbps", "severity", "why"}
+        unknown = unknown_keys(entry, THRESHOLD_KEYS, where)
         if unknown:
-            raise BenchInputError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+            raise BenchInputError("; ".join(unknown))
         try:
             size = int(entry["size_bytes"])
         except (KeyError, TypeError, ValueError):

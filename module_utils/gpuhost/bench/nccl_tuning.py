@@ -20,6 +20,7 @@ from ansible.module_utils.gpuhost.bench.nccl_judge import (
     wrong_total,
 )
 from ansible.module_utils.gpuhost.bench.units import human_bytes
+from ansible.module_utils.gpuhost.parsers.known_names import unknown_keys
 
 # Default candidate environments for tuning: the host as it is, P2P off (the control, and the
 # remedy when P2P is broken), P2P allowed across the whole system (NCCL's default cut-off is
@@ -45,6 +46,9 @@ def normalize_candidates(entries: list[Any] | None) -> list[dict[str, Any]]:
     for index, entry in enumerate(entries):
         if not isinstance(entry, dict) or not entry.get("name"):
             raise BenchInputError(f"candidates[{index}]: expected {{name: ..., env: {{NCCL_...: ...}}}}, got {entry!r}")
+        unknown = unknown_keys(entry, ("name", "env"), f"candidates[{index}]")
+        if unknown:
+            raise BenchInputError("; ".join(unknown))
         env = entry.get("env") or {}
         if not isinstance(env, dict):
             raise BenchInputError(f"candidates[{index}].env must be a mapping of variable names to values")

@@ -81,22 +81,29 @@ from ansible.module_utils.gpuhost.rules.catalog import text
 
 
 def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept: Any = None,
-           sglang_version: Any = None, known_good_overrides: Any = None, sglang_help: Any = None) -> dict[str, Any]:
-    """The gate's verdict and launch settings. Never raises on odd input: it blocks and says why."""
+           sglang_version: Any = None, known_good_overrides: Any = None, sglang_help: Any = None,
+           labels: Any = None) -> dict[str, Any]:
+    """The gate's verdict and launch settings. Never raises on odd input: it blocks and says why.
+
+    ``labels`` maps an input (``model``, ``accept``, ``known_good_overrides``) to the name its messages give
+    it, the variable the user wrote (``deploy_model``); by default the input's own name.
+    """
     out = Decision()
+    names = {key: as_text(value) for key, value in as_dict(labels).items() if as_text(value)}
+    names = {key: names.get(key, key) for key in ("model", "accept", "known_good_overrides")}
     accepted_ids = frozenset(a.strip() for a in as_list(accept) if isinstance(a, str) and a.strip())
     if accept is not None and not isinstance(accept, list):
-        out.notes.append(f"accept: expected a list of finding ids; found {type(accept).__name__}, so nothing "
-                         "is accepted")
+        out.notes.append(f"{names['accept']}: expected a list of finding ids; found "
+                         f"{type(accept).__name__}, so nothing is accepted")
     version = as_text(sglang_version) if not isinstance(sglang_version, (int, float)) else str(sglang_version)
     if version is not None and versions.parse(version) is None:
         out.notes.append(f"sglang_version {version!r} is not a version number: the known-good table's version "
                          "ranges cannot be checked, so no entry is applied")
 
-    table, table_problems = merged_table(known_good_overrides)
+    table, table_problems = merged_table(known_good_overrides, names["known_good_overrides"])
     for problem in table_problems:
         out.block("known_good_override_invalid", problem)
-    profile, profile_problems = read_profile(model)
+    profile, profile_problems = read_profile(model, names["model"])
     for problem in profile_problems:
         out.block("model_profile_invalid", problem)
 

@@ -16,12 +16,24 @@ from typing import Any
 
 from ansible.module_utils.gpuhost.bench.model_profiles import MODEL_PROFILES
 from ansible.module_utils.gpuhost.gate import versions
+from ansible.module_utils.gpuhost.parsers.known_names import closest, unknown_keys
 
 GIB_PER_MIB = 1 / 1024
 DEFAULT_KV_CACHE_FRACTION = 0.10
 # Activations, CUDA graphs, NCCL and custom all-reduce buffers live outside weights and KV cache.
 DEFAULT_HEADROOM_FRACTION = 0.10
 DEFAULT_BYTES_PER_PARAM = 2.0  # bf16/fp16 weights, when only the parameter count is given
+# Every key a model profile may have (deploy_gate's model option). Any other is a typo until proven otherwise:
+# read as absent it would leave its default in place (a misspelled weights_gib skips the memory check).
+MODEL_KEYS = frozenset({
+    "name", "family", "path", "notes", "weights_gib", "params_b", "bytes_per_param", "kv_cache_gib_per_gpu",
+    "kv_cache_fraction", "memory_headroom_fraction", "min_gpus", "tensor_parallel_size", "attention_heads",
+    "num_attention_heads", "min_compute_capability", "min_driver", "min_cuda", "comm_profile", "layers",
+    "hidden_size", "allreduces_per_layer", "dtype_bytes",
+})
+# The keys of a comm_profile mapping, as the communication model reads them (bench/comm_model.py).
+COMM_PROFILE_KEYS = frozenset({"name", "layers", "allreduces_per_layer", "hidden_size", "dtype_bytes",
+                               "tensor_parallel_size", "notes"})
 
 
 def as_dict(value: Any) -> dict[str, Any]:
@@ -237,12 +249,15 @@ class Profile:
         return self.name or self.family or self.path or "the model"
 
 
-def read_profile(model: Any) -> tuple[Profile, list[str]]:
-    """The model profile with defaults filled in, and what is wrong with it."""
-    problems: list[str] = []
+def read_profile(model: Any, label: str = "model") -> tuple[Profile, list[str]]:
+    """The model profile with defaults filled in, and what is wrong with it.
+
+    ``label`` is what the messages call the profile: the variable the user wrote (``deploy_model``).
+    """
     if not isinstance(model, dict):
-        return Profile(), [f"model: expected a mapping (name, weights_gib, tensor_parallel_size, ...); found "
+        return Profile(), [f"{label}: expected a mapping (name, weights_gib, tensor_parallel_size, ...); found "
                            f"{type(model).__name__}"]
+    problems = unknown_keys(model, MODEL_KEYS, label)
     profile = Profile(name=as_text(model.get("name")), family=as_text(model.get("family")),
                       path=as_text(model.get("path")))
 
@@ -253,7 +268,7 @@ def read_profile(model: Any) -> tuple[Profile, list[str]]:
         ok = value is not None and (value >= low if inclusive_low else value > low) and (high is None or value < high)
         if not ok:
             bound = f"{'at least' if inclusive_low else 'above'} {low:g}" + (f" and below {high:g}" if high else "")
-            problems.append(f"model.{key}: expected a number {bound}; found {model[key]!r}")
+            problems.append(f"{label}.{key}: expected a number {bound}; found {model[key]!r}")
             return None
         return value
 
@@ -262,7 +277,7 @@ def read_profile(model: Any) -> tuple[Profile, list[str]]:
             return default
         value = as_int(model[key])
         if value is None or value < 1:
-            problems.append(f"model.{key}: expected a whole number of 1 or more; found {model[key]!r}")
+            problems.append(f"{label}.{key}: expected a whole number of 1 or more; found {model[key]!r}")
             return default
         return value
 
@@ -271,8 +286,8 @@ def read_profile(model: Any) -> tuple[Profile, list[str]]:
         profile.tensor_parallel_size = None
     else:
         profile.tensor_parallel_size = whole("tensor_parallel_size", None)
-        if profile.tensor_parallel_size is None and not problems:
-            problems.append(f"model.tensor_parallel_size: expected a whole number or 'auto'; found {tp!r}")
+        if profile.tensor_parallel_size is None and not any(".tensor_parallel_size:" in p for p in problems):
+            problems.append(f"{label}.tensor_parallel_size: expected a whole number or 'auto'; found {tp!r}")
     profile.min_gpus = whole("min_gpus", 1) or 1
     heads_key = "attention_heads" if model.get("attention_heads") is not None else "num_attention_heads"
     profile.attention_heads = whole(heads_key, None)
@@ -291,25 +306,39 @@ def read_profile(model: Any) -> tuple[Profile, list[str]]:
     profile.headroom_fraction = DEFAULT_HEADROOM_FRACTION if headroom is None else headroom
     kv_fraction = profile.kv_cache_fraction if profile.kv_cache_fraction is not None else DEFAULT_KV_CACHE_FRACTION
     if profile.kv_cache_gib_per_gpu is None and kv_fraction + profile.headroom_fraction >= 1:
-        problems.append(f"model: kv_cache_fraction ({kv_fraction:g}) plus memory_headroom_fraction "
+        problems.append(f"{label}: kv_cache_fraction ({kv_fraction:g}) plus memory_headroom_fraction "
                         f"({profile.headroom_fraction:g}) leave nothing for the weights; lower them")
 
     if model.get("min_compute_capability") is not None:
         profile.min_compute_capability = versions.compute_capability(model["min_compute_capability"])
         if profile.min_compute_capability is None:
-            problems.append("model.min_compute_capability: expected a compute capability such as '8.0' or "
+            problems.append(f"{label}.min_compute_capability: expected a compute capability such as '8.0' or "
                             f"'sm_90'; found {model['min_compute_capability']!r}")
     for key in ("min_driver", "min_cuda"):
         value = model.get(key)
         if value is None:
             continue
         if versions.parse(value) is None:
-            problems.append(f"model.{key}: expected a version such as '570' or '12.8' (quote it in YAML); "
+            problems.append(f"{label}.{key}: expected a version such as '570' or '12.8' (quote it in YAML); "
                             f"found {value!r}")
         else:
             setattr(profile, key, str(value) if not isinstance(value, float) else repr(value))
+    problems.extend(_comm_profile_problems(model.get("comm_profile"), label))
     profile.comm = _comm_fields(model, profile)
     return profile, problems
+
+
+def _comm_profile_problems(value: Any, label: str) -> list[str]:
+    """What is wrong with comm_profile: read as absent, a misspelled one would drop the ceiling without a word."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in MODEL_PROFILES):
+        return []
+    if isinstance(value, dict):
+        return unknown_keys(value, COMM_PROFILE_KEYS, f"{label}.comm_profile")
+    shipped = ", ".join(sorted(MODEL_PROFILES))
+    suggestion = closest(value.strip().lower(), MODEL_PROFILES) if isinstance(value, str) else None
+    return [f"{label}.comm_profile: expected a shipped profile ({shipped}) or a mapping (name, layers, hidden_size, "
+            f"allreduces_per_layer, dtype_bytes); found {value!r}"
+            + (f"; did you mean {suggestion}?" if suggestion else "")]
 
 
 def _comm_fields(model: dict[str, Any], profile: Profile) -> dict[str, Any]:

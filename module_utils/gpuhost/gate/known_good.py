@@ -26,6 +26,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible.module_utils.gpuhost.parsers.known_names import unknown_keys
+
+# The fields an entry may have; any other is a typo that would leave a field unset without a word.
+ENTRY_KEYS = frozenset({"id", "arch", "models", "sglang_versions", "flags", "env", "purpose", "source", "note",
+                        "disabled"})
+
 KNOWN_GOOD: tuple[dict[str, Any], ...] = (
     {
         "id": "sm120-glm5-nsa-decode-trtllm",
@@ -55,7 +61,7 @@ def entry_problems(entry: Any, where: str) -> list[str]:
     """What is wrong with one table entry (shipped or override), each as a sentence."""
     if not isinstance(entry, dict):
         return [f"{where}: expected a mapping with id, arch, models, flags; found {type(entry).__name__}"]
-    problems = []
+    problems = unknown_keys(entry, ENTRY_KEYS, where)
     if not isinstance(entry.get("id"), str) or not entry["id"].strip():
         problems.append(f"{where}: expected 'id' as a non-empty string; found {entry.get('id')!r}")
     if entry.get("disabled") is True:
@@ -83,21 +89,21 @@ def entry_problems(entry: Any, where: str) -> list[str]:
     return problems
 
 
-def merged_table(overrides: Any) -> tuple[list[dict[str, Any]], list[str]]:
+def merged_table(overrides: Any, label: str = "known_good_overrides") -> tuple[list[dict[str, Any]], list[str]]:
     """The shipped table with the overrides applied, overrides first; and the problems found in them.
 
     An override whose id is a shipped entry's replaces it; one with ``disabled: true`` removes it.
-    Invalid overrides are left out and reported.
+    Invalid overrides are left out and reported; ``label`` is what the messages call the overrides.
     """
     problems: list[str] = []
     valid: list[dict[str, Any]] = []
     if overrides is None:
         overrides = []
     if not isinstance(overrides, list):
-        return [dict(e) for e in KNOWN_GOOD], [f"known_good_overrides: expected a list of entries; found "
+        return [dict(e) for e in KNOWN_GOOD], [f"{label}: expected a list of entries; found "
                                                 f"{type(overrides).__name__}"]
     for index, entry in enumerate(overrides):
-        found = entry_problems(entry, f"known_good_overrides[{index}]")
+        found = entry_problems(entry, f"{label}[{index}]")
         if found:
             problems.extend(found)
         else:

@@ -10,11 +10,16 @@ import json
 from typing import Any
 
 from ansible.module_utils.gpuhost.report.bench_shape import check_bench, finite
+from ansible.module_utils.gpuhost.report.bundle_md import bundle_section
+from ansible.module_utils.gpuhost.report.findings_md import findings_markdown
 from ansible.module_utils.gpuhost.report.health_md import health_tables
+from ansible.module_utils.gpuhost.report.markdown import anchor, at, matrix_table, table
+from ansible.module_utils.gpuhost.report.markdown import cell as _cell
+from ansible.module_utils.gpuhost.report.p2p_md import p2p_sections
+from ansible.module_utils.gpuhost.report.scope import verdict_scope
 from ansible.module_utils.gpuhost.rules.catalog import make
 from ansible.module_utils.gpuhost.rules.finding import counts, severity_rank, verdict
 
-SEVERITY_MARK = {"critical": "CRITICAL", "warning": "warning", "info": "info"}
 # Probe matrices shown in the Markdown report: the all-reduce range people compare.
 SMALL_PROBE_SIZES = (4096, 16384, 65536)
 
@@ -63,24 +68,6 @@ def merge_bench(facts: dict[str, Any], bench: dict[str, Any] | None) -> dict[str
     return merged
 
 
-def _cell(value: Any) -> str:
-    if value is None or value == "":
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def table(headers: list[str], rows: list[list[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return [*lines, ""]
-
-
-def matrix_table(names: list[str], matrix: list[list[str]]) -> list[str]:
-    return table(["", *names], [[_at(names, i) or f"GPU{i}", *row] for i, row in enumerate(matrix)])
-
-
 def _mapping(value: Any) -> dict[str, Any]:
     """A mapping read from a report of any age: anything else reads as empty."""
     return value if isinstance(value, dict) else {}
@@ -111,7 +98,10 @@ def _why_unknown(gpus: dict[str, Any], pci_devices: list[dict[str, Any]] | None)
 def _iommu_line(iommu: dict[str, Any]) -> str:
     if not iommu:
         return "not gathered"
-    if not iommu.get("enabled"):
+    # None: the material never showed the IOMMU's directories, so nothing says it is off.
+    if iommu.get("enabled") is None:
+        return "not seen"
+    if not iommu["enabled"]:
         return "off (no IOMMU groups)"
     return f"on, {iommu.get('mode') or 'mode unknown'} ({len(iommu.get('groups') or {})} groups)"
 
@@ -120,10 +110,14 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
     summary = facts.get("summary") or {}
     counts = summary.get("counts") or {}
     gpus = facts.get("gpus") or {}
-    out = [f"# GPU host audit: {host}", ""]
+    title = f"GPU host audit: {host}"
+    out = [f"# {title}", ""]
     out.append(f"**Verdict: {summary.get('verdict', 'unknown')}** ({counts.get('critical', 0)} critical, "
                f"{counts.get('warning', 0)} warning, {counts.get('info', 0)} info)")
     out.append("")
+    scope = verdict_scope(facts)
+    if scope:
+        out += [f"Verdict scope: {scope.line}", ""]
     out += table(["", ""], [
         ["Virtualization", summary.get("virtualization") or "not gathered"],
         ["GPUs", _gpu_line(summary, gpus, (facts.get("pci") or {}).get("nvidia_devices"))],
@@ -133,15 +127,11 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
         *([["Communication ceiling", summary["comm_floor"]]] if summary.get("comm_floor") else []),
     ])
 
-    findings = facts.get("findings") or []
-    out += ["## Findings", ""]
-    if not findings:
-        out += ["None.", ""]
-    for finding in findings:
-        out += [f"### {SEVERITY_MARK.get(finding.get('severity'), finding.get('severity'))}: "
-                f"{finding.get('id')}", "", str(finding.get("summary", "")), "", "Evidence:", "", "```json",
-                json.dumps(finding.get("evidence"), indent=2, sort_keys=True), "```", "", "Remedy:", "",
-                "```text", str(finding.get("remedy", "")), "```", ""]
+    taken: dict[str, int] = {}
+    anchor(title, taken)
+    next_steps, findings = findings_markdown(facts.get("findings") or [], taken)
+    out += [*next_steps, *findings]
+    out += bundle_section(facts.get("bundle"))
 
     devices = gpus.get("devices") or []
     if devices:
@@ -155,16 +145,13 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
              d.get("persistence_mode"), d.get("ecc"), d.get("mig")] for d in devices])
 
     names = [f"GPU{d.get('index')}" for d in devices]
-    for name, matrix in sorted((facts.get("p2p") or {}).items()):
-        if matrix:
-            # Rows and columns are NVML indexes; "-" marks pairs with a GPU NVML could not open.
-            out += [f"## P2P {name} matrix", "", *matrix_table([f"GPU{i}" for i in range(len(matrix))], matrix)]
+    out += p2p_sections(facts.get("p2p"))
 
     topology = facts.get("topology") or {}
     if topology.get("matrix"):
         topo_names = topology.get("gpus") or names
-        rows = [[_at(topo_names, i) or f"GPU{i}", *row, _at(topology.get("cpu_affinity"), i),
-                 _at(topology.get("numa_affinity"), i)] for i, row in enumerate(topology["matrix"])]
+        rows = [[at(topo_names, i) or f"GPU{i}", *row, at(topology.get("cpu_affinity"), i),
+                 at(topology.get("numa_affinity"), i)] for i, row in enumerate(topology["matrix"])]
         out += ["## Topology", "", *table(["", *topo_names, "CPU affinity", "NUMA"], rows)]
 
     for heading, before, headers, rows in health_tables(facts):
@@ -299,10 +286,6 @@ def _mmio(vm: dict[str, Any]) -> str:
     return f"{_cell(window)}{mark} / {_cell(vm.get('mmio64_needed_mb'))}"
 
 
-def _at(values: list[Any] | None, index: int) -> Any:
-    return values[index] if values and index < len(values) else None
-
-
 def _link_text(link: dict[str, Any]) -> str:
     if not link.get("speed_max_gts") and not link.get("width_max"):
         return "-"
@@ -351,7 +334,11 @@ def fleet_markdown(hosts: dict[str, dict[str, Any]], absent: dict[str, dict[str,
     if others:
         header += f"; {', '.join(others)} in this run (rows from their last report)"
     out = ["# GPU fleet audit", "", header + ".", ""]
-    out += table(["Host", "Audit", "Verdict", "GPUs", "Virtualization", "P2P", "Worst finding"], rows)
+    out += table(["Host", "Audit", "Verdict", "Judged as", "GPUs", "Virtualization", "P2P", "Worst finding"], rows)
+    out += ["Judged as: what each verdict judges. A hypervisor's covers its passthrough setup and VM configs, not "
+            "serving (its guests are judged in their own audits); \"TP over N GPUs\" judges every GPU pair of the "
+            "tensor-parallel group, which a model on one GPU does not use. Each host's report says more under its "
+            "verdict.", ""]
     reasons = [f"- {host}: {absent[host].get('status')}: {_cell(absent[host]['msg'])}"
                for host in sorted(absent) if absent[host].get("msg")]
     if reasons:
@@ -362,13 +349,15 @@ def fleet_markdown(hosts: dict[str, dict[str, Any]], absent: dict[str, dict[str,
 def _fleet_row(host: str, audit: str, facts: dict[str, Any]) -> list[Any]:
     """A host's row; empty facts (no report yet) leave every cell after the audit column empty."""
     if not facts:
-        return [host, audit, None, None, None, None, None]
+        return [host, audit, None, None, None, None, None, None]
     # A last report may be of any age or edited by hand: what is not in the shape written today shows as "-".
     summary = _mapping(facts.get("summary"))
     worst = summary.get("worst_finding")
     worst_text = (f"{worst.get('severity')}: {worst.get('id')}" if isinstance(worst, dict) and worst
                   else None if worst else "none")
-    return [host, audit, summary.get("verdict"), _gpu_line(summary, _mapping(facts.get("gpus"))),
+    scope = verdict_scope(facts)
+    return [host, audit, summary.get("verdict"), scope.short if scope else None,
+            _gpu_line(summary, _mapping(facts.get("gpus"))),
             summary.get("virtualization"), summary.get("p2p"), worst_text]
 
 

@@ -496,6 +496,16 @@ CATALOG = _entries(
           "dmesg; a timed-out nvidia-smi points to a wedged GPU (check `dmesg | grep Xid`)."),
     Entry("rule_error", "audit", "warning", "a rule could not judge these facts (a defect: report it)",
           "Report this with the capture of the host (playbooks/capture.yml) attached."),
+    Entry("tensor_parallel_gpus_not_on_host", "audit", "critical",
+          "tensor_parallel_gpus names GPU indexes this host does not have, so the group asked for was not judged",
+          "Give tensor_parallel_gpus (the gpu_audit role's gpu_audit_tensor_parallel_gpus) only indexes this host "
+          "has ({host_gpus}), or leave it empty to judge every GPU. If the host should have GPU {missing}, the "
+          "findings about lost or unusable GPUs say why it is not there."),
+    Entry("audit_not_judged", "audit", "warning",
+          "support material lacked what some findings need: those could not be judged, which is no pass",
+          "Read the findings listed under not_judged as unknown. To judge them, audit the host itself "
+          "(playbooks/capture.yml records everything the audit reads), or add the missing outputs to the material: "
+          "an nvidia-bug-report.log.gz, `nvidia-smi topo -p2p r`, `nvidia-smi topo -m`, `nvidia-smi -q`, dmesg."),
 )
 
 

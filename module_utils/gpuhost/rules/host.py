@@ -17,10 +17,12 @@ from ansible.module_utils.gpuhost.rules.finding import Finding
 from ansible.module_utils.gpuhost.rules.gpu_usable import driver_without_pci
 from ansible.module_utils.gpuhost.rules.remedies import P2P_CAUSES_BARE_METAL, proxmox_clique_fix
 from ansible.module_utils.gpuhost.rules.views import (
+    NOT_SEEN,
     RuleOptions,
     gpu_devices,
     is_vm,
     matrix_pairs,
+    not_seen,
     pairs_text,
     pci_gpus,
     tp_group,
@@ -39,6 +41,8 @@ DOWNSTREAM_PORT = "downstream_port"
 def rule_no_gpu(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
     if pci_gpus(facts) or gpu_devices(facts) or driver_without_pci(facts):
         return []  # the last: GPUs the driver holds and nothing reads, gpu_usable.rule_gpus_unusable's
+    if {"pci", "gpus"} & not_seen(facts):
+        return []  # material that shows no PCI bus or no GPU list cannot tell there is no GPU (rule_not_judged)
     gpus = facts.get("gpus") or {}
     return [make(
         "no_nvidia_gpu",
@@ -88,7 +92,9 @@ def rule_nouveau(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
 
 def rule_gpu_count(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
     gpus = facts.get("gpus") or {}
-    counts = {"pci_with_nvidia_driver": sum(1 for d in pci_gpus(facts) if d.get("driver") == "nvidia")}
+    counts: dict[str, int] = {}
+    if "pci" not in not_seen(facts):  # a PCI bus the material did not show counts nothing
+        counts["pci_with_nvidia_driver"] = sum(1 for d in pci_gpus(facts) if d.get("driver") == "nvidia")
     if gpus.get("source"):
         counts[gpus["source"]] = len(gpu_devices(facts))
     if isinstance(gpus.get("nvidia_smi_count"), int):
@@ -300,8 +306,8 @@ def rule_persistence(facts: dict[str, Any], options: RuleOptions) -> list[Findin
 
 def rule_nvml_unavailable(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
     gpus = facts.get("gpus") or {}
-    if gpus.get("source") != "nvidia-smi":
-        return []
+    if gpus.get("source") != "nvidia-smi" or "nvml" in not_seen(facts):
+        return []  # material without NVML readings says nothing of whether NVML works on the host
     return [make(
         "nvml_unavailable",
         "NVML could not be read from Python, so GPU facts came from nvidia-smi: BAR1, brand and "
@@ -317,6 +323,55 @@ def rule_audit_incomplete(facts: dict[str, Any], options: RuleOptions) -> list[F
         "audit_incomplete",
         f"{len(problems)} thing(s) could not be read; the facts that depend on them are missing, not wrong.",
         {"unreadable": problems[:20]})]
+
+
+# What each judgement needs of what material may lack (views.NOT_SEEN ids): any one of them unseen, the
+# finding cannot be judged.
+NEEDS = {
+    "no_nvidia_gpu": ("pci", "gpus"),
+    "gpu_count_mismatch": ("pci",),
+    "nvidia_driver_not_loaded": ("pci",),
+    "gpus_bound_to_vfio": ("pci",),
+    "p2p_not_supported": ("p2p",),
+    "consumer_p2p_unproven": ("p2p",),
+    "pcie_link_narrow": ("pci",),
+    "pcie_link_slow": ("pci",),
+    "acs_redirect_between_gpus": ("pci",),
+    "iommu_group_shared": ("pci", "iommu"),
+    "gpus_on_several_numa_nodes": ("pci",),
+    "xid_errors": ("kernel_log",),
+    "xid_needs_reset": ("kernel_log",),
+    "small_bar1": ("gpus",),
+    "persistence_mode_off": ("gpus",),
+    "ecc_uncorrectable_errors": ("gpus",),
+    "qemu_machine_i440fx": ("virtualization",),
+}
+# A Proxmox node's judgements, listed only when the material holds VM configs.
+PROXMOX_NEEDS = {
+    "proxmox_iommu_off": ("iommu",),
+    "proxmox_gpu_group_shared": ("iommu", "pci"),
+    "proxmox_gpu_not_vfio": ("pci",),
+}
+
+
+def rule_not_judged(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
+    """Partial material: what it did not hold, and the findings that needed it, so that their absence from the
+    findings reads as 'could not judge', not as a pass."""
+    if "not_seen" not in facts:
+        return []  # a host, or a capture of one: everything the audit reads was there to read
+    missing = [item for item in NOT_SEEN if item in not_seen(facts)]
+    if not missing:
+        return []
+    needs = {**NEEDS, **(PROXMOX_NEEDS if (facts.get("proxmox") or {}).get("vms") else {})}
+    if gpu_devices(facts) or pci_gpus(facts):
+        needs.pop("no_nvidia_gpu")  # GPUs seen: there is one, whatever else was not seen
+    judged = {finding: [item for item in items if item in missing]
+              for finding, items in sorted(needs.items()) if set(missing) & set(items)}
+    return [make(
+        "audit_not_judged",
+        f"The audited material did not hold {len(missing)} thing(s) the audit reads, so {len(judged)} finding(s) "
+        "could not be judged: their absence from these findings is no pass.",
+        {"not_seen": {item: NOT_SEEN[item] for item in missing}, "not_judged": judged})]
 
 
 HOST_RULES = (
@@ -337,4 +392,5 @@ HOST_RULES = (
     rule_persistence,
     rule_nvml_unavailable,
     rule_audit_incomplete,
+    rule_not_judged,
 )

@@ -217,8 +217,8 @@ def rule_proxmox_iommu_off(facts: dict[str, Any], options: RuleOptions) -> list[
     proxmox = facts.get("proxmox") or {}
     host = proxmox.get("host") or {}
     vms = [vm["vmid"] for vm in proxmox.get("vms") or []]
-    if not vms or host.get("iommu_enabled", True):
-        return []
+    if not vms or host.get("iommu_enabled") is not False:
+        return []  # on, or (None) not seen in the material: rules.host.rule_not_judged says so
     vendor = host.get("cpu_vendor")
     parameters = "intel_iommu=on iommu=pt" if vendor == "intel" else "iommu=pt"
     firmware = ("VT-d" if vendor == "intel" else "IOMMU / AMD-Vi (and SVM)") if vendor in ("intel", "amd") \

@@ -118,17 +118,31 @@ def plan_vm(vm: dict[str, Any], proxmox: dict[str, Any]) -> VmPlan:
 # Commands
 
 
+def qm_set_argv(vmid: int, options: list[tuple[str, str]], delete: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """`qm set <vmid> --name value ... [--delete a,b]` as an argv list, to run without a shell."""
+    argv = ["qm", "set", str(vmid)]
+    for name, value in options:
+        argv += [f"--{name}", value]
+    if delete:
+        argv += ["--delete", ",".join(delete)]
+    return argv
+
+
 def qm_set(vmid: int, *options: tuple[str, str]) -> str:
-    return " ".join(["qm", "set", str(vmid)] + [f"--{name} {shlex.quote(value)}" for name, value in options])
+    """The same command as one line for a person to paste, each word quoted for a POSIX shell."""
+    return shlex.join(qm_set_argv(vmid, list(options)))
 
 
-def fixed_hostpci_value(entry: dict[str, Any], *, pcie: bool, drop_x_vga: bool, name_function: bool) -> str:
-    """The hostpci value with the GPU's function named, pcie=1 where q35 allows it, and no kvm=off source."""
-    options, _warnings = parse_property_string(entry.get("value") or "", default_key="host")
-    gpu = next((d["bdf"] for d in entry.get("host_devices") or [] if is_nvidia_gpu(d)), None)
-    parts: list[str] = []
-    if entry.get("mapping") is None:
-        parts.append(gpu if name_function and gpu else options.get("host") or "")
+def restart_command(vmid: int) -> str:
+    """Pending changes take effect when QEMU starts again; a reboot inside the guest keeps the same QEMU."""
+    return f"qm shutdown {vmid} && qm start {vmid}"
+
+
+def hostpci_value(options: dict[str, str], *, host: str | None, pcie: bool, drop_x_vga: bool) -> str:
+    """A hostpci value: ``host`` first (None for a mapped device: the mapping names it), the other
+    options as they were but ``hidden`` (no hostpci option: qemu-server refuses the line) and, when
+    asked, ``x-vga`` (it makes qemu-server hide KVM), and ``pcie=1`` last where q35 allows it."""
+    parts: list[str] = [host] if host else []
     for key, value in options.items():
         if key in ("host", "hidden", "pcie") or (key == "x-vga" and drop_x_vga):
             continue
@@ -136,6 +150,23 @@ def fixed_hostpci_value(entry: dict[str, Any], *, pcie: bool, drop_x_vga: bool, 
     if pcie:
         parts.append("pcie=1")
     return ",".join(p for p in parts if p)
+
+
+def fixed_hostpci_value(entry: dict[str, Any], *, pcie: bool, drop_x_vga: bool, name_function: bool) -> str:
+    """The hostpci value with the GPU's function named, pcie=1 where q35 allows it, and no kvm=off source."""
+    options, _warnings = parse_property_string(entry.get("value") or "", default_key="host")
+    gpu = next((d["bdf"] for d in entry.get("host_devices") or [] if is_nvidia_gpu(d)), None)
+    host = None if entry.get("mapping") is not None else gpu if name_function and gpu else options.get("host")
+    return hostpci_value(options, host=host, pcie=pcie, drop_x_vga=drop_x_vga)
+
+
+def without_kvm_off(cpu: str) -> str:
+    """A `-cpu` value of args without `kvm=off`, which hides KVM and makes the driver ignore the clique."""
+    return ",".join(p for p in cpu.split(",") if p.replace(" ", "").lower() not in ("kvm=off", "kvm=no"))
+
+
+def clique_set(qemu_id: str, clique: int) -> list[str]:
+    return ["-set", f"device.{qemu_id}.{CLIQUE_OPTION}={clique}"]
 
 
 def proposed_args(plan: VmPlan) -> str | None:
@@ -150,15 +181,15 @@ def proposed_args(plan: VmPlan) -> str | None:
     while position < len(tokens):
         option, value = tokens[position], tokens[position + 1] if position + 1 < len(tokens) else None
         bare = "-" + option.lstrip("-")
-        if value is not None and bare == "-set" and plan.several_gpus and _sets_clique_of(value, gpu_ids):
+        if value is not None and bare == "-set" and plan.several_gpus and sets_clique_of(value, gpu_ids):
             position += 2
             continue
         if value is not None and bare == "-fw_cfg" and plan.mmio_small and OVMF_MMIO64_NAME in value:
             position += 2
             continue
         if value is not None and bare == "-cpu" and plan.several_gpus:
-            value = ",".join(p for p in value.split(",") if p.replace(" ", "").lower() not in ("kvm=off", "kvm=no"))
-            kept += [option, value]
+            value = without_kvm_off(value)
+            kept += [option, value] if value else []
             position += 2
             continue
         kept.append(option)
@@ -168,14 +199,15 @@ def proposed_args(plan: VmPlan) -> str | None:
         default = counts.most_common(1)[0][0] if counts else 0
         for entry in sorted(plan.gpus, key=lambda e: e["index"]):
             clique = entry["clique"] if entry.get("clique") is not None else default
-            kept += ["-set", f"device.{entry['id']}.{CLIQUE_OPTION}={clique}"]
+            kept += clique_set(entry["id"], clique)
     if plan.mmio_small and plan.mmio_recommended_mb:
         kept += ["-fw_cfg", f"name={OVMF_MMIO64_NAME},string={plan.mmio_recommended_mb}"]
     text = " ".join(shlex.quote(t) for t in kept)
     return None if text == (vm.get("args") or "") else text
 
 
-def _sets_clique_of(value: str, ids: set[str]) -> bool:
+def sets_clique_of(value: str, ids: set[str]) -> bool:
+    """Whether a `-set` argument gives the clique of one of the QEMU devices ``ids``."""
     head, _sep, _clique = value.partition("=")
     parts = head.split(".")
     return len(parts) >= 3 and parts[0] == "device" and parts[1] in ids and head.endswith(CLIQUE_OPTION)
@@ -210,7 +242,7 @@ def _plan_commands(plan: VmPlan) -> None:
     if plan.no_numa:
         plan.commands["numa"] = numa_command(plan)
     if plan.commands:
-        plan.commands["restart"] = f"qm shutdown {vmid} && qm start {vmid}"
+        plan.commands["restart"] = restart_command(vmid)
 
 
 def numa_command(plan: VmPlan) -> str:

@@ -20,6 +20,25 @@ class RuleOptions:
     min_bar1_mib: int = DEFAULT_MIN_BAR1_MIB
 
 
+# What support material may not hold, by the id facts["not_seen"] names it with (audit/seen.py decides), in
+# the words findings use. Rules that need one of these say they could not judge rather than pass or fire.
+NOT_SEEN = {
+    "nvml": "NVML (the driver's library)",
+    "gpus": "a GPU list (NVML, or nvidia-smi --query-gpu, -q -x, -q or its topology matrices)",
+    "p2p": "a P2P read matrix (NVML, or nvidia-smi topo -p2p r)",
+    "pci": "PCI devices from sysfs (/sys/bus/pci/devices)",
+    "iommu": "IOMMU groups and devices from sysfs (/sys/kernel/iommu_groups, /sys/class/iommu)",
+    "kernel_log": "the kernel log (dmesg)",
+    "virtualization": "any sign of bare metal, a VM or a container (/proc/cpuinfo, DMI, dmesg, PCI, "
+                      "systemd-detect-virt)",
+}
+
+
+def not_seen(facts: dict[str, Any]) -> set[str]:
+    """The NOT_SEEN ids of what the audited material did not hold; empty for a host or a capture of one."""
+    return {item for item in facts.get("not_seen") or [] if isinstance(item, str)}
+
+
 def pci_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
     return [d for d in (facts.get("pci") or {}).get("nvidia_devices", []) if d.get("kind") == "gpu"]
 

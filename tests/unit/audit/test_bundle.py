@@ -1,7 +1,8 @@
 """Support material turned into a capture, and the real audit run over it: the incident's pasted outputs, the
 bug reports of tests/fixtures/bundles (plain, gzip in one member and in many, cut short), each kind of paste
 and how it is refused when the capture could not hold it faithfully; the audit's answers where the material
-is partial, with the defects it shows today marked as expected failures."""
+is partial: what it did not hold is not seen, never absent from the host, and the findings that need it
+are named as not judged."""
 
 from __future__ import annotations
 
@@ -25,10 +26,12 @@ from ansible.module_utils.gpuhost.audit.bundle import (
     gunzip,
 )
 from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, ReplaySource
+from ansible.module_utils.gpuhost.audit.virt import UNKNOWN
 from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import parse_bug_report
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
 from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from tests.paths import FIXTURES
+from tests.unit import schemas
 
 SMI = FIXTURES / "nvidia-smi"
 P2P_NS = (SMI / "topo-p2p-r_8gpu-vm-NS.txt").read_bytes()
@@ -76,11 +79,11 @@ def test_the_incidents_pastes_become_the_commands_the_audit_runs() -> None:
     assert [(i["name"], i["kind"], i["as"]) for i in bundle["inputs"]] == [
         ("p2p.txt", "nvidia-smi-topo-p2p", ["commands:nvidia-smi topo -p2p r"]),
         ("topo-m.txt", "nvidia-smi-topo-m", ["commands:nvidia-smi topo -m"])]
-    # The audit will not read them: say so, and why.
-    assert bundle["seen"] == []
-    assert [u["what"] for u in bundle["unread"]] == ["P2P read matrix (nvidia-smi topo -p2p r)",
-                                                     "topology matrix (nvidia-smi topo -m)"]
-    assert "nvidia-smi --query-gpu" in bundle["unread"][0]["why"]
+    # The audit reads them without --query-gpu.
+    assert [(s["what"], s["from"]) for s in bundle["seen"]] == [
+        ("P2P read matrix (nvidia-smi topo -p2p r)", ["p2p.txt"]),
+        ("topology matrix (nvidia-smi topo -m)", ["topo-m.txt"])]
+    assert bundle["unread"] == []
     assert "NVML (GPU facts, P2P and topology from the driver's library)" in bundle["not_seen"]
     assert "PCI devices from sysfs (/sys/bus/pci/devices)" in bundle["not_seen"]
     assert "kernel log (dmesg)" in bundle["not_seen"]
@@ -92,11 +95,38 @@ def test_partial_material_is_never_called_fit() -> None:
     assert found["summary"]["p2p"] != "ok"
 
 
-@pytest.mark.xfail(strict=True, reason="audit/gpus.py reads nvidia-smi topo -p2p only after nvidia-smi --query-gpu "
-                                       "answered; a pasted matrix alone is never read")
 def test_the_pasted_p2p_matrix_alone_gives_the_critical_p2p_finding() -> None:
     found = audit(incident())
+    p2p = next(f for f in found["findings"] if f["id"] == "p2p_not_supported")
+    assert p2p["severity"] == "critical" and "56 of 56" in p2p["summary"]
+    # The GPUs are those the matrices show: their indexes, nothing else known of them.
+    gpus = found["gpus"]
+    assert (gpus["source"], gpus["count"]) == ("nvidia-smi", 8) and "nvidia_smi_error" not in gpus
+    assert [d["index"] for d in gpus["devices"]] == list(range(8))
+    assert all(d["name"] is None and d["pci_bus_id"] is None for d in gpus["devices"])
+    assert found["topology"]["gpus"] == [f"GPU{i}" for i in range(8)]
+    assert found["summary"]["gpu_count"] == 8 and found["summary"]["p2p"] == "none"
+    # Capabilities the material did not hold are not seen, not problems of the host.
+    assert found["problems"] == []
+
+
+def test_a_p2p_matrix_without_topo_m_gives_the_gpus_of_its_size() -> None:
+    found = audit(build_capture([BundleInput("p2p.txt", P2P_NS, command="nvidia-smi topo -p2p r")]))
+    assert [d["index"] for d in found["gpus"]["devices"]] == list(range(8))
     assert "p2p_not_supported" in ids(found["findings"])
+
+
+def test_a_command_missing_from_material_is_not_seen_rather_than_not_installed() -> None:
+    source = ReplaySource(incident())
+    missing = source.run(["nvidia-smi", "-q", "-x"])
+    assert (missing.rc, missing.seen) == (None, False) and source.partial
+    assert not source.seen("commands", "nvidia-smi -q -x") and source.seen("commands", "nvidia-smi topo -m")
+    assert not source.seen("nvml") and not source.seen("dirs", "/sys/bus/pci/devices")
+    # A capture of a host recorded what it read: what it lacks is absent, as before.
+    whole = {key: value for key, value in incident().items() if key != "bundle"}
+    assert ReplaySource(whole).run(["nvidia-smi", "-q", "-x"]).seen is True
+    assert ReplaySource(whole).seen("dirs", "/sys/bus/pci/devices") and not ReplaySource(whole).partial
+    assert "not_seen" not in audit(whole)
 
 
 def test_with_the_audits_query_gpu_pasted_too_the_critical_p2p_finding_fires() -> None:
@@ -110,29 +140,68 @@ def test_with_the_audits_query_gpu_pasted_too_the_critical_p2p_finding_fires() -
     assert found["summary"]["p2p"] == "none" and found["summary"]["gpu_count"] == 8
 
 
-# What the audit says today where the material is silent: absent material read as absent (or present) hardware.
-ABSENCE_DEFECTS = [
-    ("no_nvidia_gpu", lambda: incident(),
-     "rules read 'no PCI GPU and no nvidia-smi answer' as no GPU, though the pasted matrices show 8"),
-    ("gpu_count_mismatch", lambda: incident(("query.csv", QUERY_CSV)),
-     "rules compare nvidia-smi's 8 GPUs with the 0 of a PCI bus the material did not show"),
-    ("proxmox_iommu_off", lambda: build_capture([BundleInput(
-        "131.conf", (FIXTURES / "proxmox" / "q35-4gpu-hidden-short-form_pve7.4.conf").read_bytes())]),
-     "rules read IOMMU groups the material did not show as an IOMMU switched off"),
+VM_CONFIG = (FIXTURES / "proxmox" / "q35-4gpu-hidden-short-form_pve7.4.conf").read_bytes()
+# What absent material would have said of the host, had it been read as absent hardware.
+ABSENCE = [
+    ("no_nvidia_gpu", lambda: incident()),
+    ("no_nvidia_gpu", lambda: build_capture([("dmesg.txt", b"[    0.000000] Linux version 6.8.0\n")])),
+    ("gpu_count_mismatch", lambda: incident(("query.csv", QUERY_CSV))),
+    ("proxmox_iommu_off", lambda: build_capture([BundleInput("131.conf", VM_CONFIG)])),
+    ("nvml_unavailable", lambda: incident(("query.csv", QUERY_CSV))),
 ]
 
 
-@pytest.mark.parametrize(("finding", "material"), [(f, m) for f, m, _ in ABSENCE_DEFECTS],
-                         ids=[f for f, _, _ in ABSENCE_DEFECTS])
-def test_no_finding_comes_from_what_the_material_did_not_show(finding, material, request) -> None:
-    reason = next(r for f, _, r in ABSENCE_DEFECTS if f == finding)
-    request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+@pytest.mark.parametrize(("finding", "material"), ABSENCE,
+                         ids=["no_gpu_matrices", "no_gpu_dmesg", "count", "proxmox_iommu_off", "nvml"])
+def test_no_finding_comes_from_what_the_material_did_not_show(finding, material) -> None:
     assert finding not in ids(audit(material())["findings"])
 
 
-@pytest.mark.xfail(strict=True, reason="audit/virt.py says 'bare metal' when no evidence was read at all")
+def test_what_the_material_did_not_show_is_named_with_the_findings_not_judged() -> None:
+    found = audit(build_capture([BundleInput("131.conf", VM_CONFIG)]))
+    assert found["not_seen"] == ["nvml", "gpus", "p2p", "pci", "iommu", "kernel_log", "virtualization"]
+    assert found["iommu"]["enabled"] is None and found["proxmox"]["host"]["iommu_enabled"] is None
+    assert found["summary"]["p2p"] == "unknown"  # not "n/a (no GPU usable here)": no GPU list was seen
+    assert found["summary"]["verdict"] != "fit"
+    judged = next(f for f in found["findings"] if f["id"] == "audit_not_judged")
+    assert judged["severity"] == "warning"
+    assert judged["evidence"]["not_seen"]["iommu"].startswith("IOMMU groups and devices from sysfs")
+    not_judged = judged["evidence"]["not_judged"]
+    assert not_judged["proxmox_iommu_off"] == ["iommu"]
+    assert not_judged["no_nvidia_gpu"] == ["pci", "gpus"]
+    assert not_judged["p2p_not_supported"] == ["p2p"]
+    # GPUs the matrices show: whether there is a GPU is judged, P2P too.
+    incident_judged = next(f for f in audit(incident())["findings"] if f["id"] == "audit_not_judged")
+    assert "no_nvidia_gpu" not in incident_judged["evidence"]["not_judged"]
+    assert "p2p_not_supported" not in incident_judged["evidence"]["not_judged"]
+    assert incident_judged["evidence"]["not_judged"]["gpu_count_mismatch"] == ["pci"]
+
+
+def test_a_proxmox_host_whose_iommu_was_seen_off_is_still_judged() -> None:
+    capture = build_capture([BundleInput("131.conf", VM_CONFIG)])
+    capture["dirs"].update({"/sys/kernel/iommu_groups": [], "/sys/class/iommu": []})
+    found = audit(capture)
+    assert found["iommu"]["enabled"] is False and "proxmox_iommu_off" in ids(found["findings"])
+    assert "proxmox_iommu_off" not in next(f for f in found["findings"] if f["id"] == "audit_not_judged")[
+        "evidence"]["not_judged"]
+
+
 def test_virtualization_is_not_guessed_from_no_evidence() -> None:
-    assert audit(incident())["summary"]["virtualization"] != "bare metal"
+    found = audit(incident())
+    assert found["virtualization"]["type"] is None and found["summary"]["virtualization"] == UNKNOWN
+    assert found["virtualization"]["evidence"] == [] and "virtualization" in found["not_seen"]
+    # One signal is enough to judge: a bug report's /proc/cpuinfo without the hypervisor flag.
+    old = audit(build_capture([("nvidia-bug-report.log", OLD_REPORT.read_bytes())]))
+    assert old["virtualization"]["type"] == "bare_metal" and "virtualization" not in old["not_seen"]
+
+
+@pytest.mark.parametrize("material", [
+    lambda: incident(), lambda: incident(("query.csv", QUERY_CSV)), lambda: build_capture([("131.conf", VM_CONFIG)]),
+    lambda: build_capture([("r.log", OLD_REPORT.read_bytes())]),
+    lambda: build_capture([("r.log", NEW_REPORT.read_bytes())]),
+], ids=["matrices", "matrices-query", "vm-config", "418", "5xx"])
+def test_the_facts_of_partial_material_are_declared(material) -> None:
+    assert list(schemas.validator("facts").iter_errors(audit(material()))) == []
 
 
 @pytest.mark.parametrize(("inputs", "letter"), [
@@ -168,10 +237,12 @@ def test_a_bug_report_gives_files_dmesg_and_nvidia_smi_q(path) -> None:
     assert plain["files"]["/proc/cmdline"] == report.get("/proc/cmdline").text
     assert "/etc/issue" not in plain["files"] and "/var/log/nvidia-installer.log" not in plain["files"]
     bundle = plain["bundle"]
-    assert [s["what"] for s in bundle["seen"]] == ["kernel log (dmesg)", "kernel command line (/proc/cmdline)",
-                                                   "CPU flags (/proc/cpuinfo)", "memory and huge pages (/proc/meminfo)"]
-    assert "commands:nvidia-smi -q" in bundle["kept"] and "files:/proc/driver/nvidia/version" in bundle["kept"]
-    assert bundle["seen"][0]["from"] == [f"nvidia-bug-report.log: dmesg (line {report.get('dmesg').line})"]
+    assert [s["what"] for s in bundle["seen"]] == [
+        "GPU details and health from nvidia-smi -q (BAR1, virtualization mode, row remapping, fabric)",
+        "kernel log (dmesg)", "kernel command line (/proc/cmdline)", "CPU flags (/proc/cpuinfo)",
+        "memory and huge pages (/proc/meminfo)"]
+    assert "commands:nvidia-smi -q" not in bundle["kept"] and "files:/proc/driver/nvidia/version" in bundle["kept"]
+    assert bundle["seen"][1]["from"] == [f"nvidia-bug-report.log: dmesg (line {report.get('dmesg').line})"]
     # gzip as nvidia-bug-report.sh writes it (a member per section) and as gzip(1) would: the same capture.
     members = b"".join(gzip.compress(part.encode()) for part in re.split(r"(?=\n_{44}\n)", text.decode()))
     assert gunzip(members)[0] == text
@@ -189,13 +260,47 @@ def test_what_the_audit_says_of_the_418_bug_report() -> None:
     assert "Xid 63" in xid["summary"]
     assert found["health"]["kernel_log"]["xid_events"][0]["pci_bus_id"] == "0000:3b:00.0"
     assert found["iommu"]["cmdline"]["intel_iommu"] == "on"
+    # Its nvidia-smi -q: the GPUs, their BAR1 and health, as -q -x would give them.
+    gpus = found["gpus"]
+    assert (gpus["source"], gpus["count"], gpus["driver_version"], gpus["cuda_driver_version"]) == \
+        ("nvidia-smi", 2, "418.87.01", "10.1")
+    assert [(d["index"], d["pci_bus_id"], d["name"], d["bar1_total_mib"], d["brand"]) for d in gpus["devices"]] == [
+        (0, "0000:18:00.0", "Tesla V100-SXM2-16GB", 16384, "tesla"),
+        (1, "0000:3b:00.0", "Tesla V100-SXM2-16GB", 16384, "tesla")]
+    assert found["health"]["gpus_source"] == "nvidia-smi -q"
+    assert {"ecc_uncorrectable_errors", "retired_pages_pending"} <= ids(found["findings"])
+    assert found["summary"]["verdict"] == "unfit" and found["summary"]["p2p"] == "unknown"
 
 
 def test_what_the_audit_says_of_the_5xx_bug_report_of_a_guest() -> None:
     found = audit(build_capture([("nvidia-bug-report.log", NEW_REPORT.read_bytes())]))
     assert found["summary"]["virtualization"] == "KVM virtual machine"
     assert found["virtualization"]["type"] == "vm"
-    assert found["summary"]["verdict"] == "unfit"
+    assert [(d["virtualization_mode"], d["bar1_total_mib"]) for d in found["gpus"]["devices"]] == \
+        [("passthrough", 131072)] * 2
+    # Healthy GPUs, and no P2P matrix in a bug report: not judged, so never called fit.
+    assert found["summary"]["verdict"] == "fit, with warnings" and found["summary"]["p2p"] == "unknown"
+    judged = next(f for f in found["findings"] if f["id"] == "audit_not_judged")
+    assert judged["evidence"]["not_judged"]["p2p_not_supported"] == ["p2p"]
+
+
+def test_nvidia_smi_q_text_is_read_only_where_q_x_is_missing() -> None:
+    xml = (SMI / "q_535_H100-PCIe_power-brake.xml").read_bytes()
+    report_q = build_capture([("r.log", OLD_REPORT.read_bytes())])["commands"]["nvidia-smi -q"]["stdout"]
+    capture = build_capture([BundleInput("q.xml", xml), BundleInput("q.txt", report_q.encode(), "nvidia-smi -q")])
+    assert {u["what"]: u["why"] for u in capture["bundle"]["unread"]}[
+        "GPU details and health from nvidia-smi -q (BAR1, virtualization mode, row remapping, fabric)"].startswith(
+        "the audit reads nvidia-smi -q only where nvidia-smi -q -x is missing")
+    found = audit(capture)
+    assert found["health"]["gpus_source"] == "nvidia-smi -q -x"
+    assert "Tesla V100-SXM2-16GB" not in found["summary"]["gpu_models"]
+
+
+def test_matrices_and_a_q_that_disagree_keep_q_and_say_so() -> None:
+    report_q = build_capture([("r.log", OLD_REPORT.read_bytes())])["commands"]["nvidia-smi -q"]["stdout"]
+    found = audit(incident(BundleInput("q.txt", report_q.encode(), "nvidia-smi -q")))
+    assert found["gpus"]["count"] == 2
+    assert any("the matrices show 8 GPUs, nvidia-smi -q shows 2" in p["error"] for p in found["problems"])
 
 
 def test_a_bug_report_cut_short_gives_what_it_holds() -> None:
@@ -295,10 +400,9 @@ def test_other_kinds_and_unknown_text_are_not_written_and_say_why() -> None:
     assert "does not decompress" in why["broken.gz"]
     assert set(capture["commands"]) == {DMESG_KEY, "nvidia-smi -L", "nvidia-smi -q -x"}
     assert capture["files"] == {"/proc/cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro quiet\n"}
-    assert "GPU count from nvidia-smi -L" in [u["what"] for u in capture["bundle"]["unread"]]
-    unread = {u["what"]: u["why"] for u in capture["bundle"]["unread"]}
-    assert "--query-gpu" in unread["GPU details and health from nvidia-smi -q -x (BAR1, virtualization mode, row "
-                                   "remapping, fabric)"]
+    assert [u["what"] for u in capture["bundle"]["unread"]] == ["GPU count from nvidia-smi -L"]
+    assert "GPU details and health from nvidia-smi -q -x (BAR1, virtualization mode, row remapping, fabric)" in [
+        s["what"] for s in capture["bundle"]["seen"]]
     assert capture["bundle"]["kept"] == []
     assert "gpu_lost" in ids(audit(capture)["findings"])  # the pasted dmesg's Xid 79
 

@@ -122,6 +122,24 @@ def test_bare_metal() -> None:
     assert result.summary == "bare metal"
 
 
+@pytest.mark.parametrize(("files", "pci_ids", "commands"), [
+    ({"/proc/cpuinfo": CPUINFO_METAL}, [], {}),
+    ({"/sys/class/dmi/id/sys_vendor": "Supermicro\n"}, [], {}),
+    ({}, [("0000:00:00.0", "0x8086", "0x09a2")], {}),
+    ({}, [], {"systemd-detect-virt --vm": {"rc": 1, "stdout": "none\n"}}),
+], ids=["cpuinfo", "dmi", "pci", "systemd-detect-virt"])
+def test_one_signal_read_is_enough_to_say_bare_metal(files, pci_ids, commands) -> None:
+    result = virt.gather_virtualization(capture(files=files, commands=commands), pci_ids, 0, [])
+    assert (result.type, result.summary) == ("bare_metal", "bare metal")
+
+
+def test_nothing_read_is_no_verdict_never_bare_metal() -> None:
+    result = virt.gather_virtualization(capture(commands={"dmesg": {"rc": 0, "stdout": "[ 0.0] Linux version\n"}}),
+                                        [], 0, [])
+    assert (result.type, result.hypervisor, result.evidence) == (None, None, [])
+    assert result.summary == virt.UNKNOWN and result.virtual_iommu is False
+
+
 def test_dmesg_refused_is_a_problem_not_an_error() -> None:
     refused = "dmesg: read kernel buffer failed: Operation not permitted"
     source = detect(files={"/proc/cpuinfo": CPUINFO_METAL}, commands={"dmesg": {"rc": 1, "stderr": refused}})

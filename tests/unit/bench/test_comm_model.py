@@ -189,7 +189,7 @@ def test_property_interpolation_stays_between_its_neighbours(points: list[tuple[
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"layer": 78}, r"found 'layer' \(did you mean 'layers'\?\)"),
+    ({"layer": 78}, r"model profile.layer: unknown key; did you mean layers\?"),
     ({"layers": 0}, r"expected 'layers' as a whole number of 1 or more; found 0"),
     ({"hidden_size": "6144"}, r"'hidden_size' as a whole number of 1 or more; found '6144'"),
     ({"dtype_bytes": True}, r"'dtype_bytes' as a whole number.*found True"),
@@ -266,3 +266,8 @@ def test_torch_rows_without_out_of_place_use_in_place() -> None:
             {"size_bytes": 0, "out_of_place": {"time_us": 1.0}},
             {"size_bytes": 8192, "out_of_place": {"time_us": 30.0}, "in_place": {"time_us": 31.0}}]
     assert measured_curve(rows) == [(4096, 20.0), (8192, 30.0)]
+
+
+def test_a_misspelled_shipped_profile_names_the_closest() -> None:
+    with pytest.raises(CommModelError, match=r"found 'glm5'; did you mean glm-5\? Pick a shipped profile"):
+        get_profile("glm5")

@@ -159,7 +159,7 @@ def test_no_default_thresholds_for_gloo_or_one_rank():
 @pytest.mark.parametrize(("entry", "message"), [
     ({"max_time_us": 30}, "size_bytes .* is required"),
     ({"size_bytes": 16384}, "give max_time_us, min_busbw_gbps or both"),
-    ({"size_bytes": 16384, "max_time": 30}, "unknown key"),
+    ({"size_bytes": 16384, "max_time": 30}, r"thresholds\[0\].max_time: unknown key; did you mean max_time_us\?"),
     ({"size_bytes": 16384, "max_time_us": "fast"}, "must be a number"),
     ({"size_bytes": 16384, "max_time_us": 3, "collective": "broadcast"}, "collective must be one of"),
     ("16384:30", "expected a mapping"),
@@ -385,6 +385,9 @@ def test_candidates_are_checked():
         "as-is", "p2p-disabled", "p2p-level-sys", "proto-ll", "proto-ll128", "proto-simple"]
     with pytest.raises(logic.BenchInputError, match="used twice"):
         nccl_tuning.normalize_candidates([{"name": "a", "env": {}}, {"name": "a", "env": {}}])
+    # A misspelled env would run the candidate with no environment: the as-is run again under another name.
+    with pytest.raises(logic.BenchInputError, match=r"candidates\[0\].evn: unknown key; did you mean env\?"):
+        nccl_tuning.normalize_candidates([{"name": "a", "evn": {"NCCL_PROTO": "LL"}}])
 
 
 def fake_sweeps(monkeypatch, by_env):

@@ -14,7 +14,7 @@ from ansible.module_utils.gpuhost.rules.finding import Finding
 from tests.unit.modules import run_module
 
 FACTS = {
-    "schema_version": 2,
+    "schema_version": 3,
     "virtualization": {"type": "vm", "summary": "KVM virtual machine (machine q35)",
                        "evidence": [{"signal": "DMI", "value": "QEMU | q35", "says": "kvm", "weight": "strong"}]},
     "gpus": {"source": "nvml", "driver_version": "580.95.05", "cuda_driver_version": "13.0",
@@ -73,8 +73,9 @@ def test_fleet_markdown_keeps_unreachable_and_failed_hosts_with_their_last_repor
     rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| Host")]
     assert [row.split(" | ")[0][2:] for row in rows] == ["broken", "gone", "here", "later"]
     # The last report's verdict, marked with its status and date; a host never audited has empty cells.
-    assert "| gone | unreachable, last report 2026-01-02 03:04 UTC | unfit | 2 x NVIDIA RTX PRO 6000" in text
-    assert "| broken | failed, no report yet | - | - | - | - | - |" in text
+    assert "| gone | unreachable, last report 2026-01-02 03:04 UTC | unfit | TP over 2 GPUs | 2 x NVIDIA RTX PRO 6000" \
+        in text
+    assert "| broken | failed, no report yet | - | - | - | - | - | - |" in text
     assert "| later | not audited, last report 2026-02-01 00:00 UTC | unfit |" in text
     # Why, below the table: "|" in a reason cannot break it.
     assert "- gone: unreachable: ssh: connect to host 10.0.0.9 port 22: No route to host" in text

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ansible.module_utils.gpuhost.audit import facts as audit_facts
 from tests.paths import ROOT
 
 
@@ -17,7 +18,7 @@ def test_without_a_gpu_the_audit_runs_and_the_gpu_steps_say_why_not(tmp_path: Pa
     results = json.loads((tmp_path / "gpu-check.json").read_text())
     steps = results["steps"]
     assert steps["audit"]["status"] == "ok", steps["audit"]
-    assert json.loads((tmp_path / "audit.json").read_text())["schema_version"] == 2
+    assert json.loads((tmp_path / "audit.json").read_text())["schema_version"] == audit_facts.SCHEMA_VERSION
     assert json.loads((tmp_path / "capture.json").read_text())["format"] == "gpuhost-capture/1"
     assert steps["p2p_probe"] == {"status": "skipped", "reason": "--skip"}
     # No GPU here: nvidia-smi is missing or finds no GPU, the extension has nothing to build for.

@@ -1,0 +1,182 @@
+"""Support material on the controller's disk turned into what the audit replays.
+
+One input is one host, in one of three forms:
+
+- a capture file (JSON, format ``gpuhost-capture/1``, gzip or not), replayed as it is;
+- any other single file: an ``nvidia-bug-report.log(.gz)`` or one pasted output, read as a bundle of one;
+- a directory of pasted outputs: every regular file directly in it (subdirectories are not read, and said
+  so: a directory is one host, and a folder inside it is more likely another host's material than more of
+  this one's). Each file's kind comes from its content (audit/bundle.py, parsers/paste_kind.py), never from
+  its name; a file name that spells out the command (``nvidia-smi topo -p2p r``) is used as that command.
+
+Benchmark logs in the material (nccl-tests output, p2pBandwidthLatencyTest, nvbandwidth, the probe's own
+output) are not read by the audit: bundle.py lists them under ``unmapped``, and ``bench_logs`` gives their
+paths, for the benchmark's own log readers (bench/from_logs.py).
+
+Relative paths are resolved against the directory the caller names (the directory the user ran from), and
+every message shows the absolute path it tried.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible.module_utils.gpuhost.audit.bundle import BundleInput, build_capture, gunzip
+from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT
+
+# The kinds of paste_kind.py that are benchmark logs, by the benchmark step that reads them (the gpu_bench
+# role's gpu_bench_nccl_log and gpu_bench_probe_log). An NCCL_DEBUG=INFO log alone holds no sweep for
+# nccl_bench to judge, so it is not among them: it stays unmapped.
+BENCH_LOG_KINDS = {
+    "nccl-tests": "nccl", "nccl-tests-json": "nccl",
+    "p2p-bandwidth-latency-test": "probe", "nvbandwidth": "probe", "nvbandwidth-json": "probe",
+}
+STEP_NAMES = {"nccl": "nccl_bench", "probe": "gpu_p2p_probe"}
+# The facts' copy of the capture's bundle section: what the material gave, and what the audit could not see.
+BUNDLE_KEYS = ("inputs", "seen", "unread", "not_seen", "kept", "unmapped", "warnings")
+
+
+class MaterialError(ValueError):
+    """An input that cannot be read at all; the message names the absolute path and what to give."""
+
+
+@dataclass
+class Material:
+    path: str  # absolute
+    form: str  # capture, file or directory
+    capture: dict[str, Any]
+    # nccl / probe -> the log of that step: (its name in the bundle, absolute path)
+    bench_logs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    notes: list[dict[str, str]] = field(default_factory=list)  # {name, why}: what was not read, beyond the bundle
+    reasons: dict[str, str] = field(default_factory=dict)  # bundle input name -> why, replacing the bundle's
+
+
+def resolve(path: str, base_dir: str | None = None) -> str:
+    """``path`` made absolute against ``base_dir`` (the caller's directory), else the current directory."""
+    path = os.path.expanduser(path)
+    if not os.path.isabs(path):
+        path = os.path.join(base_dir or os.getcwd(), path)
+    return os.path.normpath(path)
+
+
+def missing_message(given: str, resolved: str, base_dir: str | None = None) -> str:
+    relative = "" if os.path.isabs(os.path.expanduser(given)) else \
+        f" (given as {given!r}, relative to {base_dir or os.getcwd()})"
+    return (f"{resolved} does not exist{relative}: expected a capture file, an nvidia-bug-report.log(.gz), a "
+            "pasted output or a directory of them. Check the path, or give it absolute")
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise MaterialError(f"cannot read {path}: {exc.strerror or exc}; make it readable") from None
+
+
+def as_capture(data: bytes, path: str) -> dict[str, Any] | None:
+    """The capture the bytes hold, or None when they are not one (a paste, a bug report, another JSON)."""
+    if data[:2] == b"\x1f\x8b":
+        data, _ = gunzip(data)
+    if data.lstrip()[:1] != b"{":
+        return None
+    try:
+        document = json.loads(data)
+    except ValueError:
+        return None  # an nccl-tests -J output cut short is JSON-like too: the bundle tells its kind
+    if not isinstance(document, dict) or not str(document.get("format", "")).startswith("gpuhost-capture"):
+        return None
+    if document["format"] != CAPTURE_FORMAT:
+        raise MaterialError(f"{path} is a capture of format {document['format']!r}; this version reads "
+                            f"{CAPTURE_FORMAT!r}: take the capture again with playbooks/capture.yml")
+    return document
+
+
+def read_material(given: str, base_dir: str | None = None) -> Material:
+    """The capture of one input (see the module text); ``MaterialError`` when it cannot be read at all."""
+    path = resolve(given, base_dir)
+    if not os.path.exists(path):
+        raise MaterialError(missing_message(given, path, base_dir))
+    if os.path.isdir(path):
+        return _directory(path)
+    data = _read(path)
+    capture = as_capture(data, path)
+    if capture is not None:
+        return Material(path, "capture", capture)
+    return _bundle(path, "file", [(os.path.basename(path), path, data)], [])
+
+
+def _directory(path: str) -> Material:
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as exc:
+        raise MaterialError(f"cannot list the directory {path}: {exc.strerror or exc}; make it readable") from None
+    files, notes = [], []
+    for name in names:
+        full = os.path.join(path, name)
+        if os.path.isdir(full):
+            notes.append({"name": name + "/", "why": "a directory inside the material, not read (one directory is "
+                                                     "one host; give it as an input of its own if it is another "
+                                                     "host's material)"})
+        elif not os.path.isfile(full):
+            notes.append({"name": name, "why": "not a regular file, not read"})
+        else:
+            data = _read(full)
+            if as_capture(data, full) is None:
+                files.append((name, full, data))
+            else:
+                notes.append({"name": name, "why": "a capture, which a directory of pastes does not merge: give it "
+                                                   "as an input of its own"})
+    if not files:
+        raise MaterialError(f"{path} holds no pasted output to read: expected files of tool output (nvidia-smi topo "
+                            "-m, topo -p2p r, -q, lspci -vvv, nccl-tests logs, qm config ...) directly in it")
+    return _bundle(path, "directory", files, notes)
+
+
+def _bundle(path: str, form: str, files: list[tuple[str, str, bytes]], notes: list[dict[str, str]]) -> Material:
+    capture = build_capture([BundleInput(name, data) for name, _, data in files],
+                            note=f"Built from the support material {os.path.basename(path)} by "
+                                 "files/support_material.py and audit/bundle.py: only what the material holds; see "
+                                 "the bundle section.")
+    full_path = {name: full for name, full, _ in files}
+    material = Material(path, form, capture, notes=notes)
+    for entry in capture["bundle"]["inputs"]:
+        step = BENCH_LOG_KINDS.get(entry.get("kind") or "")
+        if step is None:
+            continue
+        if entry.get("gzip"):
+            # The benchmark's log readers take a plain file.
+            material.reasons[entry["name"]] = "a gzip-compressed benchmark log, not judged: give it uncompressed"
+        elif step in material.bench_logs:
+            first = material.bench_logs[step][0]
+            material.reasons[entry["name"]] = (f"a benchmark log not judged: {first} is this host's {STEP_NAMES[step]} "
+                                               "log (one per host, the first by name); give this one with its own "
+                                               "host's material")
+        else:
+            material.bench_logs[step] = (entry["name"], full_path[entry["name"]])
+    return material
+
+
+def judged(material: Material) -> None:
+    """Say, in the bundle's unmapped reasons, that the material's benchmark logs were read."""
+    for step, (name, _) in material.bench_logs.items():
+        material.reasons[name] = (f"a benchmark log, read as {STEP_NAMES[step]} reads it: see the report's benchmark "
+                                  "section")
+
+
+def with_bundle(facts: dict[str, Any], capture: dict[str, Any], material: Material | None = None) -> dict[str, Any]:
+    """The facts with the capture's ``bundle`` section (what the material held and what it did not show), when
+    the capture was built from support material; the facts unchanged otherwise. The ``material``'s own reasons
+    replace the bundle's for the same input, and its notes (what was not read at all) join ``unmapped``."""
+    bundle = capture.get("bundle")
+    if not isinstance(bundle, dict):
+        return facts
+    reasons, notes = (material.reasons, material.notes) if material else ({}, [])
+    section = {key: list(bundle.get(key) or []) for key in BUNDLE_KEYS}
+    section["unmapped"] = [dict(entry, why=reasons[entry["name"]])
+                           if isinstance(entry, dict) and entry.get("name") in reasons else entry
+                           for entry in section["unmapped"]] + notes
+    return {**facts, "bundle": section}

@@ -1,0 +1,68 @@
+"""playbooks/analyze.yml for real, from a directory outside the repository with relative paths: a bug report,
+a directory of the incident's pasted outputs and a capture give three reports and fleet.md, and one line each.
+Then check mode, which writes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from tests.fleet.test_site_fleet import ROOT, ansible_playbook
+from tests.paths import CAPTURES, FIXTURES
+from tests.unit.audit.test_bundle import TOPO_M
+
+BUG_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
+
+
+def analyze(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # A shell started in cwd has PWD=cwd; the playbook resolves relative inputs against it.
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "PWD": str(cwd)}
+    return subprocess.run([ansible_playbook(), str(ROOT / "playbooks" / "analyze.yml"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_three_kinds_of_input_give_three_reports(tmp_path: Path) -> None:
+    support = tmp_path / "ticket-4711"
+    pastes = support / "glm5-vm"
+    pastes.mkdir(parents=True)
+    (pastes / "p2p.txt").write_text("$ nvidia-smi topo -p2p r\n"
+                                    + (FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt").read_text())
+    (pastes / "topo-m.txt").write_bytes(TOPO_M)
+    shutil.copy(FIXTURES / "nccl" / "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt",
+                pastes / "all_reduce.log")
+    shutil.copy(BUG_REPORT, support / "nvidia-bug-report.log")
+    shutil.copy(CAPTURES / "baremetal-8xH100-SXM.json", support / "gpu-node-1.json")
+    inputs = "ticket-4711/nvidia-bug-report.log ticket-4711/glm5-vm ticket-4711/gpu-node-1.json"
+
+    checked = analyze(tmp_path, "--check", "-e", json.dumps({"gpu_analyze_inputs": inputs}))
+    assert checked.returncode == 0, f"{checked.stdout[-4000:]}\n{checked.stderr[-2000:]}"
+    assert not (tmp_path / "reports").exists()
+    assert f"Would write: {tmp_path}/reports/glm5-vm.md" in " ".join(checked.stdout.split())
+
+    run = analyze(tmp_path, "-e", json.dumps({"gpu_analyze_inputs": inputs}))
+    assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-2000:]}"
+    reports = tmp_path / "reports"
+    assert sorted(p.name for p in reports.glob("*.json")) == ["glm5-vm.json", "gpu-node-1.json",
+                                                                "nvidia-bug-report.json"]
+    assert {"fleet.md", "glm5-vm.md", "gpu-node-1.md", "nvidia-bug-report.md"} <= {p.name for p in reports.iterdir()}
+    glm5 = json.loads((reports / "glm5-vm.json").read_text())
+    assert glm5["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
+    assert glm5["bench"]["nccl"]["results"][0]["size_bytes"] == 12288
+    printed = " ".join(run.stdout.split())  # the callback wraps long lines
+    for line in ("ticket-4711/glm5-vm -> glm5-vm: unfit", f"Report: {reports}/gpu-node-1.md",
+                 f"Report: {reports}/nvidia-bug-report.md"):
+        assert line in printed
+
+
+def test_an_input_that_cannot_be_read_fails_the_play_after_the_others_reports(tmp_path: Path) -> None:
+    shutil.copy(CAPTURES / "baremetal-8xH100-SXM.json", tmp_path / "node.json")
+    run = analyze(tmp_path, "-e", json.dumps({"gpu_analyze_inputs": ["node.json", "nothing-here"],
+                                              "gpu_analyze_report_dir": "out"}))
+    assert run.returncode != 0
+    assert (tmp_path / "out" / "node.json").is_file()
+    printed = " ".join(run.stdout.split())  # the callback wraps long lines
+    assert f"nothing-here: NOT READ: {tmp_path}/nothing-here does not exist" in printed
+    assert "1 of 2 input(s) could not be read: nothing-here" in printed

@@ -1,0 +1,142 @@
+"""The gpu_analyze module: many inputs in one process, their reports, and gpu_host_facts' bundle option."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import gpu_analyze
+import gpu_host_facts
+import pytest
+
+from tests.paths import CAPTURES, FIXTURES
+from tests.unit import schemas
+from tests.unit.audit.test_bundle import TOPO_M
+from tests.unit.modules import run_module
+
+BUG_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_418_2xV100-SXM2_baremetal_constructed.log"
+NCCL_LOG = FIXTURES / "nccl" / "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt"
+P2P_NS = FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt"
+H100 = CAPTURES / "baremetal-8xH100-SXM.json"
+
+
+def incident(directory: Path) -> Path:
+    """The incident's pasted outputs: topo -p2p r (NS everywhere) with its command line, topo -m, and the
+    nccl-tests log with 13.7 us at 12 KB."""
+    directory.mkdir(parents=True)
+    (directory / "p2p.txt").write_text("root@glm5-vm:~# nvidia-smi topo -p2p r\n" + P2P_NS.read_text())
+    (directory / "topo.txt").write_bytes(TOPO_M)
+    shutil.copy(NCCL_LOG, directory / "all_reduce_perf.log")
+    return directory
+
+
+def analyse(capsys, tmp_path: Path, inputs: list[str], **args) -> dict:
+    return run_module(gpu_analyze.main, {"inputs": inputs, "base_dir": str(tmp_path), **args}, capsys)
+
+
+def test_argument_spec_matches_documentation() -> None:
+    import yaml
+
+    documented = yaml.safe_load(gpu_analyze.DOCUMENTATION)["options"]
+    assert set(documented) == set(gpu_analyze.get_argument_spec())
+
+
+def test_many_inputs_each_give_a_report_and_a_bad_one_stops_none(tmp_path: Path, capsys) -> None:
+    incident(tmp_path / "glm5-incident")
+    shutil.copy(BUG_REPORT, tmp_path / "nvidia-bug-report.log")
+    result = analyse(capsys, tmp_path, ["glm5-incident", "nvidia-bug-report.log", str(H100), "missing/",
+                                        "glm5-incident/"], model_profile="glm-5")
+    rows = {row["host"]: row for row in result["inputs"]}
+    assert list(rows) == ["glm5-incident", "nvidia-bug-report", "baremetal-8xH100-SXM", "missing", "glm5-incident-2"]
+    assert [rows[h]["form"] for h in rows] == ["directory", "file", "capture", None, "directory"]
+    assert rows["missing"]["error"].startswith(f"{tmp_path}/missing does not exist (given as 'missing/'")
+    assert result["changed"] and not result.get("failed")
+    reports = tmp_path / "reports"
+    assert result["dest"] == str(reports)
+    assert {p.name for p in reports.iterdir()} == {
+        "fleet.md", *(f"{h}{suffix}" for h in rows if h != "missing" for suffix in (".json", ".md")),
+        "glm5-incident-nccl.svg", "glm5-incident-2-nccl.svg"}
+    assert "| missing | failed, no report yet |" in (reports / "fleet.md").read_text()
+    assert result["lines"][3].startswith("missing/: NOT READ: ")
+    assert result["lines"][2] == (f"{H100} -> baremetal-8xH100-SXM: fit (bare metal; 8 GPU(s); P2P ok) - no findings. "
+                                  f"Report: {reports}/baremetal-8xH100-SXM.md")
+    for host in ("glm5-incident", "nvidia-bug-report", "baremetal-8xH100-SXM"):
+        report = json.loads((reports / f"{host}.json").read_text())
+        assert schemas.validator("report").is_valid(report), host
+
+
+def test_the_incidents_pastes_give_the_critical_p2p_finding_and_their_benchmark(tmp_path: Path, capsys) -> None:
+    incident(tmp_path / "incident")
+    result = analyse(capsys, tmp_path, ["incident"], model_profile="glm-5")
+    report = json.loads((tmp_path / "reports" / "incident.json").read_text())
+    assert "p2p_not_supported" in {f["id"] for f in report["findings"]}
+    assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
+    # The nccl-tests log was read as nccl_bench reads it: its 12 KB row, priced for the model.
+    rows = report["bench"]["nccl"]["results"]
+    assert any(row["size_bytes"] == 12288 and row["out_of_place"]["time_us"] == pytest.approx(13.7) for row in rows)
+    assert "comm_floor" in report["summary"]
+    assert result["inputs"][0]["bench_logs"] == {"nccl": str(tmp_path / "incident" / "all_reduce_perf.log")}
+    why = {e["name"]: e["why"] for e in report["bundle"]["unmapped"]}["all_reduce_perf.log"]
+    assert "read as nccl_bench reads it" in why
+
+
+def test_without_bench_logs_the_logs_stay_unmapped(tmp_path: Path, capsys) -> None:
+    incident(tmp_path / "incident")
+    analyse(capsys, tmp_path, ["incident"], bench_logs=False)
+    report = json.loads((tmp_path / "reports" / "incident.json").read_text())
+    assert "bench" not in report
+    assert "gpu_bench_nccl_log" in {e["name"]: e["why"] for e in report["bundle"]["unmapped"]}["all_reduce_perf.log"]
+
+
+def test_check_mode_writes_nothing_and_says_would_write(tmp_path: Path, capsys) -> None:
+    result = run_module(gpu_analyze.main, {"inputs": [str(H100)], "dest": str(tmp_path / "out")}, capsys,
+                        check_mode=True)
+    assert not (tmp_path / "out").exists()
+    assert result["written"] == [str(tmp_path / "out" / n) for n in
+                                 ("baremetal-8xH100-SXM.json", "baremetal-8xH100-SXM.md", "fleet.md")]
+    assert result["lines"][0].endswith(f"Would write: {tmp_path}/out/baremetal-8xH100-SXM.md")
+
+
+def test_a_second_run_changes_nothing(tmp_path: Path, capsys) -> None:
+    args = {"inputs": [str(H100), str(BUG_REPORT)], "dest": str(tmp_path)}
+    assert run_module(gpu_analyze.main, args, capsys)["changed"] is True
+    again = run_module(gpu_analyze.main, args, capsys)
+    assert again["changed"] is False and again["written"] == []
+
+
+def test_an_unknown_model_profile_fails_before_anything_is_read(tmp_path: Path, capsys) -> None:
+    result = run_module(gpu_analyze.main, {"inputs": [str(H100)], "dest": str(tmp_path / "r"),
+                                           "model_profile": "no-such-model"}, capsys)
+    assert result["failed"] and "model profile" in result["msg"] and not (tmp_path / "r").exists()
+
+
+# ---------------------------------------------------------------------------
+# gpu_host_facts bundle
+
+
+def test_gpu_host_facts_audits_a_bundle_and_carries_its_section(tmp_path: Path, capsys) -> None:
+    directory = incident(tmp_path / "incident")
+    facts = run_module(gpu_host_facts.main, {"bundle": str(directory)}, capsys)["ansible_facts"]["gpu_host"]
+    assert {"inputs", "not_seen", "unmapped", "warnings"} <= set(facts["bundle"])
+    assert [i["name"] for i in facts["bundle"]["inputs"]] == ["all_reduce_perf.log", "p2p.txt", "topo.txt"]
+    assert "kernel log (dmesg)" in facts["bundle"]["not_seen"]
+    assert schemas.validator("facts").is_valid(facts)
+
+
+def test_gpu_host_facts_bundle_may_be_one_bug_report(capsys) -> None:
+    facts = run_module(gpu_host_facts.main, {"bundle": str(BUG_REPORT)}, capsys)["ansible_facts"]["gpu_host"]
+    assert facts["bundle"]["inputs"][0]["kind"] == "nvidia-bug-report"
+    assert facts["gpus"]["driver_version"] == "418.87.01"
+
+
+def test_gpu_host_facts_bundle_relative_and_missing_names_the_absolute_path(tmp_path: Path, capsys,
+                                                                            monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = run_module(gpu_host_facts.main, {"bundle": "tickets/4711"}, capsys)
+    assert result["failed"] and result["msg"].startswith(f"{tmp_path}/tickets/4711 does not exist")
+
+
+def test_gpu_host_facts_takes_a_capture_or_a_bundle_not_both(capsys) -> None:
+    result = run_module(gpu_host_facts.main, {"bundle": str(BUG_REPORT), "capture": str(H100)}, capsys)
+    assert result["failed"] and "mutually exclusive" in result["msg"]

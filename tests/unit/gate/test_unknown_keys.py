@@ -1,0 +1,81 @@
+"""A model profile or known-good override the gate cannot read blocks, naming the key and the variable.
+
+A misspelled key read as absent left its default in place: ``weight_gib: 140`` skipped the memory check and
+passed at TP8 with only a note. The messages name the variable the user wrote (``labels``), not the role's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import deploy_gate
+
+from ansible.module_utils.gpuhost.gate import decide as gate
+from ansible.module_utils.gpuhost.gate.inputs import read_profile
+from tests.unit.captures import H100, audited
+from tests.unit.modules import run_module
+
+LLAMA70_TP8 = {"name": "Llama-3-70B-Instruct", "family": "llama-3-70b", "weights_gib": 140,
+               "tensor_parallel_size": 8, "attention_heads": 64}
+
+
+def invalid(result: dict[str, Any]) -> list[str]:
+    return [r["summary"] for r in result["reasons"] if r["id"] == "model_profile_invalid"]
+
+
+def test_the_profile_as_meant_passes_at_tp8():
+    assert gate.decide(audited(H100), LLAMA70_TP8)["verdict"] == "pass"
+
+
+def test_a_misspelled_weights_gib_blocks_naming_the_valid_key():
+    model = {**{k: v for k, v in LLAMA70_TP8.items() if k != "weights_gib"}, "weight_gib": 140}
+    result = gate.decide(audited(H100), model)
+    assert result["verdict"] == "block"
+    assert invalid(result) == ["model.weight_gib: unknown key; did you mean weights_gib?"]
+
+
+def test_labels_name_the_variable_the_user_wrote():
+    model = {**LLAMA70_TP8, "min_drivr": "550"}
+    result = gate.decide(audited(H100), model, labels={"model": "deploy_model"})
+    assert invalid(result) == ["deploy_model.min_drivr: unknown key; did you mean min_driver?"]
+    result = gate.decide(audited(H100), "Llama-3-70B", labels={"model": "deploy_model"})
+    assert invalid(result) == ["deploy_model: expected a mapping (name, weights_gib, tensor_parallel_size, ...); "
+                               "found str"]
+
+
+def test_notes_are_free_text_and_every_documented_key_is_read():
+    profile, problems = read_profile({**LLAMA70_TP8, "notes": "bf16", "num_attention_heads": 64, "params_b": 70,
+                                      "bytes_per_param": 2, "kv_cache_gib_per_gpu": 4, "memory_headroom_fraction": 0.1,
+                                      "min_gpus": 2, "min_compute_capability": "9.0", "min_driver": "550",
+                                      "min_cuda": "12.2", "path": "/m", "comm_profile": "llama-3-70b"})
+    assert problems == []
+    assert profile.weights_gib == 140
+
+
+def test_a_comm_profile_that_cannot_be_read_blocks_instead_of_dropping_the_ceiling():
+    _, problems = read_profile({**LLAMA70_TP8, "comm_profile": "llama3-70b"}, "deploy_model")
+    assert problems == ["deploy_model.comm_profile: expected a shipped profile (glm-5, llama-3-70b) or a mapping "
+                        "(name, layers, hidden_size, allreduces_per_layer, dtype_bytes); found 'llama3-70b'; "
+                        "did you mean llama-3-70b?"]
+    _, problems = read_profile({**LLAMA70_TP8, "comm_profile": {"layers": 80, "hiden_size": 8192}})
+    assert problems == ["model.comm_profile.hiden_size: unknown key; did you mean hidden_size?"]
+
+
+def test_a_misspelled_override_field_blocks_with_the_variable_name():
+    override = {"id": "site-x", "arch": "sm_90", "models": ["llama-*"], "flags": ["--x"], "sglang_version": "0.5.9"}
+    result = gate.decide(audited(H100), LLAMA70_TP8, known_good_overrides=[override],
+                         labels={"known_good_overrides": "deploy_known_good_overrides"})
+    assert [r["summary"] for r in result["reasons"] if r["id"] == "known_good_override_invalid"] == [
+        "deploy_known_good_overrides[0].sglang_version: unknown key; did you mean sglang_versions?"]
+    result = gate.decide(audited(H100), LLAMA70_TP8, known_good_overrides={"id": "x"},
+                         labels={"known_good_overrides": "deploy_known_good_overrides"})
+    assert "deploy_known_good_overrides: expected a list of entries; found dict" in [
+        r["summary"] for r in result["reasons"]]
+
+
+def test_the_module_takes_any_model_and_blocks_on_a_string_with_its_label(capsys):
+    result = run_module(deploy_gate.main, {"audit": audited(H100), "model": "GLM-5",
+                                           "labels": {"model": "deploy_model"}}, capsys)
+    assert result["verdict"] == "block"
+    assert invalid(result) == ["deploy_model: expected a mapping (name, weights_gib, tensor_parallel_size, ...); "
+                               "found str"]

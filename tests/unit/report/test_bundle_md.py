@@ -1,0 +1,55 @@
+"""The Markdown report of support material says what each input was and what the material never showed, and
+does not call an IOMMU it never saw "off"."""
+
+from __future__ import annotations
+
+from ansible.module_utils.gpuhost.audit import facts
+from ansible.module_utils.gpuhost.audit.bundle import BundleInput, build_capture
+from ansible.module_utils.gpuhost.audit.source import ReplaySource
+from ansible.module_utils.gpuhost.files.support_material import with_bundle
+from ansible.module_utils.gpuhost.report.bundle_md import bundle_section
+from ansible.module_utils.gpuhost.report.render import host_markdown
+from ansible.module_utils.gpuhost.rules.views import RuleOptions
+from tests.paths import FIXTURES
+
+P2P_NS = (FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt").read_bytes()
+
+
+def pasted_matrix_report() -> str:
+    capture = build_capture([BundleInput("p2p.txt", P2P_NS, command="nvidia-smi topo -p2p r"),
+                             ("notes.txt", b"the customer says it is slow\n")])
+    found = facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions())
+    return host_markdown("customer-vm", with_bundle(found, capture))
+
+
+def test_the_report_lists_each_input_and_what_was_not_seen() -> None:
+    report = pasted_matrix_report()
+    section = report[report.index("## Support material"):]
+    assert "| p2p.txt | nvidia-smi-topo-p2p | commands:nvidia-smi topo -p2p r |" in section
+    assert "| notes.txt | not recognised | nothing read |" in section
+    assert "Not seen in the material" in section
+    assert "- PCI devices from sysfs (/sys/bus/pci/devices)" in section
+
+
+def test_an_iommu_the_material_never_showed_is_not_seen_not_off() -> None:
+    report = pasted_matrix_report()
+    assert "| IOMMU | not seen |" in report
+    assert "off (no IOMMU groups)" not in report
+
+
+def test_a_report_without_support_material_has_no_such_section() -> None:
+    assert bundle_section(None) == []
+    assert bundle_section("garbled") == []
+    assert "## Support material" not in host_markdown("h", {"summary": {}, "iommu": {"enabled": False}})
+    assert "| IOMMU | off (no IOMMU groups) |" in host_markdown("h", {"summary": {}, "iommu": {"enabled": False}})
+
+
+def test_marks_and_warnings_are_shown() -> None:
+    lines = bundle_section({"inputs": [{"name": "r.log.gz", "kind": "nvidia-bug-report", "gzip": True,
+                                        "truncated": True, "as": []}],
+                            "unmapped": [{"name": "nccl.log", "why": "a benchmark log"}],
+                            "warnings": ["two hosts in one bundle"]})
+    text = "\n".join(lines)
+    assert "| r.log.gz (gzip, cut short) | nvidia-bug-report | nothing read |" in text
+    assert "| nccl.log | a benchmark log |" in text
+    assert "- two hosts in one bundle" in text
