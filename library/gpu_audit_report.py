@@ -146,13 +146,12 @@ import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuhost.files.analysis_reports import changed_files, write_files
 from ansible.module_utils.gpuhost.files.report_files import (
     ReportFileError,
     as_text,
     check_host_names,
-    make_directory,
     read_existing,
-    write_atomically,
 )
 from ansible.module_utils.gpuhost.report.bench_shape import check_bench
 from ansible.module_utils.gpuhost.report.plot import sweep_svg
@@ -368,18 +367,11 @@ def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[dict, dict, dic
         fleet_hosts = {**dict.fromkeys(listed), **fleet_hosts}
     files, linked, fleet = planned_files(dest, hosts, module.params["fleet"], captures, module.params["captures_dest"],
                                          module.params["bench"], fleet_hosts, module.warn)
-    changed = {}
     # The hosts' JSON reports (and fleet.md, with fleet_keep) were read already, and said so when not UTF-8.
     read_before = {os.path.join(dest, f"{host}.json") for host in hosts}
     if module.params["fleet_keep"]:
         read_before.add(os.path.join(dest, "fleet.md"))
-    for path, content in files.items():
-        existing = read_existing(path)
-        if existing is not None and as_text(existing) is None and path not in read_before:
-            module.warn(f"{path} is not UTF-8 text; it is replaced by the new report")
-        if existing != content.encode("utf-8"):
-            changed[path] = content
-    return changed, guest_links(linked), fleet
+    return changed_files(files, module.warn, read_before), guest_links(linked), fleet
 
 
 def said_where(line: str, report: str, would_write: bool) -> str:
@@ -404,13 +396,10 @@ def main() -> None:
     except ReportFileError as exc:
         module.fail_json(msg=f"gpu_audit_report: {exc}")
     if changed and not module.check_mode:
-        done: list[str] = []
         try:
-            for path, content in changed.items():
-                make_directory(os.path.dirname(path))
-                write_atomically(path, content.encode("utf-8"))
-                done.append(path)
+            write_files(changed)
         except ReportFileError as exc:
+            done = getattr(exc, "written", [])
             module.fail_json(msg=f"cannot write the reports under {dest}: {exc}; set gpu_audit_report_dir to a "
                                  "writable directory", changed=bool(done), written=sorted(done))
     reports = {host: {"json": os.path.join(dest, f"{host}.json"), "markdown": os.path.join(dest, f"{host}.md")}

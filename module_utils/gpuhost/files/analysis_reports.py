@@ -5,7 +5,7 @@ The analysis writes its reports itself instead of handing its facts to gpu_audit
 passed between two tasks go through Ansible's templating and result handling, which costs several times the
 analysis itself (scripts/bench_analyze.py). The content comes from the same code (report/render.py,
 report/plot.py, rules/proxmox_plans.py, files/report_files.py), so a report reads the same whichever way it
-was made. What differs is on purpose: the material is the whole truth about a host here, so a report never
+was made; ``changed_files`` and ``write_files`` are gpu_audit_report's too. What differs is on purpose: the material is the whole truth about a host here, so a report never
 keeps the benchmark of an earlier report, and fleet.md lists the inputs of this run only (an input that
 could not be read is a row saying why).
 """
@@ -59,12 +59,14 @@ def planned_files(dest: str, hosts: dict[str, dict[str, Any]], not_read: dict[st
     return files
 
 
-def changed_files(files: dict[str, str], warn: Callable[[str], None]) -> dict[str, str]:
-    """The files whose content differs from what is there; ``ReportFileError`` when one cannot be read."""
+def changed_files(files: dict[str, str], warn: Callable[[str], None],
+                  read_before: frozenset[str] | set[str] = frozenset()) -> dict[str, str]:
+    """The files whose content differs from what is there; ``ReportFileError`` when one cannot be read. A file
+    that is not UTF-8 is warned about, unless it is in ``read_before`` (its reader warned already)."""
     changed = {}
     for path, content in files.items():
         existing = read_existing(path)
-        if existing is not None and as_text(existing) is None:
+        if existing is not None and as_text(existing) is None and path not in read_before:
             warn(f"{path} is not UTF-8 text; it is replaced by the new report")
         if existing != content.encode("utf-8"):
             changed[path] = content
