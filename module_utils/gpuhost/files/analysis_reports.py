@@ -5,9 +5,10 @@ The analysis writes its reports itself instead of handing its facts to gpu_audit
 passed between two tasks go through Ansible's templating and result handling, which costs several times the
 analysis itself (scripts/bench_analyze.py). The content comes from the same code (report/render.py,
 report/plot.py, rules/proxmox_plans.py, files/report_files.py), so a report reads the same whichever way it
-was made; ``changed_files`` and ``write_files`` are gpu_audit_report's too. What differs is on purpose: the material is the whole truth about a host here, so a report never
-keeps the benchmark of an earlier report, and fleet.md lists the inputs of this run only (an input that
-could not be read is a row saying why).
+was made; ``changed_files`` and ``write_files`` are gpu_audit_report's too. What differs is on purpose:
+the material is the whole truth about a host here, so a report never keeps the benchmark of an earlier
+report, and fleet.md lists the inputs of this run only (an input that could not be read is a row saying
+why).
 """
 
 from __future__ import annotations
