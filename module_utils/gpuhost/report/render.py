@@ -329,7 +329,8 @@ def fleet_markdown(hosts: dict[str, dict[str, Any]], absent: dict[str, dict[str,
     verdicts = [(hosts[h].get("summary") or {}).get("verdict") for h in hosts]
     statuses = [row.get("status") for row in absent.values()]
     header = (f"{len(hosts) + len(absent)} host(s): {verdicts.count('fit')} fit, "
-              f"{verdicts.count('fit, with warnings')} fit with warnings, {verdicts.count('unfit')} unfit")
+              f"{verdicts.count('fit, with warnings')} fit with warnings, {verdicts.count('unfit')} unfit"
+              + (f", {verdicts.count('not judged')} not judged" if "not judged" in verdicts else ""))
     others = [f"{statuses.count(s)} {s}" for s in ABSENT_STATUSES if s in statuses]
     if others:
         header += f"; {', '.join(others)} in this run (rows from their last report)"

@@ -99,4 +99,7 @@ def verdict_scope(facts: dict[str, Any]) -> Scope | None:
         line += f" Besides, {_gpus(vfio)} {'is' if vfio == 1 else 'are'} bound to vfio-pci for guests."
     if proxmox:
         line += f" As a Proxmox node, {vms} are judged too."
+    if summary.get("verdict") == "not judged":
+        line += (" The material did not show everything those rules read (see \"Support material\"), so the "
+                 "verdict is \"not judged\", not fit: audit the host itself to judge it.")
     return Scope(line, short)

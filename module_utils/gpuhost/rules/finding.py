@@ -47,9 +47,18 @@ def counts(findings: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return {s: found.count(s) for s in SEVERITIES}
 
 
+# The finding support material raises when it lacked what other findings need (rules/host.py).
+NOT_JUDGED_ID = "audit_not_judged"
+VERDICTS = ("fit", "fit, with warnings", "not judged", "unfit")
+
+
 def verdict(findings: Iterable[Mapping[str, Any]]) -> str:
-    """A host's verdict from its findings: one critical finding makes it unfit."""
+    """A host's verdict from its findings: one critical finding makes it unfit. Without one, material that lacked
+    what some rules need is "not judged": those rules could neither pass nor fail it, so "fit" would be a guess."""
+    findings = list(findings)
     by_severity = counts(findings)
     if by_severity["critical"]:
         return "unfit"
+    if any(finding.get("id") == NOT_JUDGED_ID for finding in findings):
+        return "not judged"
     return "fit, with warnings" if by_severity["warning"] else "fit"

@@ -29,6 +29,7 @@ from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, ReplaySour
 from ansible.module_utils.gpuhost.audit.virt import UNKNOWN
 from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import parse_bug_report
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
+from ansible.module_utils.gpuhost.rules.finding import VERDICTS
 from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from tests.paths import FIXTURES
 from tests.unit import schemas
@@ -279,7 +280,7 @@ def test_what_the_audit_says_of_the_5xx_bug_report_of_a_guest() -> None:
     assert [(d["virtualization_mode"], d["bar1_total_mib"]) for d in found["gpus"]["devices"]] == \
         [("passthrough", 131072)] * 2
     # Healthy GPUs, and no P2P matrix in a bug report: not judged, so never called fit.
-    assert found["summary"]["verdict"] == "fit, with warnings" and found["summary"]["p2p"] == "unknown"
+    assert found["summary"]["verdict"] == "not judged" and found["summary"]["p2p"] == "unknown"
     judged = next(f for f in found["findings"] if f["id"] == "audit_not_judged")
     assert judged["evidence"]["not_judged"]["p2p_not_supported"] == ["p2p"]
 
@@ -446,4 +447,15 @@ def test_any_material_gives_a_capture_the_audit_replays(inputs) -> None:
     json.dumps(capture)
     assert len(capture["bundle"]["inputs"]) == len(inputs)
     found = audit(capture)
-    assert found["summary"]["verdict"] in ("fit", "fit, with warnings", "unfit")
+    assert found["summary"]["verdict"] in VERDICTS
+    if "audit_not_judged" in ids(found["findings"]):
+        assert found["summary"]["verdict"] in ("not judged", "unfit")
+
+
+def test_material_without_a_critical_finding_but_lacking_evidence_is_not_judged_never_fit() -> None:
+    # The guest's bug report holds no topo -p2p: P2P could not be judged, so "fit, with warnings" would be a guess.
+    found = audit(build_capture([(NEW_REPORT.name, NEW_REPORT.read_bytes())]))
+    assert "p2p" in found["not_seen"]
+    assert not [f for f in found["findings"] if f["severity"] == "critical"]
+    assert found["summary"]["verdict"] == "not judged"
+    assert schemas.validator("facts").is_valid(found)

@@ -53,3 +53,15 @@ def test_marks_and_warnings_are_shown() -> None:
     assert "| r.log.gz (gzip, cut short) | nvidia-bug-report | nothing read |" in text
     assert "| nccl.log | a benchmark log |" in text
     assert "- two hosts in one bundle" in text
+
+
+def test_a_not_judged_verdict_is_explained_and_counted_in_the_fleet() -> None:
+    from ansible.module_utils.gpuhost.report.render import fleet_markdown
+
+    report_path = FIXTURES / "bundles" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
+    capture = build_capture([(report_path.name, report_path.read_bytes())])
+    found = with_bundle(facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions()), capture)
+    report = host_markdown("guest", found)
+    assert report.startswith("# GPU host audit: guest\n\n**Verdict: not judged**")
+    assert 'so the verdict is "not judged", not fit' in report
+    assert "1 host(s): 0 fit, 0 fit with warnings, 0 unfit, 1 not judged." in fleet_markdown({"guest": found}, {})

@@ -18,11 +18,11 @@ from tests.unit import schemas
 # schema_version -> fingerprint of docs/gpu_host.schema.json's shape at that version.
 # 1: the first declared schema. 2: GPU health, NVML handle errors, null cells for pairs not read,
 #    nvidia-smi -q -x as a source, topology notes, the bench's NCCL version and diagnostics.
-# 3: support material: the bundle section, not_seen, a null virtualization type and IOMMU state when nothing
-#    showed them, nvidia-smi -q text as a health source.
+# 3: support material: the bundle section, not_seen, the "not judged" verdict, a null virtualization type and
+#    IOMMU state when nothing showed them, nvidia-smi -q text as a health source.
 SHAPES = {
     2: "5f766fda1a026bc8",
-    3: "c9e2da3a0667be86",
+    3: "a23233d0ab0ad388",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 
