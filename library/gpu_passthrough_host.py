@@ -32,7 +32,9 @@ options:
     choices: [auto, intel, amd]
     default: auto
   sysfs_root:
-    description: The directory holding C(sys/) to read; another than C(/) only for tests (a fake sysfs tree).
+    description:
+      - The directory holding C(sys/) to read, and C(proc/cmdline) and C(proc/cpuinfo) when it is not C(/).
+      - Another than C(/) only for tests (a fake sysfs tree).
     type: path
     default: /
 author:
@@ -65,7 +67,7 @@ cmdline_params:
   returned: always
   type: list
   elements: dict
-  sample: [{"key": "intel_iommu", "value": "on", "conflicts": ["off"]}, {"key": "iommu", "value": "pt",
+  sample: [{"name": "intel_iommu", "value": "on", "conflicts": ["off"]}, {"name": "iommu", "value": "pt",
            "conflicts": ["nopt", "off"]}]
 running_cmdline:
   description: The running kernel's command line (C(/proc/cmdline)).
@@ -99,7 +101,7 @@ plan:
       elements: str
       sample: ["10de:2bb4", "10de:22e8"]
     preceded_drivers:
-      description: Host drivers that must load after vfio-pci (C(softdep <driver> pre: vfio-pci)).
+      description: "Host drivers that must load after vfio-pci (C(softdep <driver> pre: vfio-pci))."
       type: list
       elements: str
     groups_checked:
@@ -171,7 +173,7 @@ def result_of(host: dict[str, Any], gpus: list[str], vendor_choice: str) -> dict
     return {
         "changed": False,
         "cpu_vendor": vendor,
-        "cmdline_params": [{"key": r.key, "value": r.value, "conflicts": sorted(r.conflicts)} for r in rules],
+        "cmdline_params": [{"name": r.key, "value": r.value, "conflicts": sorted(r.conflicts)} for r in rules],
         "running_cmdline": host["cmdline"],
         "cmdline_ok": cmdline_ok,
         "iommu_enabled": bool(host["iommu_enabled"]),

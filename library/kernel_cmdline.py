@@ -35,7 +35,7 @@ options:
     elements: dict
     required: true
     suboptions:
-      key:
+      name:
         description: The parameter's name, such as C(intel_iommu).
         type: str
         required: true
@@ -65,8 +65,8 @@ EXAMPLES = r"""
     path: /etc/default/grub
     format: grub
     params:
-      - {key: intel_iommu, value: "on", conflicts: ["off"]}
-      - {key: iommu, value: pt, conflicts: ["off", nopt]}
+      - {name: intel_iommu, value: "on", conflicts: ["off"]}
+      - {name: iommu, value: pt, conflicts: ["off", nopt]}
   register: cmdline
 
 - name: Regenerate grub.cfg
@@ -114,7 +114,7 @@ def get_argument_spec() -> dict:
         "path": {"type": "path", "required": True},
         "format": {"type": "str", "choices": ["grub", "kernel_cmdline"], "required": True},
         "params": {"type": "list", "elements": "dict", "required": True, "options": {
-            "key": {"type": "str", "required": True},
+            "name": {"type": "str", "required": True},
             "value": {"type": "str"},
             "conflicts": {"type": "list", "elements": "str", "default": []},
         }},
@@ -122,7 +122,7 @@ def get_argument_spec() -> dict:
 
 
 def rules_of(params: list[dict[str, Any]]) -> list[Rule]:
-    return [Rule(p["key"], p.get("value"), frozenset(p.get("conflicts") or [])) for p in params]
+    return [Rule(p["name"], p.get("value"), frozenset(p.get("conflicts") or [])) for p in params]
 
 
 def write(module: AnsibleModule, path: str, text: str) -> None:

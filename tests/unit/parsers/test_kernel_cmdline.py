@@ -70,7 +70,7 @@ def test_amd_adds_no_amd_iommu_on(line, expected):
 
 
 def test_unclosed_quote_is_refused_with_what_to_do():
-    with pytest.raises(CmdlineError, match="unclosed quote.*close it by hand"):
+    with pytest.raises(CmdlineError, match=r"unclosed quote.*close it by hand"):
         ensure('quiet foo="a b', INTEL_CMDLINE)
 
 
