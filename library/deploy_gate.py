@@ -114,6 +114,18 @@ options:
         C(deploy_known_good_overrides) when the values came from them.
     type: dict
     default: {}
+  model_collectives:
+    description:
+      - The all-reduces one decode step runs, counted from the model directory's C(config.json), as the
+        C(collectives) that M(sglang_model_check) returns when run with C(tensor_parallel_size). When its C(status)
+        is C(modelled), its counts (C(layers), C(hidden_size), C(allreduces_per_layer), C(dtype_bytes),
+        C(extra_allreduces)) price the communication floor instead of the shipped profile's, a note names each field
+        where the two disagree, and the floor's C(source) ends in C(collectives per step from the model's config.json).
+      - C(not_modelled) (an architecture the counts do not cover, or a C(config.json) not read, with C(reason))
+        leaves the shipped profile's counts, with a note; without one the floor is not modelled, never guessed.
+      - Omitted, the counts come from O(model) alone (C(comm_profile), C(family), its own fields), and the floor's
+        C(source) names which.
+    type: raw
   fail_on_block:
     description: Fail the task when the verdict is C(block), with the reasons in the message.
     type: bool
@@ -286,11 +298,17 @@ launch:
       description: Per GPU of the group, GiB needed (weights, KV cache, headroom) and available.
       type: dict
     expected_comm_ceiling_tok_s:
-      description: The single-stream decode rate all-reduce latency alone allows; null without a benchmark.
+      description: >-
+        The single-stream decode rate all-reduce latency alone allows; null without a benchmark's all-reduce
+        or a probe's GPU-to-GPU copy latency.
       type: float
-      sample: 467.9
+      sample: 32.7
     comm_floor:
-      description: The communication model's full result behind that figure.
+      description: >-
+        The communication model's full result behind that figure: C(basis) C(measured_all_reduce) (an
+        all-reduce measured over the serving rank count) or C(estimated_from_pair_latency) (the probe's copy
+        latency times the hops of the algorithm NCCL picks, with C(estimate)), C(source), C(assumptions),
+        C(comm_us_per_token) and the rest of comm_model's floor.
       type: dict
     known_good_source:
       description: The known-good entries applied (C(id), C(arch), C(models), C(sglang_versions), C(flags), C(source)).
@@ -328,6 +346,8 @@ def get_argument_spec() -> dict:
         "labels": {"type": "dict", "default": {}},
         "sglang_help": {"type": "str"},
         "fail_on_block": {"type": "bool", "default": False},
+        # raw: a value of another shape becomes a note, not a type conversion failure.
+        "model_collectives": {"type": "raw"},
     }
 
 
@@ -337,7 +357,7 @@ def main() -> None:
     result = decide(params["audit"], params["model"], bench=params["bench"], probe=params["probe"],
                     accept=params["accept"], sglang_version=params["sglang_version"],
                     known_good_overrides=params["known_good_overrides"], sglang_help=params["sglang_help"],
-                    labels=params["labels"])
+                    labels=params["labels"], model_collectives=params["model_collectives"])
     if params["fail_on_block"] and result["verdict"] == "block":
         module.fail_json(msg=result["summary"] + ": " + " | ".join(r["summary"] for r in result["reasons"]),
                          changed=False, **result)

@@ -40,6 +40,11 @@ options:
     description: Fail when a problem is found. With C(false) the problems are returned and the task passes.
     type: bool
     default: true
+  tensor_parallel_size:
+    description:
+      - The C(--tp) the server will run with. When given, the all-reduces one decode step runs are counted from the
+        directory's C(config.json) (RV(collectives)); omitted, nothing is counted.
+    type: int
 author:
   - GPU host audit maintainers
 """
@@ -86,6 +91,19 @@ problems:
   returned: always
   type: list
   elements: str
+collectives:
+  description:
+    - The all-reduces per decode step at O(tensor_parallel_size), from C(config.json) (bench/model_config.py
+      collectives_per_step) - C(status) C(modelled) with C(allreduces_per_step), C(allreduce_bytes), C(layers),
+      C(hidden_size), C(mtp_layers) and C(source); or C(not_modelled) with C(reason) for an architecture or
+      setting not modelled.
+    - Null without O(tensor_parallel_size) or without a readable C(config.json) (RV(config_problem) says why).
+  returned: always
+  type: dict
+config_problem:
+  description: Why C(config.json) could not be read; null when it was.
+  returned: always
+  type: str
 """
 
 import json
@@ -94,6 +112,7 @@ import pwd
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuhost.bench.model_config import ModelConfigError, collectives_per_step
 from ansible.module_utils.gpuhost.serving.model_dir import Listing, judge, setting_problems, walk
 
 
@@ -104,6 +123,7 @@ def get_argument_spec() -> dict:
         "expected_gib": {"type": "float", "required": True},
         "tolerance": {"type": "float", "default": 0.1},
         "fail_on_problem": {"type": "bool", "default": True},
+        "tensor_parallel_size": {"type": "int"},
     }
 
 
@@ -149,6 +169,16 @@ def walk_as(module: AnsibleModule, path: str, user: str) -> Listing:
     raise AssertionError("unreachable")
 
 
+def collectives(listing: Listing, tensor_parallel_size: int | None) -> dict | None:
+    """What config.json says one decode step all-reduces at that TP; a config that cannot be read says why."""
+    if tensor_parallel_size is None or listing.config is None:
+        return None
+    try:
+        return collectives_per_step(listing.config, tensor_parallel_size)
+    except ModelConfigError as exc:
+        return {"status": "not_modelled", "reason": str(exc), "allreduces_per_step": None}
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     params = module.params
@@ -167,6 +197,8 @@ def main() -> None:
         "unreadable": listing.unreadable,
         "not_regular": listing.not_regular,
         "problems": verdict.problems,
+        "collectives": collectives(listing, params["tensor_parallel_size"]),
+        "config_problem": listing.config_problem,
     }
     if verdict.ok:
         result["msg"] = (f"{params['path']}: {len(listing.files)} weight files, {verdict.found_gib:.1f} GiB "

@@ -36,8 +36,8 @@ def incident_pastes(directory: Path) -> Path:
     matrix = (FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt").read_text(encoding="utf-8")
     (directory / "p2p.txt").write_text("$ nvidia-smi topo -p2p r\n" + matrix, encoding="utf-8")
     shutil.copy(FIXTURES / "nvidia-smi" / "topo-m_2018_8gpu-PIX-PXB-mlx5.txt", directory / "topo-m.txt")
-    shutil.copy(FIXTURES / "nccl" / "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt",
-                directory / "all_reduce.log")
+    shutil.copy(FIXTURES / "nccl" / ("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
+                                     "8xRTXPRO6000-vm-no-p2p.txt"), directory / "all_reduce.log")
     return directory
 
 

@@ -31,8 +31,8 @@ def test_three_kinds_of_input_give_three_reports(tmp_path: Path) -> None:
     (pastes / "p2p.txt").write_text("$ nvidia-smi topo -p2p r\n"
                                     + (FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt").read_text())
     (pastes / "topo-m.txt").write_bytes(TOPO_M)
-    shutil.copy(FIXTURES / "nccl" / "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt",
-                pastes / "all_reduce.log")
+    shutil.copy(FIXTURES / "nccl" / ("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
+                                     "8xRTXPRO6000-vm-no-p2p.txt"), pastes / "all_reduce.log")
     shutil.copy(BUG_REPORT, support / "nvidia-bug-report.log")
     shutil.copy(CAPTURES / "baremetal-8xH100-SXM.json", support / "gpu-node-1.json")
     inputs = "ticket-4711/nvidia-bug-report.log ticket-4711/glm5-vm ticket-4711/gpu-node-1.json"

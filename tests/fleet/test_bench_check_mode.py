@@ -19,7 +19,8 @@ import pytest
 from tests.fleet.test_site_fleet import ROOT, ansible_playbook, task_results
 
 CAPTURE = ROOT / "tests" / "captures" / "baremetal-8xRTXPRO6000-p2p-ok.json"
-NCCL_LOG = ROOT / "tests" / "fixtures" / "nccl" / "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt"
+NCCL_LOG = ROOT / "tests" / "fixtures" / "nccl" / ("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
+                                                   "8xRTXPRO6000-vm-no-p2p.txt")
 PROBE_LOG = ROOT / "tests" / "fixtures" / "p2p" / "p2p-probe_8xRTXPRO6000-baremetal-p2p_constructed.jsonl"
 
 

@@ -54,6 +54,8 @@ PURE_BENCH = {
     "bench.nccl_findings": "what an NCCL benchmark sweep and its tuning say about the host",
     "bench.p2p_judge": "what the P2P probe's measurements mean",
     "bench.comm_model": "the communication floor computed from a model profile",
+    "bench.comm_estimate": "an all-reduce's time estimated from a GPU-to-GPU copy and the algorithm's steps",
+    "bench.model_config": "collectives per decode step counted from a config.json already read",
     "bench.model_profiles": "the built-in model profiles, data",
     "bench.units": "byte units and their display",
     "bench.arguments": "the benchmark modules' options, checked before anything runs",

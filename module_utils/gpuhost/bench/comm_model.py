@@ -1,11 +1,22 @@
-"""What the measured all-reduce latency costs a model: the communication floor of decoding.
+"""What the all-reduce latency costs a model: the communication floor of decoding.
 
 With tensor parallelism every layer ends its attention and its MLP (or MoE) block with an all-reduce
-of the hidden state: ``hidden_size x dtype_bytes`` bytes per token in the batch. Decoding one token
-per stream therefore waits ``layers x allreduces_per_layer`` times for an all-reduce of that size,
-and no kernel tuning can make a step faster than that sum. At batch 1 the message is small (12 KB
-for GLM-5 in bf16), so what counts is the latency at small sizes, exactly what a host-memory
-fallback (no P2P) makes worse.
+of the hidden state: ``hidden_size x dtype_bytes`` bytes per token in the batch (model_config counts
+them from config.json). Decoding one token per stream therefore waits ``allreduces_per_step`` times
+for an all-reduce of that size, and no kernel tuning can make a step faster than that sum. At batch 1
+the message is small (12 KB for GLM-5 in bf16), so what counts is the latency at small sizes, exactly
+what a host-memory fallback (no P2P) makes worse.
+
+The all-reduce's time comes from one of two kinds of number, and the result says which (``basis``):
+``measured_all_reduce`` (an all-reduce measured over the serving rank count, ``comm_floor``) or
+``estimated_from_pair_latency`` (the per-pair copy latency times the step count of the algorithm NCCL
+picks at that rank count, ``estimated_floor``, with its ``assumptions``). A point-to-point figure is
+never read as an all-reduce.
+
+The floor's result (what other roles read; ``explained_share`` turns it into a share of a measured
+time per token): ``basis``, ``source`` (one line), ``assumptions`` (list), ``comm_us_per_token``,
+``max_tokens_per_s_single_stream``, ``allreduces_per_step``, ``allreduce_bytes``,
+``allreduce_latency_us``, ``tensor_parallel_size``, ``summary``, ``notes``; ``estimate`` when estimated.
 
 Pure functions: no Ansible, no I/O. Errors are ``CommModelError`` (a ``ValueError``) saying what was
 expected, what was found and what to do.
@@ -19,6 +30,7 @@ from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any
 
+from ansible.module_utils.gpuhost.bench.comm_estimate import EstimateError, estimate_allreduce
 from ansible.module_utils.gpuhost.parsers.known_names import unknown_keys
 from ansible.module_utils.gpuhost.rules.catalog import make
 
@@ -36,13 +48,19 @@ class ModelProfile:
     dtype_bytes: int  # of the activations that are all-reduced: 2 for bf16/fp16, also for fp4/fp8 weights
     tensor_parallel_size: int
     notes: str = ""
+    # All-reduces outside the layers: the vocab-parallel embedding's, and MTP draft layers' when speculating.
+    extra_allreduces: int = 0
+
+    @property
+    def allreduces_per_step(self) -> int:
+        return self.layers * self.allreduces_per_layer + self.extra_allreduces
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 _INT_FIELDS = ("layers", "allreduces_per_layer", "hidden_size", "dtype_bytes", "tensor_parallel_size")
-_FIELDS = ("name", *_INT_FIELDS, "notes")
+_FIELDS = ("name", *_INT_FIELDS, "notes", "extra_allreduces")
 
 
 def load_profile(data: Mapping[str, Any]) -> ModelProfile:
@@ -66,6 +84,11 @@ def load_profile(data: Mapping[str, Any]) -> ModelProfile:
             raise CommModelError(f"model profile {name!r}: expected {key!r} as a whole number of 1 or more; "
                                  f"found {value!r}. Correct the value")
         values[key] = value
+    extra = data.get("extra_allreduces", 0)
+    if isinstance(extra, bool) or not isinstance(extra, int) or extra < 0:
+        raise CommModelError(f"model profile {name!r}: expected 'extra_allreduces' as a whole number of 0 or more; "
+                             f"found {extra!r}. Count the all-reduces outside the layers (1 for the embedding)")
+    values["extra_allreduces"] = extra
     notes = data.get("notes", "")
     if not isinstance(notes, str):
         raise CommModelError(f"model profile {name!r}: expected 'notes' as text; found {type(notes).__name__}. "
@@ -138,37 +161,16 @@ def interpolate_latency_us(curve: Sequence[tuple[int, float]], size: int) -> flo
     return _interpolate(curve, size)[0]
 
 
-def comm_floor(profile: ModelProfile, curve: Sequence[tuple[int, float]], batch: int = 1,
-               measured_ranks: int | None = None) -> dict[str, Any]:
-    """The decode time all-reduce alone takes, and the token rates it allows, at batch 1 and at ``batch``."""
-    if not isinstance(profile, ModelProfile):
-        raise CommModelError(f"comm floor: expected a ModelProfile; found {type(profile).__name__}. "
-                             "Load it with load_profile()")
-    _check_batch(batch)
-    allreduces = profile.layers * profile.allreduces_per_layer
-    notes = []
-    if measured_ranks is not None and measured_ranks != profile.tensor_parallel_size:
-        notes.append(f"The curve was measured over {measured_ranks} GPUs, the profile runs tensor-parallel over "
-                     f"{profile.tensor_parallel_size}: measure with -g {profile.tensor_parallel_size} for this figure.")
-    if profile.tensor_parallel_size == 1:
-        return {
-            "model": profile.name, "batch": batch, "tensor_parallel_size": 1, "allreduces_per_step": 0,
-            "allreduce_bytes": 0, "allreduce_latency_us": 0.0, "latency_basis": "none",
-            "comm_us_per_step": 0.0, "comm_us_per_token": 0.0,
-            "max_tokens_per_s_single_stream": None, "max_tokens_per_s_per_stream": None,
-            "max_tokens_per_s_aggregate": None,
-            "summary": "no all-reduce at tensor-parallel size 1: communication sets no floor on this host",
-            "notes": notes,
-        }
-    single_latency, _ = _interpolate(curve, allreduce_bytes_per_token(profile, 1))
-    single_step_us = allreduces * single_latency
-    size = allreduce_bytes_per_token(profile, batch)
-    latency, basis = _interpolate(curve, size)
+MEASURED = "measured_all_reduce"
+ESTIMATED = "estimated_from_pair_latency"
+
+
+def _floor(profile: ModelProfile, batch: int, size: int, latency: float, single_latency: float, basis: str,
+           latency_basis: str, source: str, assumptions: list[str], notes: list[str]) -> dict[str, Any]:
+    """The floor's result, the same shape whichever number priced it (documented in README and RETURN)."""
+    allreduces = profile.allreduces_per_step
     step_us = allreduces * latency
-    if basis in ("clamped", "extrapolated"):
-        notes.append(f"The all-reduce of {size} bytes lies outside the measured sizes ({basis}): extend the sweep "
-                     "to cover it for a measured figure.")
-    single_rate = 1e6 / single_step_us
+    single_rate = 1e6 / (allreduces * single_latency)
     result = {
         "model": profile.name,
         "batch": batch,
@@ -176,20 +178,105 @@ def comm_floor(profile: ModelProfile, curve: Sequence[tuple[int, float]], batch:
         "allreduces_per_step": allreduces,
         "allreduce_bytes": size,
         "allreduce_latency_us": latency,
-        "latency_basis": basis,
+        "latency_basis": latency_basis,
+        # What priced the all-reduce: an all-reduce measured at this rank count, or an estimate from one
+        # GPU-to-GPU copy and the algorithm's step count. Never a point-to-point figure read as an all-reduce.
+        "basis": basis,
+        "source": source,
+        "assumptions": assumptions,
         # Each stream gets one token per decode step, so this is also the time per token of each stream.
         "comm_us_per_step": step_us,
         "comm_us_per_token": step_us,
         "max_tokens_per_s_single_stream": single_rate,
         "max_tokens_per_s_per_stream": 1e6 / step_us,
         "max_tokens_per_s_aggregate": batch * 1e6 / step_us,
-        "summary": f"all-reduce alone limits single-stream decode to {format_rate(single_rate)} tok/s on this host",
+        "summary": f"all-reduce alone limits single-stream decode to {format_rate(single_rate)} tok/s on this host "
+                   f"({source})",
         "notes": notes,
     }
     if batch > 1:
         result["summary_batch"] = (f"at {batch} concurrent streams, all-reduce alone limits decode to "
                                    f"{format_rate(batch * 1e6 / step_us)} tok/s in total on this host")
     return result
+
+
+def _no_floor(profile: ModelProfile, batch: int, basis: str, notes: list[str]) -> dict[str, Any]:
+    return {
+        "model": profile.name, "batch": batch, "tensor_parallel_size": 1, "allreduces_per_step": 0,
+        "allreduce_bytes": 0, "allreduce_latency_us": 0.0, "latency_basis": "none", "basis": basis,
+        "source": "no all-reduce at tensor-parallel size 1", "assumptions": [],
+        "comm_us_per_step": 0.0, "comm_us_per_token": 0.0,
+        "max_tokens_per_s_single_stream": None, "max_tokens_per_s_per_stream": None,
+        "max_tokens_per_s_aggregate": None,
+        "summary": "no all-reduce at tensor-parallel size 1: communication sets no floor on this host",
+        "notes": notes,
+    }
+
+
+def _check_profile_type(profile: Any) -> None:
+    if not isinstance(profile, ModelProfile):
+        raise CommModelError(f"comm floor: expected a ModelProfile; found {type(profile).__name__}. "
+                             "Load it with load_profile()")
+
+
+def comm_floor(profile: ModelProfile, curve: Sequence[tuple[int, float]], batch: int = 1,
+               measured_ranks: int | None = None) -> dict[str, Any]:
+    """The decode time all-reduce alone takes, and the token rates it allows, at batch 1 and at ``batch``,
+    from a measured all-reduce curve (size_bytes, time_us)."""
+    _check_profile_type(profile)
+    _check_batch(batch)
+    notes = []
+    if measured_ranks is not None and measured_ranks != profile.tensor_parallel_size:
+        notes.append(f"The curve was measured over {measured_ranks} GPUs, the profile runs tensor-parallel over "
+                     f"{profile.tensor_parallel_size}: measure with -g {profile.tensor_parallel_size} for this figure.")
+    if profile.tensor_parallel_size == 1:
+        return _no_floor(profile, batch, MEASURED, notes)
+    single_latency, _ = _interpolate(curve, allreduce_bytes_per_token(profile, 1))
+    size = allreduce_bytes_per_token(profile, batch)
+    latency, basis = _interpolate(curve, size)
+    if basis in ("clamped", "extrapolated"):
+        notes.append(f"The all-reduce of {size} bytes lies outside the measured sizes ({basis}): extend the sweep "
+                     "to cover it for a measured figure.")
+    ranks = measured_ranks or profile.tensor_parallel_size
+    source = f"measured all-reduce over {ranks} GPUs"
+    assumptions = [f"{profile.allreduces_per_step} all-reduces of {size} bytes per decode step, each at the "
+                   f"measured all-reduce time ({basis} at that size)"]
+    return _floor(profile, batch, size, latency, single_latency, MEASURED, basis, source, assumptions, notes)
+
+
+def estimated_floor(profile: ModelProfile, hop_latency_us: float, bus_gbps: float | None = None, batch: int = 1,
+                    nodes: int = 1) -> dict[str, Any]:
+    """The communication floor when no all-reduce was measured at the serving rank count: each all-reduce
+    estimated from the per-pair copy latency and the step count of the algorithm NCCL picks (comm_estimate).
+    The result has comm_floor's keys, ``basis`` ``estimated_from_pair_latency`` and the estimate itself."""
+    _check_profile_type(profile)
+    _check_batch(batch)
+    if profile.tensor_parallel_size == 1:
+        return _no_floor(profile, batch, ESTIMATED, [])
+    try:
+        single = estimate_allreduce(profile.tensor_parallel_size, allreduce_bytes_per_token(profile, 1),
+                                    hop_latency_us, bus_gbps, nodes)
+        loaded = estimate_allreduce(profile.tensor_parallel_size, allreduce_bytes_per_token(profile, batch),
+                                    hop_latency_us, bus_gbps, nodes) if batch > 1 else single
+    except EstimateError as exc:
+        raise CommModelError(str(exc)) from None
+    source = (f"estimated: {loaded[loaded['nccl_pick']]['steps']} "
+              f"{loaded['nccl_pick']} steps at TP {profile.tensor_parallel_size} from the {hop_latency_us:g} us "
+              "GPU-to-GPU copy latency")
+    assumptions = [f"{profile.allreduces_per_step} all-reduces per decode step", *loaded["assumptions"]]
+    result = _floor(profile, batch, loaded["message_bytes"], loaded["time_us"], single["time_us"], ESTIMATED,
+                    "estimated", source, assumptions, [])
+    result["estimate"] = loaded
+    return result
+
+
+def explained_share(floor: Mapping[str, Any], us_per_token: float | None) -> float | None:
+    """The share of a measured time per token that the communication floor accounts for (0..1, may exceed 1
+    when the floor is an overestimate); None when either is unknown."""
+    comm = floor.get("comm_us_per_token") if isinstance(floor, Mapping) else None
+    if not isinstance(comm, (int, float)) or not isinstance(us_per_token, (int, float)) or us_per_token <= 0:
+        return None
+    return comm / us_per_token
 
 
 def format_rate(rate: float) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.gpuhost.bench.comm_model import CommModelError, ModelProfile, load_profile
+from ansible.module_utils.gpuhost.bench.model_config import collectives_per_step, disagreements
 from ansible.module_utils.gpuhost.parsers.known_names import closest
 
 MODEL_PROFILES: dict[str, dict[str, Any]] = {
@@ -19,12 +20,11 @@ MODEL_PROFILES: dict[str, dict[str, Any]] = {
     # and NeMo AutoModel's GlmMoeDsaConfig defaults (hidden_size 6144, num_hidden_layers 78), which match
     # the values quoted from the model's config.json (model_type glm_moe_dsa, torch_dtype bfloat16) in
     # public serving projects. The Hugging Face file itself was not read. The multi-token-prediction layer
-    # (num_nextn_predict_layers 1) is not counted. Two all-reduces per layer is the tensor-parallel pattern
-    # of this architecture: the attention output projection and the MLP / MoE output are row-parallel and
-    # each ends in an all-reduce. That count is not a config field and was not checked against SGLang's
-    # code for this model: extra collectives (for example around the sparse-attention indexer) would raise
-    # the floor, not lower it. The all-reduced activations stay bf16 (2 bytes) in the NVFP4 checkpoint
-    # too: only the weights are 4-bit.
+    # (num_nextn_predict_layers 1) only runs with speculative decoding and is not counted. Two all-reduces
+    # per layer plus one for the vocab-parallel embedding is what SGLang runs under TP (model_config.py
+    # says where in its code); the profile agrees with tests/fixtures/model_configs (a test checks it).
+    # Collectives around the sparse-attention indexer, if any, would raise the floor, not lower it. The
+    # all-reduced activations stay bf16 (2 bytes) in the NVFP4 checkpoint too: only the weights are 4-bit.
     "glm-5": {
         "name": "GLM-5",
         "layers": 78,
@@ -32,12 +32,14 @@ MODEL_PROFILES: dict[str, dict[str, Any]] = {
         "hidden_size": 6144,
         "dtype_bytes": 2,
         "tensor_parallel_size": 8,
+        "extra_allreduces": 1,
         "notes": "744B MoE, 40B active; 78 layers, hidden 6144, bf16 activations; TP 8 as in the incident "
                  "(8x RTX PRO 6000 Blackwell).",
     },
     # A generic dense reference: Llama 3 70B (meta-llama/Meta-Llama-3-70B config.json, as republished in
     # derived repositories on Hugging Face, the original being gated: num_hidden_layers 80, hidden_size 8192,
-    # bf16/fp16), attention and MLP each ending in one all-reduce under tensor parallelism.
+    # bf16/fp16), attention and MLP each ending in one all-reduce under tensor parallelism, plus the
+    # vocab-parallel embedding's.
     "llama-3-70b": {
         "name": "Llama-3-70B",
         "layers": 80,
@@ -45,9 +47,18 @@ MODEL_PROFILES: dict[str, dict[str, Any]] = {
         "hidden_size": 8192,
         "dtype_bytes": 2,
         "tensor_parallel_size": 8,
+        "extra_allreduces": 1,
         "notes": "Dense 70B reference; 80 layers, hidden 8192, bf16.",
     },
 }
+
+
+def check_against_config(key: str, config: Any) -> list[str]:
+    """Where the shipped profile ``key`` and the model's config.json disagree (empty when they agree, or
+    when the config's architecture is not modelled)."""
+    shipped = get_profile(key)
+    counted = collectives_per_step(config, shipped.tensor_parallel_size)
+    return disagreements(MODEL_PROFILES[key.strip().lower()], counted)
 
 
 def get_profile(name: str) -> ModelProfile:

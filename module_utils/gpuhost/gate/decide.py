@@ -76,17 +76,19 @@ from ansible.module_utils.gpuhost.gate.launch import (
     launch_env,
     wants_p2p_check,
 )
+from ansible.module_utils.gpuhost.gate.model_collectives import apply_collectives
 from ansible.module_utils.gpuhost.gate.triage import triage_findings
 from ansible.module_utils.gpuhost.rules.catalog import text
 
 
 def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept: Any = None,
            sglang_version: Any = None, known_good_overrides: Any = None, sglang_help: Any = None,
-           labels: Any = None) -> dict[str, Any]:
+           labels: Any = None, model_collectives: Any = None) -> dict[str, Any]:
     """The gate's verdict and launch settings. Never raises on odd input: it blocks and says why.
 
     ``labels`` maps an input (``model``, ``accept``, ``known_good_overrides``) to the name its messages give
-    it, the variable the user wrote (``deploy_model``); by default the input's own name.
+    it, the variable the user wrote (``deploy_model``); by default the input's own name. ``model_collectives``
+    is sglang_model_check's ``collectives`` for the model's directory: its counts price the communication floor.
     """
     out = Decision()
     names = {key: as_text(value) for key, value in as_dict(labels).items() if as_text(value)}
@@ -106,6 +108,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
     profile, profile_problems = read_profile(model, names["model"])
     for problem in profile_problems:
         out.block("model_profile_invalid", problem)
+    apply_collectives(profile, model_collectives, out.notes)
 
     if not isinstance(audit, dict) or not audit:
         out.block("audit_missing", "No audit facts were given, so nothing about this host is known.",
@@ -135,7 +138,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
     args, flag_check = checked_args(out, args, sglang_help, flag_sources(entries), version)
     all_reduce = all_reduce_path(out, host, group, p2p, args, version)
     path = (all_reduce or {}).get("path")
-    ceiling, floor = comm_ceiling(out, bench_data, profile, group)
+    ceiling, floor = comm_ceiling(out, bench_data, profile, group, probe)
     verdict = "block" if out.reasons else "pass"
     launch = {
         "tensor_parallel_size": len(group) if group else None,
@@ -188,10 +191,23 @@ def _check_versions(out: Decision, host: Host, profile: Profile, accepted: froze
                       accept=accepted, remedy=text(f"{key}_version_unknown", "not_a_version"))
 
 
+def _floor_text(launch: dict[str, Any]) -> str:
+    """The communication floor per token with what priced it, so that nobody reads it as negligible by mistake."""
+    floor = launch.get("comm_floor") or {}
+    per_token = floor.get("comm_us_per_token")
+    # Priced on NCCL: where SGLang's custom all-reduce takes the small messages the figure is no floor
+    # (comm_ceiling_basis says so), and a summary line would overstate it.
+    if not isinstance(per_token, (int, float)) or per_token <= 0 or (launch.get("all_reduce") or {}).get("path") \
+            == "custom":
+        return ""
+    return f"; communication floor {per_token / 1000:.1f} ms per token ({floor.get('source') or 'source unknown'})"
+
+
 def _summary(verdict: str, out: Decision, launch: dict[str, Any], profile: Profile) -> str:
     if verdict == "block":
         ids = ", ".join(dict.fromkeys(r["id"] for r in out.reasons))
-        return f"block: {profile.label} must not be deployed here ({len(out.reasons)} reason(s): {ids})"
+        return (f"block: {profile.label} must not be deployed here ({len(out.reasons)} reason(s): {ids})"
+                + _floor_text(launch))
     parts = [f"pass: {profile.label} with --tp {launch['tensor_parallel_size']} on GPUs "
              f"{launch['cuda_visible_devices']}"]
     all_reduce = launch["all_reduce"] or {}
@@ -208,4 +224,4 @@ def _summary(verdict: str, out: Decision, launch: dict[str, Any], profile: Profi
         parts.append("NCCL_P2P_DISABLE=1")
     if out.accepted:
         parts.append(f"{len(out.accepted)} finding(s) accepted as risk")
-    return "; ".join(parts)
+    return "; ".join(parts) + _floor_text(launch)

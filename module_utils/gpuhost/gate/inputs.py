@@ -33,7 +33,7 @@ MODEL_KEYS = frozenset({
 })
 # The keys of a comm_profile mapping, as the communication model reads them (bench/comm_model.py).
 COMM_PROFILE_KEYS = frozenset({"name", "layers", "allreduces_per_layer", "hidden_size", "dtype_bytes",
-                               "tensor_parallel_size", "notes"})
+                               "tensor_parallel_size", "notes", "extra_allreduces"})
 
 
 def as_dict(value: Any) -> dict[str, Any]:
@@ -243,6 +243,10 @@ class Profile:
     min_driver: str | None = None
     min_cuda: str | None = None
     comm: dict[str, Any] = field(default_factory=dict)
+    # Where comm's collectives per step come from ("the shipped profile glm-5", "the model's config.json"), and
+    # why they are not modelled when the model's config.json names an architecture the counts do not cover.
+    comm_source: str | None = None
+    comm_not_modelled: str | None = None
 
     @property
     def label(self) -> str:
@@ -344,20 +348,28 @@ def _comm_profile_problems(value: Any, label: str) -> list[str]:
 def _comm_fields(model: dict[str, Any], profile: Profile) -> dict[str, Any]:
     """What the communication model needs: inline fields, a shipped profile by key, or the family's."""
     base: dict[str, Any] = {}
+    source = None
     key = model.get("comm_profile")
     if isinstance(key, dict):
         base = dict(key)
+        source = "the model profile's comm_profile"
     else:
         for candidate in (key, profile.family, profile.name):
             if isinstance(candidate, str) and candidate.strip().lower() in MODEL_PROFILES:
                 base = dict(MODEL_PROFILES[candidate.strip().lower()])
+                source = f"the shipped profile {candidate.strip().lower()}"
                 break
-    for name in ("layers", "hidden_size", "allreduces_per_layer", "dtype_bytes"):
-        if model.get(name) is not None:
-            base[name] = as_int(model[name]) if as_int(model[name]) is not None else model[name]
+    inline = [name for name in ("layers", "hidden_size", "allreduces_per_layer", "dtype_bytes")
+              if model.get(name) is not None]
+    for name in inline:
+        base[name] = as_int(model[name]) if as_int(model[name]) is not None else model[name]
+    if inline:
+        source = "the model profile's own fields" + (f" over {source}" if source else "")
     if not base.get("layers") or not base.get("hidden_size"):
         return {}
+    profile.comm_source = source
     base.setdefault("allreduces_per_layer", 2)
     base.setdefault("dtype_bytes", 2)
     base.setdefault("name", profile.label)
-    return {k: base[k] for k in ("name", "layers", "allreduces_per_layer", "hidden_size", "dtype_bytes")}
+    return {k: base[k] for k in ("name", "layers", "allreduces_per_layer", "hidden_size", "dtype_bytes",
+                                 "extra_allreduces") if k in base}

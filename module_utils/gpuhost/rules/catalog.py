@@ -439,6 +439,13 @@ CATALOG = _entries(
     Entry("bench_nccl_not_run", "bench", "warning", "the NCCL benchmark could not run",
           "Fix what the message names and run playbooks/bench.yml again; until then the deployment gate has no "
           "measured proof."),
+    Entry("serving_decode_slow", "bench", "warning",
+          "the deployed server decodes one stream slower than the minimum set for it",
+          "Read the throughput breakdown: when the communication floor explains most of each token's time, lower "
+          "the all-reduce latency (GPU P2P, see the P2P findings; NVLink; fewer GPUs per tensor-parallel group); "
+          "when it explains little, look at the server's settings (the gate's launch flags, attention and MoE "
+          "backends, CUDA graphs) and at the GPUs' clocks and power. sglang_serve_rollback_on_slow refuses such "
+          "a deployment instead."),
 
     # ---- the gate's own reasons ----------------------------------------------------------
     Entry("audit_missing", "gate", "critical", "the gate was given no audit facts",

@@ -8,6 +8,7 @@ or the wrong model: SGLang would find out minutes into loading, or not at all.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import stat
@@ -37,6 +38,10 @@ class Listing:
     # Weight names that are no regular file (a FIFO, a socket, a device): never opened, since
     # opening a FIFO waits for a writer for ever.
     not_regular: list[str] = field(default_factory=list)
+    # The model's config.json (bench/model_config.py counts collectives from it); None when absent or not
+    # a JSON object, with why in config_problem.
+    config: dict[str, Any] | None = None
+    config_problem: str | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -45,14 +50,16 @@ class Listing:
     def as_dict(self) -> dict[str, Any]:
         return {"path": self.path, "exists": self.exists, "is_dir": self.is_dir, "readable": self.readable,
                 "files": [list(item) for item in self.files], "unreadable": self.unreadable,
-                "not_regular": self.not_regular}
+                "not_regular": self.not_regular, "config": self.config, "config_problem": self.config_problem}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Listing:
         return cls(path=str(data["path"]), exists=bool(data["exists"]), is_dir=bool(data["is_dir"]),
                    readable=bool(data["readable"]), files=[(str(n), int(s)) for n, s in data["files"]],
                    unreadable=[str(n) for n in data["unreadable"]],
-                   not_regular=[str(n) for n in data.get("not_regular", [])])
+                   not_regular=[str(n) for n in data.get("not_regular", [])],
+                   config=data.get("config") if isinstance(data.get("config"), dict) else None,
+                   config_problem=data.get("config_problem"))
 
 
 def _open_regular(path: str) -> int | None:
@@ -67,6 +74,28 @@ def _open_regular(path: str) -> int | None:
         return status.st_size if stat.S_ISREG(status.st_mode) else None
     finally:
         os.close(descriptor)
+
+
+CONFIG_MAX_BYTES = 1024 * 1024  # real config.json files are a few KiB; anything larger is not one
+
+
+def read_config(path: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The directory's config.json as a mapping, or None and why not."""
+    name = os.path.join(path, "config.json")
+    try:
+        size = _open_regular(name)
+    except OSError as exc:
+        return None, f"{name} cannot be read ({exc.strerror or exc}); the collectives per step are not counted"
+    if size is None or size > CONFIG_MAX_BYTES:
+        return None, f"{name} is no regular file of at most 1 MiB; expected the model's config.json"
+    try:
+        with open(name, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return None, f"{name} is not valid JSON ({exc}); expected the model's config.json"
+    if not isinstance(data, dict):
+        return None, f"{name} holds a JSON {type(data).__name__}; expected an object"
+    return data, None
 
 
 def walk(path: str) -> Listing:
@@ -106,6 +135,7 @@ def walk(path: str) -> Listing:
     listing.files.sort()
     listing.unreadable.sort()
     listing.not_regular.sort()
+    listing.config, listing.config_problem = read_config(path)
     return listing
 
 

@@ -21,11 +21,23 @@ Behaviours for tests, from ``--standin-behaviour`` or ``SGLANG_STANDIN_BEHAVIOUR
 ``exit``              a device-side assert in the log, exit status 1, at once
 
 ``--standin-health-delay`` / ``SGLANG_STANDIN_HEALTH_DELAY`` (seconds, default 2): the "loading" time.
+
+Pacing, so that throughput measurements have a known answer:
+
+``--standin-token-delay`` / ``SGLANG_STANDIN_TOKEN_DELAY`` (seconds, default 0): one decode step. Every
+running request gets one token per step, the first after one step (the prefill), as a batched decode
+does: one stream makes 1/delay tokens per second, N streams N/delay in total.
+``--standin-max-running`` / ``SGLANG_STANDIN_MAX_RUNNING`` (default 0, no limit): requests decoded at
+once, like SGLang's ``--max-running-requests``; the others wait in the queue. So N streams make at
+most max_running/delay tokens per second in total.
+``"stream": true`` on /v1/completions answers as SGLang does: server-sent events, one chunk per token,
+a usage chunk when ``stream_options.include_usage`` is set, then ``data: [DONE]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -64,6 +76,8 @@ class Settings:
     served_model_name: str | None = None
     behaviour: str = "good"
     health_delay: float = 2.0
+    token_delay: float = 0.0
+    max_running: int = 0
     ignored: list[str] = field(default_factory=list)
 
     @property
@@ -122,6 +136,10 @@ def parser() -> argparse.ArgumentParser:
                    default=os.environ.get("SGLANG_STANDIN_BEHAVIOUR", "good"))
     p.add_argument("--standin-health-delay", type=float,
                    default=float(os.environ.get("SGLANG_STANDIN_HEALTH_DELAY", "2")))
+    p.add_argument("--standin-token-delay", type=float,
+                   default=float(os.environ.get("SGLANG_STANDIN_TOKEN_DELAY", "0")))
+    p.add_argument("--standin-max-running", type=int,
+                   default=int(os.environ.get("SGLANG_STANDIN_MAX_RUNNING", "0")))
     return p
 
 
@@ -136,7 +154,13 @@ def parse_args(argv: Sequence[str]) -> Settings:
     args, ignored = parser().parse_known_args(argv)
     return Settings(model_path=args.model_path, host=args.host, port=args.port, api_key=args.api_key,
                     tp_size=args.tp_size, served_model_name=args.served_model_name,
-                    behaviour=args.standin_behaviour, health_delay=args.standin_health_delay, ignored=ignored)
+                    behaviour=args.standin_behaviour, health_delay=args.standin_health_delay,
+                    token_delay=_seconds(args.standin_token_delay), max_running=max(0, args.standin_max_running),
+                    ignored=ignored)
+
+
+def _seconds(value: float) -> float:
+    return max(0.0, value) if math.isfinite(value) else 0.0
 
 
 @dataclass
@@ -200,6 +224,12 @@ def generate(settings: Settings, prompt: str, max_tokens: int, temperature: floa
 
 
 def completion(settings: Settings, request: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    return completion_and_pieces(settings, request, rng)[0]
+
+
+def completion_and_pieces(settings: Settings, request: dict[str, Any],
+                          rng: random.Random) -> tuple[dict[str, Any], list[str]]:
+    """The answer's body, and its text in the pieces (tokens) a stream sends one by one."""
     prompt = request.get("prompt", "")
     if isinstance(prompt, list):
         prompt = prompt[0] if prompt else ""
@@ -217,7 +247,7 @@ def completion(settings: Settings, request: dict[str, Any], rng: random.Random) 
         choice["logprobs"] = {"text_offset": offsets, "token_logprobs": logprobs, "tokens": pieces,
                               "top_logprobs": [None] * len(pieces)}
     prompt_tokens = len(str(prompt).split())
-    return {
+    body = {
         "id": hashlib.sha256(rng.randbytes(8)).hexdigest()[:32],
         "object": "text_completion",
         "created": int(time.time()),
@@ -226,6 +256,7 @@ def completion(settings: Settings, request: dict[str, Any], rng: random.Random) 
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(pieces),
                   "total_tokens": prompt_tokens + len(pieces)},
     }
+    return body, pieces
 
 
 # ------------------------------------------------------------------------------------------------
@@ -244,6 +275,8 @@ class Handler(BaseHTTPRequestHandler):
     settings: Settings
     rng: random.Random
     lock: threading.Lock
+    # The decode slots (--standin-max-running); None: no limit.
+    slots: threading.Semaphore | None
 
     def log_message(self, fmt: str, *args: Any) -> None:
         sys.stderr.write(f"INFO: {self.address_string()} - {fmt % args}\n")
@@ -278,10 +311,35 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(HTTPStatus.BAD_REQUEST, {"object": "error", "message": str(err), "code": 400})
                 return
             with self.lock:
-                body = completion(self.settings, request, self.rng)
-            self._send(HTTPStatus.OK, body)
+                body, pieces = completion_and_pieces(self.settings, request, self.rng)
+            with self.slots or contextlib.nullcontext():
+                if request.get("stream") is True:
+                    self._stream(body, pieces, request)
+                else:
+                    time.sleep(self.settings.token_delay * body["usage"]["completion_tokens"])
+                    self._send(HTTPStatus.OK, body)
         else:
             self._send(HTTPStatus.NOT_FOUND, {"detail": "Not Found"})
+
+    def _stream(self, body: dict[str, Any], pieces: list[str], request: dict[str, Any]) -> None:
+        """The completion as SGLang streams it: one event per token, each after one decode step."""
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        choice = body["choices"][0]
+        head = {key: body[key] for key in ("id", "object", "created", "model")}
+        for number, piece in enumerate(pieces, start=1):
+            time.sleep(self.settings.token_delay)
+            last = number == len(pieces)
+            self._event({**head, "choices": [{"index": 0, "text": piece, "logprobs": None,
+                                              "finish_reason": choice["finish_reason"] if last else None}]})
+        if (request.get("stream_options") or {}).get("include_usage") is True:
+            self._event({**head, "choices": [], "usage": body["usage"]})
+        self.wfile.write(b"data: [DONE]\n\n")
+
+    def _event(self, data: dict[str, Any]) -> None:
+        self.wfile.write(b"data: " + json.dumps(data, allow_nan=False).encode() + b"\n\n")
 
     def do_GET(self) -> None:
         self._route("GET")
@@ -292,7 +350,8 @@ class Handler(BaseHTTPRequestHandler):
 
 def make_server(settings: Settings) -> ThreadingHTTPServer:
     handler = type("BoundHandler", (Handler,), {
-        "settings": settings, "rng": random.Random(), "lock": threading.Lock()})
+        "settings": settings, "rng": random.Random(), "lock": threading.Lock(),
+        "slots": threading.Semaphore(settings.max_running) if settings.max_running > 0 else None})
     server_class = ThreadingHTTPServer
     if ":" in settings.host:
         server_class = type("ThreadingHTTPServer6", (ThreadingHTTPServer,), {"address_family": socket.AF_INET6})
@@ -329,7 +388,8 @@ def main(argv: Sequence[str], environ: dict[str, str] | None = None) -> int:
         log("RuntimeError: CUDA error: device-side assert triggered")
         return 1
     time.sleep(max(0.0, settings.health_delay) if math.isfinite(settings.health_delay) else 0.0)
-    log(f"Load weight end. behaviour={settings.behaviour}")
+    log(f"Load weight end. behaviour={settings.behaviour} token_delay={settings.token_delay} "
+        f"max_running={settings.max_running or 'unlimited'}")
     server = make_server(settings)
     log(f"Uvicorn running on http://{settings.host}:{settings.port} (Press CTRL+C to quit)")
     log("The server is fired up and ready to roll!")

@@ -385,8 +385,8 @@ def test_mixing_a_vm_config_with_nvidia_smi_output_is_flagged() -> None:
 
 def test_other_kinds_and_unknown_text_are_not_written_and_say_why() -> None:
     capture = build_capture([
-        ("nccl.log", (FIXTURES / "nccl" / "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt")
-         .read_bytes()),
+        ("nccl.log", (FIXTURES / "nccl" / ("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
+                                            "8xRTXPRO6000-vm-no-p2p.txt")).read_bytes()),
         ("bw.txt", (FIXTURES / "p2p" / "p2pBandwidthLatencyTest_2xRTX4090-no-p2p.txt").read_bytes()),
         ("note.txt", b"the GPUs are slow, please help\n"),
         ("broken.gz", b"\x1f\x8b\x08\x00garbage"),

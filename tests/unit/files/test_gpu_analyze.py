@@ -16,7 +16,8 @@ from tests.unit.audit.test_bundle import TOPO_M
 from tests.unit.modules import run_module
 
 BUG_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_418_2xV100-SXM2_baremetal_constructed.log"
-NCCL_LOG = FIXTURES / "nccl" / "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt"
+NCCL_LOG = FIXTURES / "nccl" / ("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
+                                 "8xRTXPRO6000-vm-no-p2p.txt")
 P2P_NS = FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt"
 H100 = CAPTURES / "baremetal-8xH100-SXM.json"
 

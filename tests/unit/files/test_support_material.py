@@ -23,7 +23,8 @@ from tests.paths import CAPTURES, FIXTURES
 from tests.unit import schemas
 
 BUG_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
-NCCL_LOG = FIXTURES / "nccl" / "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt"
+NCCL_LOG = FIXTURES / "nccl" / ("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
+                                 "8xRTXPRO6000-vm-no-p2p.txt")
 P2P_NS = FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt"
 
 

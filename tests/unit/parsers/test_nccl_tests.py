@@ -71,7 +71,7 @@ TEXT_EXPECTED = {
         first=row(134217728, 33554432, "float", "sum", m(857.6, 156.51, 156.51, 0), m(819.6, 163.76, 163.76, 0)),
         last=row(536870912, 134217728, "float", "sum", m(2789.9, 192.43, 192.43, 0),
                  m(2793.6, 192.18, 192.18, 0))),
-    "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt": dict(
+    "transfer-test-in-all_reduce_perf-layout_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt": dict(
         collective="all_reduce", nranks=8, nccl_version=None, avg_busbw_gbps=17.0847, out_of_bounds=0, sizes=2,
         first=row(12288, 6144, "bfloat16", "sum", m(13.70, 0.90, 1.57, 0), m(13.70, 0.90, 1.57, 0)),
         last=row(805306368, 402653184, "bfloat16", "sum", m(43230.0, 18.63, 32.60, 0),
@@ -87,7 +87,7 @@ RUN_FACTS = {
     "all_gather_perf_2.13-plus_c0-N-A_hash-stripped_16xH100.txt": ("all_gather", 16),  # two nodes of eight
     "all_gather_perf_2.18.0_nccl2.29.7_mpirun-tagged.txt": ("all_gather", 2),
     "all_reduce_perf_2.13-2.14_nccl2.20.5_debug-info-interleaved_2xA100.txt": ("all_reduce", 2),
-    "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt": ("all_reduce", 8),
+    "transfer-test-in-all_reduce_perf-layout_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt": ("all_reduce", 8),
 }
 TEXT_FIXTURES = sorted(TEXT_EXPECTED)
 CRASH_FIXTURE = "all_reduce_perf_2.13-2.14_crash-unhandled-cuda-error_2x3090.txt"
@@ -186,7 +186,8 @@ def _without_names(text: str) -> str:
 
 @pytest.mark.parametrize(("name", "collective", "source"), [
     # Rows, rank count and busbw/algbw alone.
-    ("all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt", "all_reduce", "columns"),
+    ("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
+     "8xRTXPRO6000-vm-no-p2p.txt", "all_reduce", "columns"),
     ("all_reduce_perf_2.0-era_nccl2.4.2_4xV100-PCIe.txt", "all_reduce", "columns"),
     ("all_gather_perf_2.0-era_c0-N-A_8xA100.txt", "all_gather", "columns"),
     ("broadcast_perf_rccl-tests_gfx1151_root0_excerpt.txt", "broadcast", "columns"),
@@ -225,7 +226,8 @@ def test_a_command_the_columns_contradict_names_nothing() -> None:
     assert run.collective is None
     # Two binaries named: no single command to believe, the columns decide.
     two = "./all_reduce_perf -g 8; ./all_gather_perf -g 8\n"
-    run = parse_nccl_tests(two + fixture("all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt"))
+    run = parse_nccl_tests(two + fixture("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
+                                         "8xRTXPRO6000-vm-no-p2p.txt"))
     assert (run.collective, run.collective_source) == ("all_reduce", "columns")
 
 
@@ -586,7 +588,8 @@ def test_property_truncated_fixtures(name: str, data: st.DataObject) -> None:
     _only_own_errors(parse_nccl_tests, text[cut:])
 
 
-@pytest.mark.parametrize("name", ["all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt", CRASH_FIXTURE,
+@pytest.mark.parametrize("name", ["transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
+                                  "8xRTXPRO6000-vm-no-p2p.txt", CRASH_FIXTURE,
                                   "all_gather_perf_2.13-plus_c0-N-A_hash-stripped_16xH100.txt"])
 def test_truncation_at_every_offset(name: str) -> None:
     text = fixture(name)

@@ -20,10 +20,13 @@ from tests.paths import FIXTURES
 # dumps and sysfs files the audit reads itself, a Proxmox PCI mapping, SGLang's --help).
 FIXTURE_KINDS = [
     ("*/SOURCES.md", None),
+    ("model_configs/*.json", None),  # a model's config.json: no tool output
     ("bundles/*.log", "nvidia-bug-report"),
     ("nccl/*.json", "nccl-tests-json"),
     ("nccl/nccl-debug_*", "nccl-debug"),
     ("nccl/*_perf_*", "nccl-tests"),
+    # Transfer-test figures laid out as all_reduce_perf prints: by content an nccl-tests log, which is the trap.
+    ("nccl/transfer-test-in-all_reduce_perf-layout_*", "nccl-tests"),
     ("nvidia-smi/list-gpus_*", "nvidia-smi-list"),
     ("nvidia-smi/q_*.xml", "nvidia-smi-q-xml"),
     ("nvidia-smi/q_*.txt", "nvidia-smi-q"),

@@ -91,7 +91,8 @@ def _benches() -> str:
     no_engine = {"engine": "auto", "nccl_tests_dir": empty, "python": sys.executable}
     benches = {
         INCIDENT: {"probe": probe(P2P / "p2p-probe_8xRTXPRO6000-vm-no-p2p_constructed.jsonl"),
-                   "nccl": nccl(log=NCCL / "all_reduce_perf_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt",
+                   "nccl": nccl(log=NCCL / ("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
+                                            "8xRTXPRO6000-vm-no-p2p.txt"),
                                 model_profile="glm-5")},
         PRO6000: {"probe": probe(P2P / "p2p-probe_8xRTXPRO6000-baremetal-p2p_constructed.jsonl"),
                   "nccl": nccl(**no_engine)},  # no nccl-tests, no torch: it says why, with the torch probe

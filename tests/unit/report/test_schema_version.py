@@ -19,10 +19,11 @@ from tests.unit import schemas
 # 1: the first declared schema. 2: GPU health, NVML handle errors, null cells for pairs not read,
 #    nvidia-smi -q -x as a source, topology notes, the bench's NCCL version and diagnostics.
 # 3: support material: the bundle section, not_seen, the "not judged" verdict, a null virtualization type and
-#    IOMMU state when nothing showed them, nvidia-smi -q text as a health source.
+#    IOMMU state when nothing showed them, nvidia-smi -q text as a health source; the communication floor's
+#    basis (measured all-reduce or estimate from the pair copy latency), source, assumptions and estimate.
 SHAPES = {
     2: "5f766fda1a026bc8",
-    3: "a23233d0ab0ad388",
+    3: "e02b6d047b125e76",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 

@@ -230,3 +230,46 @@ def test_module_refuses_a_tolerance_that_passes_anything(capsys: pytest.CaptureF
     assert result["failed"] is True
     assert result["msg"].startswith("sglang_model_check: tolerance is ")
     assert "expected a finite number, 0 or more" in result["msg"]
+
+
+# --------------------------------------------------------------------------------------------------
+# config.json: the collectives per decode step counted from the model's own file
+
+MODEL_CONFIGS = Path(__file__).resolve().parents[2] / "fixtures" / "model_configs"
+
+
+def test_the_module_counts_collectives_from_the_directory_config(capsys: pytest.CaptureFixture[str],
+                                                                 shared_model: Path) -> None:
+    shutil.copy(MODEL_CONFIGS / "GLM-5.1_config.json", shared_model / "config.json")
+    result = check(capsys, shared_model, tensor_parallel_size=8)
+    assert result["ok"] is True and result["config_problem"] is None
+    counted = result["collectives"]
+    assert (counted["status"], counted["architecture"], counted["allreduces_per_step"],
+            counted["allreduce_bytes"]) == ("modelled", "GlmMoeDsaForCausalLM", 157, 12288)
+    # Without the serving TP nothing is counted.
+    assert check(capsys, shared_model)["collectives"] is None
+
+
+def test_a_config_that_cannot_be_read_says_why_and_counts_nothing(capsys: pytest.CaptureFixture[str],
+                                                                 shared_model: Path) -> None:
+    result = check(capsys, shared_model, tensor_parallel_size=8)
+    assert result["collectives"] is None and "config.json cannot be read" in result["config_problem"]
+    (shared_model / "config.json").write_text("{not json")
+    assert "is not valid JSON" in check(capsys, shared_model, tensor_parallel_size=8)["config_problem"]
+    (shared_model / "config.json").write_text("[1, 2]")
+    assert "holds a JSON list; expected an object" in walk(str(shared_model)).config_problem
+
+
+def test_an_unknown_architecture_is_not_modelled(capsys: pytest.CaptureFixture[str], shared_model: Path) -> None:
+    (shared_model / "config.json").write_text('{"architectures": ["RwkvForCausalLM"]}')
+    counted = check(capsys, shared_model, tensor_parallel_size=4)["collectives"]
+    assert counted["status"] == "not_modelled" and "'RwkvForCausalLM' is not modelled" in counted["reason"]
+    (shared_model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "hidden_size": 8}')
+    counted = check(capsys, shared_model, tensor_parallel_size=4)["collectives"]
+    assert counted["status"] == "not_modelled" and "expected num_hidden_layers" in counted["reason"]
+
+
+def test_listing_with_config_round_trips(model: Path) -> None:
+    listing = walk(str(model))
+    assert listing.config == {} and listing.config_problem is None
+    assert Listing.from_dict(listing.as_dict()) == listing

@@ -1,0 +1,92 @@
+"""The communication ceiling from the right kind of number: a measured all-reduce over the serving rank
+count, or an estimate from the probe's GPU-to-GPU copy latency; never a transfer figure read as an
+all-reduce. The incident's logs side by side: the transfer test laid out as all_reduce_perf
+(tests/fixtures/nccl) and the P2P probe of the same guest (tests/fixtures/p2p)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible.module_utils.gpuhost.bench.from_logs import nccl_from_log, probe_from_log
+from ansible.module_utils.gpuhost.gate import decide as gate
+from tests import paths
+from tests.unit.captures import INCIDENT, PRO6000, audited
+
+TRANSFER_LOG = paths.FIXTURES / "nccl" / (
+    "transfer-test-in-all_reduce_perf-layout_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt")
+INCIDENT_PROBE = paths.FIXTURES / "p2p" / "p2p-probe_8xRTXPRO6000-vm-no-p2p_constructed.jsonl"
+BAREMETAL_PROBE = paths.FIXTURES / "p2p" / "p2p-probe_8xRTXPRO6000-baremetal-p2p_constructed.jsonl"
+GLM5 = {"name": "GLM-5-NVFP4", "family": "glm-5", "weights_gib": 403, "tensor_parallel_size": "auto",
+        "attention_heads": 64}
+
+
+def decide(facts: str, bench: dict | None, probe: dict | None) -> dict:
+    return gate.decide(audited(facts), GLM5, bench=bench, probe=probe, accept=["p2p_not_supported"])
+
+
+def test_the_transfer_log_read_alone_is_a_measured_all_reduce() -> None:
+    # Without the probe nothing tells the row is one copy's time: labelled for what it claims to be.
+    result = decide(INCIDENT, nccl_from_log(str(TRANSFER_LOG)), None)
+    floor = result["launch"]["comm_floor"]
+    assert floor["basis"] == "measured_all_reduce"
+    assert result["launch"]["expected_comm_ceiling_tok_s"] == pytest.approx(1e6 / (157 * 13.7), abs=0.05)
+
+
+def test_with_the_probe_the_transfer_is_refused_and_the_floor_estimated() -> None:
+    result = decide(INCIDENT, nccl_from_log(str(TRANSFER_LOG)), probe_from_log(str(INCIDENT_PROBE)))
+    launch = result["launch"]
+    floor = launch["comm_floor"]
+    assert floor["basis"] == "estimated_from_pair_latency"
+    assert any("these figures are a transfer test, not an all-reduce" in n for n in result["notes"])
+    # The probe's slowest pair copies 16 KiB in 13.9 us (GPU time); 14 ring hops per all-reduce, 157 per token.
+    assert floor["estimate"]["hop_latency_us"] == 13.9 and floor["estimate"]["ring"]["steps"] == 14
+    assert floor["comm_us_per_token"] == pytest.approx(157 * 14 * 13.9)
+    assert launch["expected_comm_ceiling_tok_s"] == pytest.approx(1e6 / (157 * 14 * 13.9), abs=0.05)
+    assert launch["expected_comm_ceiling_tok_s"] < 40  # of the order of the observed 11 tok/s, not 465
+    assert any("slowest pair of the group" in a for a in floor["assumptions"])
+    # The verdict's one line says it too, with what priced it.
+    assert result["summary"].endswith("; communication floor 30.6 ms per token (estimated: 14 ring steps at TP 8 "
+                                      "from the 13.9 us GPU-to-GPU copy latency; "
+                                      "collectives per step from the shipped profile glm-5)")
+
+
+def test_the_probe_alone_gives_an_estimate() -> None:
+    floor = decide(INCIDENT, None, probe_from_log(str(INCIDENT_PROBE)))["launch"]["comm_floor"]
+    assert floor["basis"] == "estimated_from_pair_latency" and floor["source"].startswith("estimated: 14 ring")
+
+
+def test_bare_metal_floor_is_small_next_to_its_token_time() -> None:
+    # The same GPUs with P2P: about 50 tok/s single stream (20 ms per token) on bare metal.
+    result = gate.decide(audited(PRO6000), GLM5, probe=probe_from_log(str(BAREMETAL_PROBE)))
+    floor = result["launch"]["comm_floor"]
+    assert floor["basis"] == "estimated_from_pair_latency"
+    assert floor["comm_us_per_token"] < 0.5 * 20_000
+
+
+def test_a_measured_all_reduce_slower_than_two_copies_is_kept() -> None:
+    bench = nccl_from_log(str(TRANSFER_LOG))
+    for row in bench["results"]:
+        for placement in ("out_of_place", "in_place"):
+            row[placement]["time_us"] *= 20
+    bench.pop("comm_floor", None)
+    result = decide(INCIDENT, bench, probe_from_log(str(INCIDENT_PROBE)))
+    assert result["launch"]["comm_floor"]["basis"] == "measured_all_reduce"
+
+
+def test_no_bench_and_no_probe_says_why_there_is_no_ceiling() -> None:
+    result = decide(INCIDENT, None, None)
+    assert result["launch"]["expected_comm_ceiling_tok_s"] is None
+    assert any("neither an all-reduce measured by the benchmark nor a GPU-to-GPU copy latency" in n
+               for n in result["notes"])
+
+
+def test_an_all_reduce_measured_over_other_ranks_gives_way_to_the_estimate() -> None:
+    bench = nccl_from_log(str(TRANSFER_LOG))
+    for row in bench["results"]:
+        for placement in ("out_of_place", "in_place"):
+            row[placement]["time_us"] *= 20
+    bench.pop("comm_floor", None)
+    bench["nranks"] = 4
+    result = decide(INCIDENT, bench, probe_from_log(str(INCIDENT_PROBE)))
+    assert result["launch"]["comm_floor"]["basis"] == "estimated_from_pair_latency"
+    assert any("measured all-reduce over 4 GPUs, the deployment runs 8" in n for n in result["notes"])
