@@ -18,6 +18,8 @@ export CONTAINERS_CONF := $(CURDIR)/molecule/containers.conf
 # Every molecule/<name>/molecule.yml is a scenario; `make molecule SCENARIO=audit` runs one.
 SCENARIOS := $(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
 SCENARIO ?= $(SCENARIOS)
+# Scenarios run side by side (scripts/molecule_all.py); 1 runs them one after another.
+MOLECULE_JOBS ?= 2
 INVENTORY ?= inventories/local/hosts.yml
 # `make analyze` resolves INPUT and REPORTS against the directory make was called from. With
 # `make -C <repo> analyze`, CURDIR is the repository; the caller's directory is the PWD make inherited
@@ -59,14 +61,8 @@ fleet: venv ## site.yml's audit, bench and gate phases in check mode over tests/
 
 # Without a molecule/default scenario, molecule logs "CRITICAL 'molecule/default/molecule.yml'
 # glob failed" and carries on: that line is noise, not an error.
-molecule: venv ## Every molecule scenario, one after another (SCENARIO=name for one)
-	@[ -n "$(strip $(SCENARIO))" ] || { echo "molecule: no scenario under molecule/" >&2; exit 1; }
-	@failed=""; for s in $(SCENARIO); do \
-		echo "=== molecule test -s $$s"; start=$$SECONDS; \
-		if molecule test -s $$s; then echo "=== $$s passed in $$((SECONDS - start)) s"; \
-		else echo "=== $$s FAILED after $$((SECONDS - start)) s"; failed="$$failed $$s"; fi; \
-	done; \
-	if [ -n "$$failed" ]; then echo "molecule: failed:$$failed" >&2; exit 1; fi
+molecule: venv ## Every molecule scenario, MOLECULE_JOBS at a time (SCENARIO=name for one)
+	@$(PYTHON) scripts/molecule_all.py --jobs $(MOLECULE_JOBS) $(SCENARIO)
 
 # Setup steps stop at the first failure; lint, unit and molecule all run, and the last line
 # says which passed.
