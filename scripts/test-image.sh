@@ -6,17 +6,18 @@
 # The image carries a label with a hash of the recipe below; it is rebuilt only when it
 # is missing or the recipe changed (or with FORCE=1).
 #
-# Environment: IMAGE (default localhost/gpuhost-debian:bookworm), MIRROR (Debian mirror URL,
-# default: read from this machine's apt sources), FORCE=1 (rebuild).
+# Environment: SUITE (Debian release, default bookworm; the execution environment's base is
+# trixie, see scripts/ee-build.sh), IMAGE (default localhost/gpuhost-debian:$SUITE), MIRROR
+# (Debian mirror URL, default: read from this machine's apt sources), FORCE=1 (rebuild).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-IMAGE="${IMAGE:-localhost/gpuhost-debian:bookworm}"
+SUITE="${SUITE:-bookworm}"
+IMAGE="${IMAGE:-localhost/gpuhost-debian:$SUITE}"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$ROOT/molecule/containers.conf}"
 LABEL=gpuhost.recipe-sha256
 
-# --- the recipe: everything here goes into the hash -------------------------------------
-SUITE=bookworm
+# --- the recipe: everything here goes into the hash (SUITE too) -------------------------
 VARIANT=minbase
 INCLUDE=python3,systemd,systemd-sysv,dbus,iproute2,procps,ca-certificates,pciutils,kmod,sudo
 

@@ -7,7 +7,8 @@
 #   (Debian, as root) python3 from apt when the archive's version is new enough, and last
 #   a Python downloaded by uv (from PyPI) into .cache/python, for hosts such as Debian 12
 #   whose own python3 is too old. VENV_NO_DOWNLOAD=1 turns that last step off.
-# Re-running is fast while .venv matches requirements-controller.txt (hash stamp).
+# Re-running is fast while .venv matches requirements-controller.txt and the files it includes
+# with -r (hash stamp).
 #
 # Environment: VENV (default <repo>/.venv), PYTHON (use this interpreter, skip the search).
 set -euo pipefail
@@ -23,7 +24,13 @@ log() { printf 'venv: %s\n' "$*" >&2; }
 die() { printf 'venv: error: %s\n' "$*" >&2; exit 1; }
 
 [[ -f "$REQS" ]] || die "missing $REQS"
-want="$(sha256sum "$REQS" | cut -d' ' -f1)"
+# The files REQS includes with `-r` (relative to it) count too: a change to any of them refreshes.
+mapfile -t INCLUDED < <(sed -nE 's/^[[:space:]]*(-r|--requirement)[[:space:]=]+([^[:space:]#]+).*/\2/p' "$REQS")
+for i in "${!INCLUDED[@]}"; do
+    INCLUDED[i]="$(dirname "$REQS")/${INCLUDED[i]}"
+    [[ -f "${INCLUDED[i]}" ]] || die "$(basename "$REQS") includes ${INCLUDED[i]}, which does not exist"
+done
+want="$(cat "$REQS" "${INCLUDED[@]}" | sha256sum | cut -d' ' -f1)"
 
 # Prints "<version> <real executable>" when $1 runs, is new enough and can build a venv.
 probe() {
