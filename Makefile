@@ -27,7 +27,7 @@ INVENTORY ?= inventories/local/hosts.yml
 CALLER_DIR := $(or $(PWD),$(CURDIR))
 REPORTS ?= reports
 
-.PHONY: help venv torch-venv system-deps image lint unit fleet molecule test audit analyze bench-audit bench-analyze gpu-check time-extension-build clean
+.PHONY: help venv torch-venv system-deps image lint unit alerts fleet ee ee-test molecule test audit analyze bench-audit bench-analyze gpu-check time-extension-build clean
 
 help: ## List the targets
 	@echo "Targets:"
@@ -56,8 +56,21 @@ unit: venv ## Unit tests (pytest tests/unit); no tests collected is a failure
 	if [ $$rc -eq 5 ]; then echo "unit: no tests were collected under tests/unit" >&2; fi; \
 	exit $$rc
 
+# promtool comes with Debian's prometheus package (scripts/system-deps.sh).
+alerts: ## promtool check rules and test rules on monitoring/ (the Prometheus alert rules)
+	@command -v promtool >/dev/null || { echo "alerts: promtool is missing; install Debian's prometheus package (make system-deps)" >&2; exit 1; }
+	promtool check rules monitoring/*.rules.yml
+	promtool test rules monitoring/tests/*.yml
+
 fleet: venv ## site.yml's audit, bench and gate phases in check mode over tests/fleet (a fleet of captures)
 	pytest tests/fleet -q
+
+ee: venv ## Build the execution environment of execution-environment.yml (when its recipe or pins changed)
+	@scripts/ee-build.sh
+
+# Builds the EE first when needed; skipped (with the reason) only where podman cannot run containers.
+ee-test: venv ## The capture fleet's audit, bench and gate inside the EE through ansible-navigator
+	pytest tests/ee -q
 
 # Without a molecule/default scenario, molecule logs "CRITICAL 'molecule/default/molecule.yml'
 # glob failed" and carries on: that line is noise, not an error.
@@ -66,13 +79,13 @@ molecule: venv ## Every molecule scenario, MOLECULE_JOBS at a time (SCENARIO=nam
 
 # Setup steps stop at the first failure; lint, unit and molecule all run, and the last line
 # says which passed.
-test: ## venv, torch-venv, system-deps, image, lint, unit, fleet, molecule (what CI runs)
+test: ## venv, torch-venv, system-deps, image, lint, unit, alerts, fleet, ee-test, molecule (what CI runs)
 	@start=$$SECONDS; \
 	for t in venv torch-venv system-deps image; do \
 		$(MAKE) $$t || { echo "make test: setup step '$$t' failed; nothing was tested" >&2; exit 1; }; \
 	done; \
 	passed=""; failed=""; \
-	for t in lint unit fleet molecule; do \
+	for t in lint unit alerts fleet ee-test molecule; do \
 		echo "=== make $$t"; \
 		if $(MAKE) $$t; then passed="$$passed $$t"; else failed="$$failed $$t"; fi; \
 	done; \

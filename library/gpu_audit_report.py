@@ -14,6 +14,10 @@ description:
   - "When the hosts include Proxmox VE nodes audited with their VM configs, a guest's P2P finding is linked to
     the VM that runs it (the guest's DMI product_uuid is the VM's smbios1 uuid): its remedy names that host,
     the VM id and the exact C(qm set) commands."
+  - "Each host's report records what changed that matters since its last report (C(drift): driver, kernel and
+    its command line, BIOS and VBIOS, the GPU set, links, IOMMU mode, P2P matrices, a linked guest's VM config)
+    and, when a benchmark is folded in, when it was measured and on what facts (C(proof)); findings gpu_gone,
+    gpu_added, link_trained_lower and p2p_proof_stale come from them (report/drift.py says how they persist)."
   - A file is rewritten only when its content differs, so a second run with the same facts reports no change.
     Check mode says what would change and writes nothing; diff mode shows the changed files.
   - "Each file is written whole or not at all: a temporary file in the same directory, flushed to disk, then
@@ -79,6 +83,13 @@ options:
   captures_dest:
     description: Directory for the captures; required when O(captures) is not empty.
     type: path
+  metrics:
+    description:
+      - Also return, per host of O(hosts), its report as Prometheus metrics (RV(metrics)), for
+        M(gpu_metrics_textfile) to write on the host. Rendered from the JSON report as this run leaves it (in check
+        mode, as it would leave it), with the time of this run as C(gpuhost_last_audit_timestamp_seconds).
+    type: bool
+    default: false
 author:
   - GPU host audit maintainers
 notes:
@@ -124,6 +135,46 @@ reports:
   description: Per host, the paths of its JSON and Markdown reports.
   returned: always
   type: dict
+metrics:
+  description: Per host of O(hosts), its node_exporter textfile (Prometheus text exposition); the series are listed
+    in module_utils/gpuhost/report/prometheus.py.
+  returned: when O(metrics) is true
+  type: dict
+  sample:
+    gpu-node-1: "# HELP gpuhost_gpus GPUs the audit saw ...\n# TYPE gpuhost_gpus gauge\ngpuhost_gpus 8\n"
+findings:
+  description: >-
+    Per host given, the findings of its report as written (C(id), C(severity)): the audit's, and those that drift
+    since its last report adds (gpu_gone, link_trained_lower, p2p_proof_stale...). The role's gpu_audit_fail_on reads
+    these.
+  returned: always
+  type: dict
+  sample:
+    gpu-node-1: [{id: gpu_gone, severity: critical}]
+stats:
+  description: >-
+    The run in the compact shape C(ansible.builtin.set_stats) publishes (AWX shows it as the job's artifacts):
+    C(hosts), per host given and per host of O(fleet_hosts) that was unreachable or failed, its C(audit) (C(this
+    run), C(unreachable), C(failed)), C(verdict) and C(worst_finding) (C(severity: id); null when not judged or
+    without findings), C(report) (its Markdown report, null when it has none) and, when lost, C(msg); C(counts),
+    the number of hosts per verdict or status.
+  returned: always
+  type: dict
+  sample:
+    hosts:
+      gpu-node-1: {audit: this run, verdict: unfit, worst_finding: "critical: p2p_not_supported",
+                   report: reports/gpu-node-1.md}
+    counts: {unfit: 1}
+drift:
+  description: >-
+    Per host given, its drift since its last report (report/drift.py), read from its JSON report as this run
+    leaves it: C(items), the items its drift record holds (driver, cuda_driver, kernel, kernel_cmdline, bios,
+    vbios, gpu_set, link, iommu, p2p, proxmox_vm_config; empty when none), and C(proof_stale), true when the
+    report's P2P proof or benchmark was measured before a change that can invalidate it (p2p_proof_stale).
+  returned: always
+  type: dict
+  sample:
+    gpu-node-1: {items: [driver, link], proof_stale: true}
 guest_links:
   description: >-
     Per guest that a Proxmox host of the same run runs (DMI product_uuid = the VM's smbios1 uuid): C(proxmox_host),
@@ -147,6 +198,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.files.analysis_reports import changed_files, write_files
+from ansible.module_utils.gpuhost.files.last_report import previous_report, report_date
 from ansible.module_utils.gpuhost.files.report_files import (
     ReportFileError,
     as_text,
@@ -154,7 +206,10 @@ from ansible.module_utils.gpuhost.files.report_files import (
     read_existing,
 )
 from ansible.module_utils.gpuhost.report.bench_shape import check_bench
+from ansible.module_utils.gpuhost.report.drift import drift_return, with_drift
+from ansible.module_utils.gpuhost.report.fleet_stats import fleet_stats, host_verdicts
 from ansible.module_utils.gpuhost.report.plot import sweep_svg
+from ansible.module_utils.gpuhost.report.prometheus import textfile
 from ansible.module_utils.gpuhost.report.render import (
     fleet_markdown,
     host_markdown,
@@ -162,6 +217,7 @@ from ansible.module_utils.gpuhost.report.render import (
     report_json,
     verdict_line,
 )
+from ansible.module_utils.gpuhost.rules.drift_basis import guest_vm
 from ansible.module_utils.gpuhost.rules.proxmox_plans import enrich_guest_findings
 
 # A row of fleet.md's table: its first cell, the host (a "|" in it escaped as "\\|").
@@ -180,6 +236,7 @@ def get_argument_spec() -> dict:
         "bench": {"type": "dict", "default": {}},
         "captures": {"type": "dict", "default": {}},
         "captures_dest": {"type": "path"},
+        "metrics": {"type": "bool", "default": False},
     }
 
 
@@ -191,22 +248,6 @@ def as_facts(value: object) -> object:
         except ValueError:
             return None
     return value
-
-
-def previous_report(dest: str, host: str, warn=None) -> dict | None:
-    """A host's existing JSON report, if any (one that is not UTF-8 JSON counts as none, with a warning)."""
-    path = os.path.join(dest, f"{host}.json")
-    data = read_existing(path)
-    if data is None:
-        return None
-    try:
-        report = json.loads(as_text(data) or "")
-    except ValueError:
-        report = None
-    if not isinstance(report, dict) and warn:
-        what = "is not UTF-8" if as_text(data) is None else "holds no JSON object"
-        warn(f"{path} {what}: it is not read as the host's last report, and is replaced when the host has facts")
-    return report if isinstance(report, dict) else None
 
 
 def previous_bench(dest: str, host: str, warn=None) -> dict | None:
@@ -271,12 +312,9 @@ def fleet_rows(dest: str, hosts: dict, fleet_hosts: dict, warn=None) -> tuple[di
             audited[host] = merge_bench(facts, previous_bench(dest, host, warn))
             continue
         status = "unreachable" if result.get("unreachable") else "failed" if result.get("failed") else "not audited"
-        path = os.path.join(dest, f"{host}.json")
         report = previous_report(dest, host, warn)
         absent[host] = {"status": status, "msg": str(result["msg"]) if status != "not audited" and result.get("msg")
-                        else None, "report": report,
-                        "report_date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(os.stat(path).st_mtime))
-                        if report else None}
+                        else None, "report": report, "report_date": report_date(dest, host) if report else None}
     return audited, absent
 
 
@@ -294,6 +332,7 @@ def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_
     # The Proxmox hosts audited in this run link their guests, whether their reports are written here or not
     # (the benchmark's task writes the guests' reports only): a re-run then rewrites nothing.
     hosts = link_guests(hosts, audited)
+    hosts = add_drift(dest, hosts, audited, set(bench))
     for host, facts in sorted(hosts.items()):
         rows = ((facts.get("bench") or {}).get("nccl") or {}).get("results")
         if rows:
@@ -310,6 +349,19 @@ def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_
         sources.update({host: {"audit": row["status"], "report_date": row["report_date"], "msg": row["msg"]}
                         for host, row in absent.items()})
     return files, hosts, dict(sorted(sources.items()))
+
+
+def add_drift(dest: str, hosts: dict, others: dict, benched: set) -> dict:
+    """Each host's drift since its last report and its proof's basis, with their findings (report/drift.py).
+    A guest's VM config is read from its Proxmox host when that host was audited in the same run."""
+    proxmox_hosts = {host: facts for host, facts in {**others, **hosts}.items() if facts.get("proxmox")}
+    drifted = {}
+    for host, facts in hosts.items():
+        previous = previous_report(dest, host)  # read (and warned about) once already, by previous_bench
+        vm_config = None if facts.get("proxmox") else guest_vm(facts, proxmox_hosts)
+        drifted[host] = with_drift(facts, previous, report_date(dest, host) if previous is not None else None,
+                                   bench_given=host in benched, now=int(time.time()), vm_config=vm_config)
+    return drifted
 
 
 def link_guests(hosts: dict, others: dict | None = None) -> dict:
@@ -354,8 +406,9 @@ def current_content(path: str) -> str | None:
     return text if text is not None else f"({len(data)} bytes, not UTF-8 text)\n"
 
 
-def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[dict, dict, dict]:
-    """What to write (path -> content, only what changed), the guest links and the fleet table's sources."""
+def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[dict, dict, dict, dict]:
+    """What to write (path -> content, only what changed), the guest links, the fleet table's sources and each
+    host's facts as reported (benchmark merged, guest linked, drift and its findings added)."""
     captures = {h: c for h, c in module.params["captures"].items() if c}
     if captures and not module.params["captures_dest"]:
         module.fail_json(msg="captures were given but no captures_dest to write them to")
@@ -371,7 +424,22 @@ def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[dict, dict, dic
     read_before = {os.path.join(dest, f"{host}.json") for host in hosts}
     if module.params["fleet_keep"]:
         read_before.add(os.path.join(dest, "fleet.md"))
-    return changed_files(files, module.warn, read_before), guest_links(linked), fleet
+    return changed_files(files, module.warn, read_before), guest_links(linked), fleet, linked
+
+
+def reports_as_left(dest: str, hosts: dict, changed: dict[str, str]) -> dict[str, dict]:
+    """Each host's JSON report as this run leaves it: the new content when it changed (written, or in check mode
+    not), else the file as it is; a report that cannot be read counts as empty."""
+    reports = {}
+    for host in sorted(hosts):
+        path = os.path.join(dest, f"{host}.json")
+        text = changed[path] if path in changed else as_text(read_existing(path))
+        try:
+            report = json.loads(text or "")
+        except ValueError:
+            report = None
+        reports[host] = report if isinstance(report, dict) else {}
+    return reports
 
 
 def said_where(line: str, report: str, would_write: bool) -> str:
@@ -390,7 +458,7 @@ def main() -> None:
         module.fail_json(msg=f"no audit facts for {', '.join(bad)}: expected each host's ansible_facts.gpu_host "
                              "from gpu_host_facts; run the audit on those hosts first")
     try:
-        changed, links, fleet = plan(module, dest, hosts)
+        changed, links, fleet, reported = plan(module, dest, hosts)
         diffs = [{"before_header": path, "after_header": path, "before": current_content(path) or "",
                   "after": content} for path, content in changed.items()] if module._diff else []
     except ReportFileError as exc:
@@ -404,11 +472,25 @@ def main() -> None:
                                  "writable directory", changed=bool(done), written=sorted(done))
     reports = {host: {"json": os.path.join(dest, f"{host}.json"), "markdown": os.path.join(dest, f"{host}.md")}
                for host in hosts}
-    lines = {host: said_where(verdict_line(host, facts, links.get(host), reports[host]["markdown"]),
+    # The line, the findings and the verdicts are those of the report (drift findings included), not of the audit.
+    lines = {host: said_where(verdict_line(host, reported[host], links.get(host), reports[host]["markdown"]),
                               reports[host]["markdown"], module.check_mode and reports[host]["markdown"] in changed)
-             for host, facts in sorted(hosts.items())}
+             for host in sorted(hosts)}
+    findings = {host: [{"id": f.get("id"), "severity": f.get("severity")} for f in facts.get("findings") or []]
+                for host, facts in sorted(reported.items())}
+    last = {host: os.path.join(dest, f"{host}.md") for host, row in fleet.items() if row.get("report_date")}
+    try:
+        as_left = reports_as_left(dest, hosts, changed)
+    except ReportFileError as exc:
+        module.fail_json(msg=f"gpu_audit_report: reading the reports back: {exc}")
     result = {"changed": bool(changed), "written": sorted(changed), "reports": reports, "guest_links": links,
-              "fleet": fleet, "lines": lines}
+              "fleet": fleet, "lines": lines, "findings": findings,
+              "drift": {host: drift_return(report) for host, report in as_left.items()},
+              "stats": fleet_stats(host_verdicts(reported), fleet,
+                                   {**last, **{h: r["markdown"] for h, r in reports.items()}})}
+    if module.params["metrics"]:
+        now = int(time.time())
+        result["metrics"] = {host: textfile(report, now) for host, report in as_left.items() if report}
     if diffs:
         result["diff"] = diffs
     module.exit_json(**result)

@@ -28,6 +28,7 @@ DURATIONS = {
     "cuda_extension": 255,
     "cuda_pip": 184,
     "nvidia_driver": 163,
+    "gpu_metrics": 129,
     "proxmox_fix": 125,
     "proxmox_gpu_host": 89,
     "audit": 41,

@@ -19,10 +19,23 @@ PACKAGES=(
     tar
     make
     gnupg           # signs the stand-in apt repository of tests/aptrepo (gpg, gpg-agent, gpgv)
+    prometheus      # promtool: make alerts checks and tests monitoring/'s alert rules
 )
 PACKAGES+=("$@")
 
 log() { printf 'system-deps: %s\n' "$*" >&2; }
+
+# ansible-navigator refuses to run podman execution environments (make ee-test) without
+# /dev/mqueue, which systemd mounts on most machines but minimal VMs and containers lack.
+if [[ ! -d /dev/mqueue ]]; then
+    if [[ "$(id -u)" -eq 0 ]]; then
+        mkdir -p /dev/mqueue
+        mount -t mqueue mqueue /dev/mqueue 2>/dev/null || true
+        log "created /dev/mqueue for ansible-navigator"
+    else
+        log "warning: /dev/mqueue is missing and ansible-navigator needs it: run 'sudo mkdir /dev/mqueue'"
+    fi
+fi
 
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
     missing=()

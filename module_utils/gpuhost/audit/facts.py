@@ -7,6 +7,7 @@ from typing import Any
 from ansible.module_utils.gpuhost.audit.gpus import gather_gpus
 from ansible.module_utils.gpuhost.audit.health import gather_health
 from ansible.module_utils.gpuhost.audit.iommu import Iommu, gather_iommu
+from ansible.module_utils.gpuhost.audit.kernel import gather_kernel
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR, gather_pci, read_ids
 from ansible.module_utils.gpuhost.audit.proxmox_probe import is_proxmox_node
 from ansible.module_utils.gpuhost.audit.source import Source
@@ -23,7 +24,7 @@ from ansible.module_utils.gpuhost.rules.views import (
     unread_pairs,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
 
 
@@ -72,6 +73,8 @@ def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
 
 def audit(source: Source, subsets: list[str], options: RuleOptions) -> dict[str, Any]:
     facts: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "gather_subset": subsets}
+    # Two small reads whatever the subsets: the drift between audits compares them (report/drift.py).
+    facts["kernel"] = gather_kernel(source)
 
     # One directory listing says whether this is a Proxmox VE node; only then are its VMs read.
     proxmox_node = "proxmox" in subsets and is_proxmox_node(source)

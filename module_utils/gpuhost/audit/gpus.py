@@ -250,6 +250,7 @@ def smi_device_facts(row: dict[str, Any]) -> dict[str, Any]:
         "mig": row.get("mig.mode.current"),
         "brand": None,
         "virtualization_mode": None,
+        "vbios_version": None,  # not among the --query-gpu fields the captures were recorded with
         "nvlink": None,
         "unsupported": sorted(k for k, v in row.items() if v is None),
     }

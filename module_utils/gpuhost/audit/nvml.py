@@ -162,6 +162,8 @@ def _read_device(nvml: Any, index: int, handle: Any) -> dict[str, Any]:
         "mig_current": mig[0] if mig else None,
         "brand": call("brand", nvml.nvmlDeviceGetBrand),
         "virtualization_mode": call("virtualization_mode", nvml.nvmlDeviceGetVirtualizationMode),
+        "vbios_version": _maybe_text(call("vbios_version", nvml.nvmlDeviceGetVbiosVersion))
+        if hasattr(nvml, "nvmlDeviceGetVbiosVersion") else None,
         "nvlinks": [],
         "errors": errors,
         "health": read_device_health(nvml, handle),
@@ -369,6 +371,8 @@ def device_facts(raw: dict[str, Any]) -> dict[str, Any]:
         "brand": BRANDS.get(raw.get("brand")) if isinstance(raw.get("brand"), int) else None,
         "virtualization_mode": VIRTUALIZATION_MODES.get(raw.get("virtualization_mode"))
         if isinstance(raw.get("virtualization_mode"), int) else None,
+        # Absent from snapshots recorded before it was read: null, as for any field not read.
+        "vbios_version": raw.get("vbios_version") if isinstance(raw.get("vbios_version"), str) else None,
         "nvlink": {
             "links": len(raw.get("nvlinks") or []),
             "active": sum(1 for link in raw.get("nvlinks") or [] if link.get("active")),

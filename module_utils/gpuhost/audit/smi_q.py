@@ -222,6 +222,6 @@ def device_of(gpu: GpuQuery) -> dict[str, Any]:
     empty = {"index": gpu.index, "name": None, "uuid": None, "pci_bus_id": bus_key(gpu.bus_id),
              "compute_capability": None, "sm": None, "memory_total_mib": None, "bar1_total_mib": None,
              "pcie": dict.fromkeys(_PCIE_QUERY_FIELDS), "persistence_mode": None, "ecc": None, "mig": None,
-             "brand": None, "virtualization_mode": None, "nvlink": None,
+             "brand": None, "virtualization_mode": None, "vbios_version": None, "nvlink": None,
              "unsupported": sorted([*_QUERY_FIELDS.values(), *_PCIE_QUERY_FIELDS.values()])}
     return fill_device(empty, gpu)

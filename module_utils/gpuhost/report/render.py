@@ -11,6 +11,7 @@ from typing import Any
 
 from ansible.module_utils.gpuhost.report.bench_shape import check_bench, finite
 from ansible.module_utils.gpuhost.report.bundle_md import bundle_section
+from ansible.module_utils.gpuhost.report.drift_md import drift_section, fleet_drift_lines
 from ansible.module_utils.gpuhost.report.findings_md import findings_markdown
 from ansible.module_utils.gpuhost.report.health_md import health_tables
 from ansible.module_utils.gpuhost.report.markdown import anchor, at, matrix_table, table
@@ -131,6 +132,7 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
     anchor(title, taken)
     next_steps, findings = findings_markdown(facts.get("findings") or [], taken)
     out += [*next_steps, *findings]
+    out += drift_section(facts.get("drift"))
     out += bundle_section(facts.get("bundle"))
 
     devices = gpus.get("devices") or []
@@ -340,6 +342,7 @@ def fleet_markdown(hosts: dict[str, dict[str, Any]], absent: dict[str, dict[str,
             "serving (its guests are judged in their own audits); \"TP over N GPUs\" judges every GPU pair of the "
             "tensor-parallel group, which a model on one GPU does not use. Each host's report says more under its "
             "verdict.", ""]
+    out += fleet_drift_lines({**{h: row.get("report") or {} for h, row in absent.items()}, **hosts})
     reasons = [f"- {host}: {absent[host].get('status')}: {_cell(absent[host]['msg'])}"
                for host in sorted(absent) if absent[host].get("msg")]
     if reasons:

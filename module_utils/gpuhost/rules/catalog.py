@@ -146,6 +146,16 @@ CATALOG = _entries(
           "By GPU: {causes}. Fix what each names and audit again; read `dmesg | grep -e NVRM -e Xid` for the "
           "driver's side."),
 
+    Entry("gpu_gone", "gpu", "critical", "a GPU the previous report listed is gone (drift between audits)",
+          "Find why the driver no longer lists it: `nvidia-smi` and `lspci -nn -d 10de:` on the host, and "
+          "`dmesg | grep -e NVRM -e Xid` (a GPU that fell off the bus: see gpu_lost; power-cycle, then reseat it or "
+          "check its riser, power cable and slot). In a VM, check the hostpci lines of its config on the hypervisor. "
+          "If the GPU was taken out on purpose, remove this host's report (<report dir>/<host>.json, its last "
+          "benchmark with it) so that the next audit takes the GPUs it sees as the new baseline."),
+    Entry("gpu_added", "gpu", "info", "a GPU the previous report did not list (drift between audits)",
+          "Nothing is wrong if it was added on purpose. A P2P proof or benchmark measured before does not cover it: "
+          "run playbooks/bench.yml on this host to prove P2P and measure again with every GPU."),
+
     # ---- GPU health ----------------------------------------------------------------------
     Entry("xid_needs_reset", "health", "critical",
           "an Xid this boot that leaves a GPU needing a reset, a reboot or service (48, 62, 64, 74, 95, 119, 120, "
@@ -244,6 +254,11 @@ CATALOG = _entries(
     Entry("p2p_small_copy_latency", "p2p", "critical",
           "a small GPU-to-GPU copy is as slow as the host-memory path", P2P_HOST_MEMORY),
     Entry("p2p_no_gain", "p2p", "warning", "granted peer access is no faster than host memory", P2P_HOST_MEMORY),
+    Entry("p2p_proof_stale", "p2p", "warning",
+          "the P2P probe or benchmark in the report was measured before a change that can invalidate it (named)",
+          "Run playbooks/bench.yml on this host to prove P2P and measure again on what it runs now (a driver, "
+          "kernel, BIOS or VM config change can take P2P away, as vLLM's P2P cache notes). Until then the report's "
+          "proof is history, not evidence; the deployment gate only counts a probe measured in its own play."),
 
     # ---- PCIe ----------------------------------------------------------------------------
     Entry("gpus_on_several_numa_nodes", "pci", "warning", "tensor-parallel GPUs talk over PCIe across NUMA nodes",
@@ -254,6 +269,12 @@ CATALOG = _entries(
           "Reseat the card or riser, check the slot's wiring (an x16 slot wired x8) and BIOS bifurcation "
           "settings. In a VM, the guest may show the emulated port's width: compare with "
           "`lspci -vv -s <bdf>` on the host."),
+    Entry("link_trained_lower", "pci", "warning", "a GPU link trained lower than in the previous report",
+          "Reseat the GPU and its riser or cable and check the slot (a link that trains narrower often has a dirty "
+          "or loose connector); check the BIOS's PCIe settings for the slot; `lspci -vvv -s <bdf> | grep LnkSta` "
+          "shows the trained width. Then run playbooks/bench.yml to measure again. If the GPU moved to a narrower "
+          "slot on purpose, remove this host's report (<report dir>/<host>.json) so that the next audit takes the "
+          "link as the new baseline."),
     Entry("pcie_link_slow", "pci", "info", "a link below top speed now (idle GPUs downshift; check under load)",
           "Check under load: `nvidia-smi -q -d PCIE` while a job runs should show the max gen. If not, look at "
           "BIOS PCIe speed settings, risers and retimers."),

