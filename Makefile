@@ -27,7 +27,7 @@ INVENTORY ?= inventories/local/hosts.yml
 CALLER_DIR := $(or $(PWD),$(CURDIR))
 REPORTS ?= reports
 
-.PHONY: help venv torch-venv system-deps image lint unit alerts fleet ee ee-test molecule test audit analyze bench-audit bench-analyze gpu-check time-extension-build clean
+.PHONY: help venv torch-venv system-deps image lint unit alerts fleet ee ee-test molecule test audit analyze bench-audit bench-ee bench-analyze gpu-check time-extension-build clean
 
 help: ## List the targets
 	@echo "Targets:"
@@ -77,18 +77,25 @@ ee-test: venv ## The capture fleet's audit, bench and gate inside the EE through
 molecule: venv ## Every molecule scenario, MOLECULE_JOBS at a time (SCENARIO=name for one)
 	@$(PYTHON) scripts/molecule_all.py --jobs $(MOLECULE_JOBS) $(SCENARIO)
 
-# Setup steps stop at the first failure; lint, unit and molecule all run, and the last line
-# says which passed.
-test: ## venv, torch-venv, system-deps, image, lint, unit, alerts, fleet, ee-test, molecule (what CI runs)
+# Setup steps stop at the first failure; every test step runs, and the last line says which passed.
+# The unit tests run in one process, beside lint, the alert rules, the fleet and the EE test, which keep the
+# second core busy (ansible's workers, podman); their output is printed whole when they end, then molecule
+# runs its scenarios two at a time.
+test: ## venv, torch-venv, system-deps, image; unit beside lint, alerts, fleet, ee-test; then molecule (what CI runs)
 	@start=$$SECONDS; \
 	for t in venv torch-venv system-deps image; do \
 		$(MAKE) $$t || { echo "make test: setup step '$$t' failed; nothing was tested" >&2; exit 1; }; \
 	done; \
-	passed=""; failed=""; \
-	for t in lint unit alerts fleet ee-test molecule; do \
+	passed=""; failed=""; logs=.cache/test-logs; mkdir -p $$logs; \
+	( PYTEST_ADDOPTS="-p no:cacheprovider" $(MAKE) unit >$$logs/unit.log 2>&1; echo $$? >$$logs/unit.rc ) & unit=$$!; \
+	for t in lint alerts fleet ee-test; do \
 		echo "=== make $$t"; \
 		if $(MAKE) $$t; then passed="$$passed $$t"; else failed="$$failed $$t"; fi; \
 	done; \
+	wait $$unit || true; echo "=== make unit (run beside the steps above)"; cat $$logs/unit.log; \
+	if [ "$$(cat $$logs/unit.rc 2>/dev/null)" = 0 ]; then passed="$$passed unit"; else failed="$$failed unit"; fi; \
+	echo "=== make molecule"; \
+	if $(MAKE) molecule; then passed="$$passed molecule"; else failed="$$failed molecule"; fi; \
 	echo "make test: passed:$${passed:- none}; failed:$${failed:- none} ($$((SECONDS - start)) s)"; \
 	[ -z "$$failed" ]
 
@@ -103,6 +110,9 @@ analyze: venv ## Audit support material offline: INPUT="capture.json bug-report.
 	@[ -n "$(strip $(INPUT))" ] || { echo 'analyze: give INPUT="path ...": captures, nvidia-bug-report.log(.gz) files, directories of pasted outputs' >&2; exit 2; }
 	ansible-playbook playbooks/analyze.yml \
 		-e '{"gpu_analyze_inputs": "$(strip $(INPUT))", "gpu_analyze_dir": "$(CALLER_DIR)", "gpu_analyze_report_dir": "$(REPORTS)"}'
+
+bench-ee: venv ## Time the capture fleet's audit in the EE beside the same run from the venv (scripts/bench_ee.py)
+	$(PYTHON) scripts/bench_ee.py
 
 bench-analyze: venv ## Time make analyze's playbook on 200 inputs beside audit.yml on 200 capture hosts
 	$(PYTHON) scripts/bench_analyze.py

@@ -333,6 +333,10 @@ def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_
     # (the benchmark's task writes the guests' reports only): a re-run then rewrites nothing.
     hosts = link_guests(hosts, audited)
     hosts = add_drift(dest, hosts, audited, set(bench))
+    # The other hosts audited in this run show in fleet.md as their own reports do (written by that audit: drift
+    # and its findings): shown from their bare facts, a call that writes some hosts' reports only (the benchmark's)
+    # would rewrite their rows, and the audit's next run would write them back.
+    audited = add_drift(dest, audited, hosts, set())
     for host, facts in sorted(hosts.items()):
         rows = ((facts.get("bench") or {}).get("nccl") or {}).get("results")
         if rows:

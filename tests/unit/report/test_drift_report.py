@@ -114,3 +114,21 @@ def test_the_line_and_the_findings_returned_are_the_reports(tmp_path: Path,
     assert {"id": "p2p_proof_stale", "severity": "warning"} in result["findings"]["h"]
     assert result["findings"]["h"] == [{"id": f["id"], "severity": f["severity"]} for f in written["findings"]]
     assert result["stats"]["hosts"]["h"]["verdict"] == written["summary"]["verdict"]
+
+
+def test_a_call_for_some_hosts_keeps_the_others_rows_as_their_reports_say(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The audit writes every host's report; the benchmark's call then writes one host's and passes the others'
+    facts as fleet_hosts: fleet.md must not change, nor change back on the next audit (found by molecule's
+    idempotence test of proxmox_fix)."""
+    both = {"h": audited(PRO6000), "g": audited(PRO6000)}
+    run_module(gpu_audit_report.main, {"dest": str(tmp_path), "hosts": both}, capsys)
+    age(tmp_path)
+    both["h"] = upgraded()
+    run_module(gpu_audit_report.main, {"dest": str(tmp_path), "hosts": both}, capsys)
+    fleet = (tmp_path / "fleet.md").read_text()
+    assert "- h: driver (since 2026-01-05 08:00 UTC)" in fleet
+    bench_call = run_module(gpu_audit_report.main, {"dest": str(tmp_path), "hosts": {"g": both["g"]},
+                                                    "fleet_hosts": {"h": {"ansible_facts": {"gpu_host": both["h"]}}}},
+                            capsys)
+    assert bench_call["written"] == [] and (tmp_path / "fleet.md").read_text() == fleet
