@@ -431,21 +431,6 @@ def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[dict, dict, dic
     return changed_files(files, module.warn, read_before), guest_links(linked), fleet, linked
 
 
-def reports_as_left(dest: str, hosts: dict, changed: dict[str, str]) -> dict[str, dict]:
-    """Each host's JSON report as this run leaves it: the new content when it changed (written, or in check mode
-    not), else the file as it is; a report that cannot be read counts as empty."""
-    reports = {}
-    for host in sorted(hosts):
-        path = os.path.join(dest, f"{host}.json")
-        text = changed[path] if path in changed else as_text(read_existing(path))
-        try:
-            report = json.loads(text or "")
-        except ValueError:
-            report = None
-        reports[host] = report if isinstance(report, dict) else {}
-    return reports
-
-
 def said_where(line: str, report: str, would_write: bool) -> str:
     """A verdict line that names a report check mode did not write says so: that file is absent, or out of date."""
     named = f"Report: {report}"
@@ -483,10 +468,9 @@ def main() -> None:
     findings = {host: [{"id": f.get("id"), "severity": f.get("severity")} for f in facts.get("findings") or []]
                 for host, facts in sorted(reported.items())}
     last = {host: os.path.join(dest, f"{host}.md") for host, row in fleet.items() if row.get("report_date")}
-    try:
-        as_left = reports_as_left(dest, hosts, changed)
-    except ReportFileError as exc:
-        module.fail_json(msg=f"gpu_audit_report: reading the reports back: {exc}")
+    # Each report as this run leaves it (written, or in check mode not): the content planned from these facts, which
+    # is also what an unchanged file holds; no need to read the files back.
+    as_left = {host: json.loads(report_json(host, facts)) for host, facts in sorted(reported.items())}
     result = {"changed": bool(changed), "written": sorted(changed), "reports": reports, "guest_links": links,
               "fleet": fleet, "lines": lines, "findings": findings,
               "drift": {host: drift_return(report) for host, report in as_left.items()},
