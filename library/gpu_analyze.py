@@ -139,14 +139,8 @@ from ansible.module_utils.gpuhost.audit.facts import SubsetError, audit, resolve
 from ansible.module_utils.gpuhost.audit.source import CaptureError, ReplaySource
 from ansible.module_utils.gpuhost.bench.comm_model import CommModelError, check_profile
 from ansible.module_utils.gpuhost.bench.from_logs import nccl_from_log, probe_from_log
-from ansible.module_utils.gpuhost.files.analysis_reports import (
-    changed_files,
-    merged_facts,
-    planned_files,
-    write_files,
-)
+from ansible.module_utils.gpuhost.files.analysis_reports import merged_facts, planned_files
 from ansible.module_utils.gpuhost.files.input_names import report_names
-from ansible.module_utils.gpuhost.files.report_files import ReportFileError
 from ansible.module_utils.gpuhost.files.support_material import (
     Material,
     MaterialError,
@@ -155,6 +149,7 @@ from ansible.module_utils.gpuhost.files.support_material import (
     resolve,
     with_bundle,
 )
+from ansible.module_utils.gpuhost.files.writer import ReportFileError, plan_files
 from ansible.module_utils.gpuhost.report.render import verdict_line
 from ansible.module_utils.gpuhost.rules.views import DEFAULT_MIN_BAR1_MIB, RuleOptions
 
@@ -181,9 +176,10 @@ def bench_of(material: Material, facts: dict, params: dict, warn) -> dict | None
     probe = material.bench_logs.get("probe")
     nccl = material.bench_logs.get("nccl")
     judged(material)
-    return {"probe": probe_from_log(probe[1], warn) if probe else None,
-            "nccl": nccl_from_log(nccl[1], gpu_names, params["model_profile"] or None, params["concurrency"], warn)
-            if nccl else None}
+    probed = probe_from_log(probe[1], warn) if probe else None
+    return {"probe": probed,
+            "nccl": nccl_from_log(nccl[1], gpu_names, params["model_profile"] or None, params["concurrency"], warn,
+                                  probed) if nccl else None}
 
 
 def analyse(given: str, params: dict, subsets: list[str], options: RuleOptions,
@@ -241,12 +237,12 @@ def main() -> None:
         module.fail_json(msg=str(exc))
     hosts = merged_facts(facts, bench)
     try:
-        changed = changed_files(planned_files(dest, hosts, not_read, params["fleet"]), module.warn)
-        written = sorted(changed) if module.check_mode else write_files(changed)
+        written = plan_files(planned_files(dest, hosts, not_read, params["fleet"]), warn=module.warn).commit(
+            module.check_mode, create_dirs=True)
     except ReportFileError as exc:
         module.fail_json(msg=f"cannot write the reports under {dest}: {exc}; set dest (REPORTS=... for make "
-                             "analyze) to a writable directory", changed=bool(getattr(exc, "written", [])),
-                         written=sorted(getattr(exc, "written", [])), inputs=rows)
+                             "analyze) to a writable directory", changed=bool(exc.written),
+                         written=sorted(exc.written), inputs=rows)
     lines = []
     for row in rows:
         if row["error"]:

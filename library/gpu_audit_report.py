@@ -197,14 +197,9 @@ import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.files.analysis_reports import changed_files, write_files
 from ansible.module_utils.gpuhost.files.last_report import previous_report, report_date
-from ansible.module_utils.gpuhost.files.report_files import (
-    ReportFileError,
-    as_text,
-    check_host_names,
-    read_existing,
-)
+from ansible.module_utils.gpuhost.files.report_files import check_host_names
+from ansible.module_utils.gpuhost.files.writer import Plan, ReportFileError, as_text, plan_files, read_existing
 from ansible.module_utils.gpuhost.report.bench_shape import check_bench
 from ansible.module_utils.gpuhost.report.drift import drift_return, with_drift
 from ansible.module_utils.gpuhost.report.fleet_stats import fleet_stats, host_verdicts
@@ -401,18 +396,9 @@ def _sweeps(facts: dict) -> dict[str, list]:
     return sweeps
 
 
-def current_content(path: str) -> str | None:
-    """The text of an existing file (None when there is none); one that is not UTF-8 reads as a note saying so."""
-    data = read_existing(path)
-    if data is None:
-        return None
-    text = as_text(data)
-    return text if text is not None else f"({len(data)} bytes, not UTF-8 text)\n"
-
-
-def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[dict, dict, dict, dict]:
-    """What to write (path -> content, only what changed), the guest links, the fleet table's sources and each
-    host's facts as reported (benchmark merged, guest linked, drift and its findings added)."""
+def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[Plan, dict, dict, dict]:
+    """What to write (every report, each compared with what is there), the guest links, the fleet table's sources
+    and each host's facts as reported (benchmark merged, guest linked, drift and its findings added)."""
     captures = {h: c for h, c in module.params["captures"].items() if c}
     if captures and not module.params["captures_dest"]:
         module.fail_json(msg="captures were given but no captures_dest to write them to")
@@ -428,7 +414,7 @@ def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[dict, dict, dic
     read_before = {os.path.join(dest, f"{host}.json") for host in hosts}
     if module.params["fleet_keep"]:
         read_before.add(os.path.join(dest, "fleet.md"))
-    return changed_files(files, module.warn, read_before), guest_links(linked), fleet, linked
+    return plan_files(files, warn=module.warn, warned=read_before), guest_links(linked), fleet, linked
 
 
 def said_where(line: str, report: str, would_write: bool) -> str:
@@ -447,18 +433,16 @@ def main() -> None:
         module.fail_json(msg=f"no audit facts for {', '.join(bad)}: expected each host's ansible_facts.gpu_host "
                              "from gpu_host_facts; run the audit on those hosts first")
     try:
-        changed, links, fleet, reported = plan(module, dest, hosts)
-        diffs = [{"before_header": path, "after_header": path, "before": current_content(path) or "",
-                  "after": content} for path, content in changed.items()] if module._diff else []
+        planned, links, fleet, reported = plan(module, dest, hosts)
+        diffs = planned.diff() if module._diff else []
     except ReportFileError as exc:
         module.fail_json(msg=f"gpu_audit_report: {exc}")
-    if changed and not module.check_mode:
-        try:
-            write_files(changed)
-        except ReportFileError as exc:
-            done = getattr(exc, "written", [])
-            module.fail_json(msg=f"cannot write the reports under {dest}: {exc}; set gpu_audit_report_dir to a "
-                                 "writable directory", changed=bool(done), written=sorted(done))
+    changed = planned.changed
+    try:
+        planned.commit(module.check_mode, create_dirs=True)
+    except ReportFileError as exc:
+        module.fail_json(msg=f"cannot write the reports under {dest}: {exc}; set gpu_audit_report_dir to a "
+                             "writable directory", changed=bool(exc.written), written=sorted(exc.written))
     reports = {host: {"json": os.path.join(dest, f"{host}.json"), "markdown": os.path.join(dest, f"{host}.md")}
                for host in hosts}
     # The line, the findings and the verdicts are those of the report (drift findings included), not of the audit.

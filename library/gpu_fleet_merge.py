@@ -66,9 +66,8 @@ stats:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.files.analysis_reports import changed_files, write_files
 from ansible.module_utils.gpuhost.files.fleet_runs import RUNS_DIR, merged_rows
-from ansible.module_utils.gpuhost.files.report_files import ReportFileError, as_text, read_existing
+from ansible.module_utils.gpuhost.files.writer import ReportFileError, plan_files
 from ansible.module_utils.gpuhost.report.fleet_stats import fleet_stats, host_verdicts
 from ansible.module_utils.gpuhost.report.render import fleet_markdown
 
@@ -96,11 +95,9 @@ def main() -> None:
             module.fail_json(msg=f"gpu_fleet_merge: no {RUNS_DIR}/ with the rows of an audit in {', '.join(dirs)}: "
                                  "expected the report directories of audits run with this version. Run "
                                  "playbooks/audit.yml into them first (or point dirs at them)")
-        changed = changed_files({fleet: fleet_markdown(audited, absent)}, module.warn)
-        diffs = [{"before_header": fleet, "after_header": fleet, "before": as_text(read_existing(fleet)) or "",
-                  "after": changed[fleet]}] if changed and module._diff else []
-        if changed and not module.check_mode:
-            write_files(changed)
+        planned = plan_files({fleet: fleet_markdown(audited, absent)}, warn=module.warn)
+        diffs = planned.diff() if module._diff else []
+        changed = planned.commit(module.check_mode, create_dirs=True)
     except ReportFileError as exc:
         module.fail_json(msg=f"gpu_fleet_merge: {exc}; check that the directories are readable and that the "
                              "one for fleet.md is writable")

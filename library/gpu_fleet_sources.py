@@ -58,9 +58,8 @@ written:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.files.analysis_reports import changed_files, write_files
 from ansible.module_utils.gpuhost.files.fleet_runs import source_files
-from ansible.module_utils.gpuhost.files.report_files import ReportFileError, as_text, read_existing
+from ansible.module_utils.gpuhost.files.writer import ReportFileError, plan_files
 
 
 def get_argument_spec() -> dict:
@@ -71,23 +70,16 @@ def get_argument_spec() -> dict:
     }
 
 
-def diff_of(changed: dict[str, str]) -> list[dict[str, str]]:
-    return [{"before_header": path, "after_header": path, "before": as_text(read_existing(path)) or "",
-             "after": content} for path, content in changed.items()]
-
-
 def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     dest = module.params["dest"]
     try:
-        changed = changed_files(source_files(dest, module.params["sources"], module.params["hosts"]), module.warn)
-        diffs = diff_of(changed) if module._diff else []
-        if changed and not module.check_mode:
-            write_files(changed)
+        planned = plan_files(source_files(dest, module.params["sources"], module.params["hosts"]), warn=module.warn)
+        diffs = planned.diff() if module._diff else []
+        changed = planned.commit(module.check_mode, create_dirs=True)
     except ReportFileError as exc:
-        done = getattr(exc, "written", [])
         module.fail_json(msg=f"gpu_fleet_sources: {exc}; set gpu_audit_report_dir to a writable directory",
-                         changed=bool(done), written=sorted(done))
+                         changed=bool(exc.written), written=sorted(exc.written))
     result = {"changed": bool(changed), "written": sorted(changed)}
     if diffs:
         result["diff"] = diffs

@@ -228,14 +228,14 @@ capture_path:
 """
 
 import json
-import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.audit.facts import SubsetError, audit, resolve_subsets
 from ansible.module_utils.gpuhost.audit.source import CaptureError, LiveSource, ReplaySource
 from ansible.module_utils.gpuhost.files.support_material import MaterialError, read_material, with_bundle
 from ansible.module_utils.gpuhost.rules.views import DEFAULT_MIN_BAR1_MIB, RuleOptions
+
+CAPTURE_MODE = 0o600
 
 
 def get_argument_spec() -> dict:
@@ -268,27 +268,14 @@ def write_capture(capture: dict, path: str | None) -> tuple[str, bool]:
 
     Without a path, a new temporary file: the caller fetches and removes it, so it changes nothing that lasts.
     """
+    # Loaded only to save a capture: a host compiles every module it imports, on every run.
+    from ansible.module_utils.gpuhost.files.writer import plan_files, write_new
+
     content = (json.dumps(capture, indent=1, sort_keys=True) + "\n").encode("utf-8")
-    if path:
-        try:
-            with open(path, "rb") as handle:
-                if handle.read() == content:
-                    return path, False
-        except OSError:
-            pass
-    handle, tmp = tempfile.mkstemp(prefix="gpuhost-capture-", suffix=".json",
-                                   dir=os.path.dirname(os.path.abspath(path)) if path else None)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(content)
-        if path:
-            # A rename replaces whatever the path was (even a symlink planted there) instead of writing through it.
-            os.replace(tmp, path)
-    except OSError:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path or tmp, bool(path)
+    if not path:
+        return write_new(content, prefix="gpuhost-capture-", suffix=".json", mode=CAPTURE_MODE), False
+    # A rename replaces whatever the path was (even a symlink planted there) instead of writing through it.
+    return path, bool(plan_files({path: content}, mode=CAPTURE_MODE).commit())
 
 
 def main() -> None:
@@ -325,12 +312,14 @@ def main() -> None:
         module.warn("save_capture is ignored when replaying a capture or auditing a bundle: nothing was read from "
                     "this host")
     elif params["save_capture"] and not module.check_mode:
+        from ansible.module_utils.gpuhost.files.writer import ReportFileError  # as write_capture's import
+
         # The path only: a capture in the result would be printed by -v and kept in every registered variable.
         try:
             result["capture_path"], result["changed"] = write_capture(source.capture, params["save_capture_path"])
-        except OSError as exc:
+        except ReportFileError as exc:
             module.fail_json(msg=f"cannot write the capture to {params['save_capture_path'] or 'a temporary file'}: "
-                                 f"{exc.strerror or exc}; set save_capture_path to a writable file")
+                                 f"{exc.reason or exc}; set save_capture_path to a writable file")
     module.exit_json(**result)
 
 

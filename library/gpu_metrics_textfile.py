@@ -86,13 +86,7 @@ msg:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.files.report_files import (
-    ReportFileError,
-    as_text,
-    make_directory,
-    read_existing,
-    write_atomically,
-)
+from ansible.module_utils.gpuhost.files.writer import Plan, ReportFileError, make_directory, plan_files, shown
 from ansible.module_utils.gpuhost.report.prom_text import same_except
 
 MODE = 0o644
@@ -112,26 +106,16 @@ def series_count(text: str) -> int:
     return sum(1 for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
 
 
-def current_mode(path: str) -> int | None:
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        return None
-
-
-def plan(path: str, content: str, heartbeat: list[str]) -> tuple[str | None, bool, bool]:
-    """The file's text now (None when there is none), whether to write, and whether that is a change."""
+def plan(path: str, content: str, heartbeat: list[str]) -> tuple[Plan, bool]:
+    """The file planned (written when its bytes or its mode differ), and whether writing it is a change: a new
+    time stamp of the audit alone is written, but changes nothing that matters."""
     if os.path.isdir(path):
         raise ReportFileError(f"{path} is a directory, expected a textfile or nothing there: remove it, or set the "
                               "textfile path (gpu_audit_metrics_textfile) to a file name ending in .prom")
-    data = read_existing(path)
-    before = as_text(data)
-    if data is not None and before is None:
-        before = f"({len(data)} bytes, not UTF-8 text)\n"
-    mode_wrong = data is not None and current_mode(path) != MODE
-    write = before != content or mode_wrong
-    changed = before is None or mode_wrong or not same_except(before, content, heartbeat)
-    return before, write, changed
+    planned = plan_files({path: content}, mode=MODE)
+    found = planned.files[0]
+    return planned, (found.before is None or found.mode_differs
+                     or not same_except(shown(found.before), content, heartbeat))
 
 
 def main() -> None:
@@ -151,14 +135,13 @@ def main() -> None:
         module.fail_json(msg=f"{directory} is not a directory, expected the one node_exporter's textfile collector "
                              "reads: remove or rename it, or choose another path", **result)
     try:
-        before, write, changed = plan(path, content, module.params["heartbeat"]) if not missing else \
-            (None, True, True)
+        planned, changed = plan(path, content, module.params["heartbeat"])
     except ReportFileError as exc:
         module.fail_json(msg=f"gpu_metrics_textfile: {exc}", **result)
     series = series_count(content)
     if module._diff and changed:
-        result["diff"] = {"before_header": path, "after_header": path, "before": before or "", "after": content}
-    if not write:
+        result["diff"] = planned.diff()[0]
+    if not planned.changed:
         module.exit_json(changed=False, msg=f"{path}: up to date, {series} series", **result)
     if module.check_mode:
         what = "would write" if changed else "would refresh the audit's time stamp in"
@@ -166,10 +149,9 @@ def main() -> None:
                                               + (f" (and create {directory})" if missing else ""), **result)
     try:
         if missing:
-            make_directory(directory)
-            os.chmod(directory, 0o755)
-        write_atomically(path, content.encode("utf-8"), MODE)
-    except (ReportFileError, OSError) as exc:
+            make_directory(directory, mode=0o755)
+        planned.commit()
+    except ReportFileError as exc:
         if module.params["unwritable"] == "warn":
             module.warn(f"{exc}: the metrics textfile was not written. Run the audit with become (the directory "
                         "belongs to root), or set gpu_audit_metrics_textfile to a writable path")

@@ -66,14 +66,8 @@ paths:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.files.report_files import (
-    ReportFileError,
-    as_text,
-    host_file,
-    make_directory,
-    read_existing,
-    write_atomically,
-)
+from ansible.module_utils.gpuhost.files.report_files import host_file
+from ansible.module_utils.gpuhost.files.writer import ReportFileError, plan_files
 
 
 def get_argument_spec() -> dict:
@@ -102,30 +96,16 @@ def main() -> None:
         module.fail_json(msg="host_report: " + "; ".join(problems))
     try:
         paths = {suffix: host_file(dest, host, suffix) for suffix in files}
-        existing = {suffix: read_existing(path) for suffix, path in paths.items()}
+        planned = plan_files({paths[suffix]: content for suffix, content in files.items()})
     except ReportFileError as exc:
         module.fail_json(msg=f"host_report: {exc}")
-    changed = {paths[suffix]: content for suffix, content in files.items()
-               if existing[suffix] != content.encode("utf-8")}
-    diffs = []
-    if module._diff:
-        for suffix, path in paths.items():
-            if path in changed:
-                before = existing[suffix]
-                text = as_text(before)
-                diffs.append({"before_header": path, "after_header": path, "after": changed[path],
-                              "before": "" if before is None else text if text is not None
-                              else f"({len(before)} bytes, not UTF-8 text)\n"})
-    if changed and not module.check_mode:
-        done: list[str] = []
-        try:
-            make_directory(dest)
-            for path, content in changed.items():
-                write_atomically(path, content.encode("utf-8"))
-                done.append(path)
-        except ReportFileError as exc:
-            module.fail_json(msg=f"host_report: {exc}; check that {dest} is a writable directory",
-                             changed=bool(done), written=sorted(done))
+    changed = planned.changed
+    diffs = planned.diff() if module._diff else []
+    try:
+        planned.commit(module.check_mode, create_dirs=True)
+    except ReportFileError as exc:
+        module.fail_json(msg=f"host_report: {exc}; check that {dest} is a writable directory",
+                         changed=bool(exc.written), written=sorted(exc.written))
     result = {"changed": bool(changed), "written": sorted(changed), "paths": paths}
     if diffs:
         result["diff"] = diffs

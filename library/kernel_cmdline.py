@@ -93,11 +93,10 @@ cmdline_after:
   sample: quiet intel_iommu=on iommu=pt
 """
 
-import os
-import tempfile
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuhost.files.writer import ReportFileError, write_atomically
 from ansible.module_utils.gpuhost.parsers.kernel_cmdline import (
     CmdlineError,
     Edit,
@@ -125,14 +124,6 @@ def rules_of(params: list[dict[str, Any]]) -> list[Rule]:
     return [Rule(p["name"], p.get("value"), frozenset(p.get("conflicts") or [])) for p in params]
 
 
-def write(module: AnsibleModule, path: str, text: str) -> None:
-    """Into a file next to ``path``, then moved over it: a crash leaves the old file or the new one."""
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".kernel_cmdline.")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(text)
-    module.atomic_move(temporary, path)
-
-
 def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     path = module.params["path"]
@@ -152,7 +143,12 @@ def main() -> None:
         result["diff"] = {"before_header": path, "after_header": path, "before": edit.text_before,
                           "after": edit.text_after}
     if edit.changed and not module.check_mode:
-        write(module, path, edit.text_after)
+        try:
+            # A crash leaves the old boot configuration or the new one, never a part of it.
+            write_atomically(path, edit.text_after.encode("utf-8"))
+        except ReportFileError as exc:
+            module.fail_json(msg=f"{exc}; nothing was changed. Run the task with become, or check that {path} is "
+                                 "the boot loader's file on a writable file system")
     module.exit_json(**result)
 
 

@@ -149,6 +149,14 @@ options:
         log.
     type: list
     elements: str
+  probe:
+    description:
+      - The result of M(gpu_p2p_probe) on the same host, when it ran. With it, RV(comm_floor) is the one figure the
+        deployment gate computes too (the same model and tensor-parallel size give the same figure and basis): an
+        "all-reduce" over 3 or more GPUs no slower than two of the probe's GPU-to-GPU copies is a transfer test laid
+        out as all_reduce_perf and is not used, nor one measured over another rank count than the profile's; the
+        floor is then estimated from the probe's slowest small-copy latency (C(basis) C(estimated_from_pair_latency)).
+    type: dict
   run_in_check_mode:
     description:
       - Run the benchmark in check mode too. By default check mode runs no sweep (it loads every GPU of the host for
@@ -330,12 +338,14 @@ startup_s:
   type: float
 comm_floor:
   description: >-
-    The decode rate that the measured all-reduce latency alone allows for O(model_profile): C(batch_1) and
-    C(batch_<concurrency>) (O(concurrency) streams), each with C(model), C(batch), C(tensor_parallel_size),
-    C(allreduces_per_step), C(allreduce_bytes), C(allreduce_latency_us), C(latency_basis), C(basis)
-    (C(measured_all_reduce) here), C(source), C(assumptions), C(comm_us_per_step),
-    C(comm_us_per_token), C(max_tokens_per_s_single_stream), C(max_tokens_per_s_per_stream),
-    C(max_tokens_per_s_aggregate), C(summary) and C(notes); and the two one-line C(summary) and C(summary_batch).
+    The decode rate that all-reduce latency alone allows for O(model_profile) (the figure of
+    bench/comm_figure.py, the same the deployment gate shows): C(batch_1) and C(batch_<concurrency>)
+    (O(concurrency) streams), each with C(model), C(batch), C(tensor_parallel_size), C(allreduces_per_step),
+    C(allreduce_bytes), C(allreduce_latency_us), C(latency_basis), C(basis) (C(measured_all_reduce), or
+    C(estimated_from_pair_latency) where O(probe) shows the measured figure is no all-reduce at the profile's
+    rank count), C(source), C(assumptions), C(comm_us_per_step), C(comm_us_per_token),
+    C(max_tokens_per_s_single_stream), C(max_tokens_per_s_per_stream), C(max_tokens_per_s_aggregate),
+    C(summary) and C(notes); and the two one-line C(summary) and C(summary_batch).
   returned: when O(model_profile) is given
   type: dict
   sample:
@@ -343,7 +353,8 @@ comm_floor:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.bench.comm_model import CommModelError, add_comm_floor
+from ansible.module_utils.gpuhost.bench.comm_figure import add_comm_floor
+from ansible.module_utils.gpuhost.bench.comm_model import CommModelError
 from ansible.module_utils.gpuhost.bench.nccl_judge import COLLECTIVES, ENGINES, BenchInputError
 from ansible.module_utils.gpuhost.bench.nccl_runner import (
     DEFAULT_STARTUP_TIMEOUT_S,
@@ -377,6 +388,7 @@ def get_argument_spec() -> dict:
         "model_profile": {"type": "raw"},
         "concurrency": {"type": "int", "default": 64},
         "gpu_names": {"type": "list", "elements": "str"},
+        "probe": {"type": "dict"},
         "run_in_check_mode": {"type": "bool", "default": False},
     }
 
@@ -386,7 +398,8 @@ def main() -> None:
     try:
         result = run_bench(module.params, tmpdir=module.tmpdir, warn=module.warn, check_mode=module.check_mode)
         if module.params["model_profile"] is not None:
-            add_comm_floor(result, module.params["model_profile"], module.params["concurrency"])
+            add_comm_floor(result, module.params["model_profile"], module.params["concurrency"],
+                           module.params["probe"])
     except BenchSkipped as exc:
         module.exit_json(changed=False, skipped=True, msg=str(exc))
     except BenchFailure as exc:

@@ -100,8 +100,8 @@ report:
 import json
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.files.analysis_reports import write_files
-from ansible.module_utils.gpuhost.files.report_files import ReportFileError, as_text, host_file, read_existing
+from ansible.module_utils.gpuhost.files.report_files import host_file
+from ansible.module_utils.gpuhost.files.writer import ReportFileError, plan_files
 from ansible.module_utils.gpuhost.report.p2p_fix import compare, measurement
 from ansible.module_utils.gpuhost.report.p2p_fix_md import render
 
@@ -131,15 +131,10 @@ def main() -> None:
     try:
         paths = {"json": host_file(params["dest"], params["guest"], "-p2p-fix.json"),
                  "markdown": host_file(params["dest"], params["guest"], "-p2p-fix.md")}
-        contents = {paths["json"]: json.dumps(report, indent=1, sort_keys=True) + "\n",
-                    paths["markdown"]: render(report)}
-        # Each file read once: for the change and for the diff.
-        existing = {path: read_existing(path) for path in contents}
-        changed = {path: text for path, text in contents.items() if existing[path] != text.encode("utf-8")}
-        diffs = [{"before_header": path, "after_header": path, "before": as_text(existing[path]) or "",
-                  "after": text} for path, text in changed.items()] if module._diff else []
-        if changed and not module.check_mode:
-            write_files(changed)
+        planned = plan_files({paths["json"]: json.dumps(report, indent=1, sort_keys=True) + "\n",
+                              paths["markdown"]: render(report)})
+        diffs = planned.diff() if module._diff else []
+        changed = planned.commit(module.check_mode, create_dirs=True)
     except ReportFileError as exc:
         module.fail_json(msg=f"proxmox_fix_report: {exc}")
     result = {"changed": bool(changed), "written": sorted(changed), "paths": paths, "verdict": report["verdict"],

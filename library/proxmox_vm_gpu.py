@@ -192,6 +192,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.audit.virt import parse_node_names
+from ansible.module_utils.gpuhost.parsers.pci_common import is_nvidia_gpu
 from ansible.module_utils.gpuhost.parsers.proxmox_config import (
     MAX_HOSTPCI,
     parse_bool,
@@ -204,9 +205,6 @@ from ansible.module_utils.gpuhost.rules.proxmox_desired import (
     desired_state,
     gpu_function,
 )
-
-NVIDIA_VENDOR = "0x10de"
-DISPLAY_CLASS_PREFIX = "0x03"
 
 
 def get_argument_spec() -> dict:
@@ -245,7 +243,7 @@ def nvidia_gpu_lines(options: dict[str, str], sysfs: str, warn: Any) -> list[str
         if vendor is None:
             warn(f"{entry_key} passes {bdf}, which {sysfs}/bus/pci/devices does not show: it is left out; name it "
                  "in gpus to manage it")
-        elif vendor == NVIDIA_VENDOR and (device_class or "").startswith(DISPLAY_CLASS_PREFIX):
+        elif is_nvidia_gpu(vendor, device_class):
             found.append(entry_key)
     return found
 

@@ -52,7 +52,7 @@ _import_module_utils()
 
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS  # noqa: E402
 from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, command_key, encode_bytes  # noqa: E402
-from ansible.module_utils.gpuhost.audit.health import FABRIC_MANAGER, JOURNAL  # noqa: E402
+from ansible.module_utils.gpuhost.audit.commands import FABRIC_MANAGER, JOURNAL  # noqa: E402
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import HEALTH_QUERY_FIELDS  # noqa: E402
 
 PCI = "/sys/bus/pci/devices"
@@ -502,12 +502,12 @@ def capture(host: Host) -> dict[str, Any]:
     commands["dmesg"] = host.dmesg
     if host.dmesg.get("rc") != 0:
         # A user outside the adm and systemd-journal groups sees no kernel lines in the journal either.
-        commands[command_key(JOURNAL)] = host.journal or _ok("")
+        commands[JOURNAL.key] = host.journal or _ok("")
     if "nvidia" in host.modules:
         text("/sys/module/nvidia/version", host.module_version + "\n" if host.module_version else None)
     if any(dev.nvidia and dev.cls >> 8 == 0x0680 for dev in host.devices):
         state = host.fabric_manager or "inactive"
-        commands[command_key(FABRIC_MANAGER)] = _ok(state + "\n") if state == "active" else _failed(3, state + "\n")
+        commands[FABRIC_MANAGER.key] = _ok(state + "\n") if state == "active" else _failed(3, state + "\n")
     commands["systemd-detect-virt --vm"] = _ok(host.detect_vm + "\n") if host.detect_vm != "none" \
         else _failed(1, "none\n")
     commands["systemd-detect-virt --container"] = _ok(host.detect_container + "\n") \

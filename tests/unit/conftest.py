@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ansible.module_utils.gpuhost.rules import catalog
+from ansible.module_utils.gpuhost.findings import catalog
 
 FIRED: set[str] = set()
 UNIT = Path(__file__).resolve().parent
@@ -52,7 +52,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if missing:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         message = (f"findings catalog: {len(missing)} id(s) fired in no unit test: {', '.join(missing)}. "
-                   "Add a test that makes each fire (or mark it retired in rules/catalog.py).")
+                   "Add a test that makes each fire (or mark it retired in findings/catalog.py).")
         if reporter is not None:
             reporter.write_line(message, red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

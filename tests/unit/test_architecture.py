@@ -5,20 +5,26 @@ and ``from x import y``, at the top, inside functions or under ``if TYPE_CHECKIN
 imported. ``from package import name`` counts as importing the module ``package.name`` when there
 is such a file, else the package. The rules:
 
+- **Layers**: the sub-packages and the modules at the root are stacked in ``LAYERS``, bottom to
+  top; a module imports only from its own layer and the layers below it, so that code two layers
+  need lives in the lower one (the findings catalog sits just above parsers/ because every other
+  layer makes findings). The module-level import graph has no cycle, inside a layer either, and
+  every package and root module is in ``LAYERS``.
 - **parsers/** turn a tool's output into data: they import the standard library and other
   parsers/ modules only (shared helpers such as parsers/_common, or another parser's types).
 - **Pure code** never touches the system, so that it runs anywhere and is tested without a
-  host: parsers/, rules/, gate/, report/, the pure bench files (``PURE_BENCH``: the judges, the
-  communication model, the model profiles, the units), every package ``__init__`` (it runs
-  whenever any module of its package is imported), and the modules of other packages listed in
-  ``PURE_ELSEWHERE`` with the reason they are pure. Pure code imports only pure gpuhost modules
+  host: parsers/, findings/, rules/, gate/, report/, the pure bench files (``PURE_BENCH``: the
+  judges, the communication model, the model profiles, the units), every package ``__init__`` (it
+  runs whenever any module of its package is imported), and the modules of other packages or of
+  the root listed in ``PURE_ELSEWHERE`` with the reason they are pure. Pure code imports only pure gpuhost modules
   (so nothing of audit/, the Source seam and the gatherers; not bench/harness_runner, the
   *_runner files or the harness scripts; not serving/), no standard library module that runs
   processes, sockets, signals, threads or touches files (``IO_STDLIB``), and nothing outside the
   standard library. Because pure code may only import pure code, and each pure module is checked
   itself, nothing pure reaches I/O through a chain of imports either.
-- parsers/, rules/, gate/ and report/ do not import ``os`` at all (``os.path`` alone is hard to
-  tell apart from ``os``'s I/O); ``OS_ALLOWED`` lists exceptions with their reason (none today).
+- parsers/, findings/, rules/, gate/ and report/ do not import ``os`` at all (``os.path`` alone is
+  hard to tell apart from ``os``'s I/O); ``OS_ALLOWED`` lists exceptions with their reason (none
+  today).
 - Nothing under module_utils imports ``ansible.module_utils.basic``: the modules in library/ are
   thin, own the AnsibleModule and hand plain data to module_utils.
 - No file under module_utils/gpuhost is longer than 500 lines unless its opening docstring (or the
@@ -44,8 +50,25 @@ GPUHOST = ROOT / "module_utils" / "gpuhost"
 MODULE_UTILS = ROOT / "module_utils"
 PREFIX = "ansible.module_utils.gpuhost"
 
+# The layers of gpuhost, bottom to top: each sub-package, and each module at the root by its name
+# ("__init__" is the root package's own file). A module imports only from its own layer and below.
+LAYERS = (
+    "__init__",  # the package's docstring; imports nothing
+    "values",  # plain values read from data of any shape, for every layer above
+    "gpu_pairs",  # how GPU pairs are counted in every text
+    "parsers",  # tool output to typed data
+    "findings",  # the findings catalog, the Finding type, the remedy texts and limits the catalog quotes
+    "rules",  # gpu_host facts to findings
+    "process",  # a command under a deadline, for the audit's commands and the benchmark's runs
+    "audit",  # reading a host (the Source seam and the gatherers), and the facts built from it
+    "bench",  # the benchmarks, their judges and the communication model
+    "gate",  # the deployment verdict, over the audit's facts and the benchmark's results
+    "report",  # Markdown, JSON, metrics and charts of all of the above
+    "files",  # report and support files on the controller
+    "serving",  # provisioning and serving helpers
+)
 # Packages whose every module is pure; parsers/ is the strictest of them.
-PURE_PACKAGES = ("parsers", "rules", "gate", "report")
+PURE_PACKAGES = ("parsers", "findings", "rules", "gate", "report")
 # The pure files of bench/ (the rest of bench/ runs processes: the harnesses and their runners).
 PURE_BENCH = {
     "bench.nccl_judge": "the NCCL benchmark's result rows and its harness output read back",
@@ -57,6 +80,9 @@ PURE_BENCH = {
     "bench.comm_estimate": "an all-reduce's time estimated from a GPU-to-GPU copy and the algorithm's steps",
     "bench.model_config": "collectives per decode step counted from a config.json already read",
     "bench.model_profiles": "the built-in model profiles, data",
+    "bench.model_profile": "a model's shape for the communication floor, checked from a mapping",
+    "bench.p2p_proof": "what the P2P probe proved per GPU pair, read back from its result",
+    "bench.comm_figure": "the one communication figure of a host for a model, from results already read",
     "bench.units": "byte units and their display",
     "bench.arguments": "the benchmark modules' options, checked before anything runs",
     "bench.nccl_known_issues": "NCCL versions with known bugs per GPU, data, and the finding they make",
@@ -66,6 +92,8 @@ PURE_BENCH = {
 # (for example a derivation of audit/ that works on data already gathered and never sees a Source).
 PURE_ELSEWHERE: dict[str, str] = {
     "audit.proxmox_vm": "joins a parsed VM config to host facts already gathered; never sees a Source",
+    "values": "reads values out of data already in hand",
+    "gpu_pairs": "counts GPU pairs in directions already read",
 }
 # Standard library modules that run processes, open sockets, handle signals, start threads or
 # create and remove files: none of them in pure code.
@@ -74,7 +102,7 @@ IO_STDLIB = {
     "multiprocessing", "concurrent", "asyncio", "select", "selectors", "pty",
 }
 # Packages where even ``import os`` is refused.
-NO_OS_PACKAGES = ("parsers", "rules", "gate", "report")
+NO_OS_PACKAGES = ("parsers", "findings", "rules", "gate", "report")
 # Modules of those packages that may import os, each with its reason.
 OS_ALLOWED: dict[str, str] = {}
 MAX_LINES = 500
@@ -157,6 +185,71 @@ def is_pure(module: str) -> bool:
             or (GPUHOST / Path(*module.split(".")) / "__init__.py").is_file())
 
 
+def layer_of(module: str) -> str:
+    """The entry of LAYERS a module belongs to: its sub-package, or its own name at the root."""
+    return module.split(".")[0] if module else "__init__"
+
+
+def import_graph() -> dict[str, list[tuple[str, Path, Import]]]:
+    """Module -> the gpuhost modules it imports, each with the file and the statement."""
+    graph: dict[str, list[tuple[str, Path, Import]]] = {}
+    for path in source_files():
+        graph[module_of(path)] = [(imp.gpuhost, path, imp) for imp in imports_of(path) if imp.gpuhost is not None]
+    return graph
+
+
+def cycles(graph: dict[str, list[tuple[str, Path, Import]]]) -> list[list[str]]:
+    """The strongly connected components with more than one module, or a module importing itself (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target, _, _ in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or any(target == node for target, _, _ in graph.get(node, ())):
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def cycle_path(graph: dict[str, list[tuple[str, Path, Import]]], component: list[str]) -> list[str]:
+    """One cycle through the component's first module, as the import statements that close it."""
+    start, members = component[0], set(component)
+    came_from: dict[str, tuple[str, Path, Import]] = {}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for target, path, imp in graph.get(node, ()):
+            if target == start:
+                steps = [(node, path, imp)]
+                while node != start:
+                    steps.append(came_from[node])
+                    node = came_from[node][0]
+                return [f"{where(p, i)} ({m} -> {i.gpuhost})" for m, p, i in reversed(steps)]
+            if target in members and target not in came_from and target != start:
+                came_from[target] = (node, path, imp)
+                queue.append(target)
+    return []
+
+
 def rel(path: Path) -> str:
     return str(path.relative_to(ROOT))
 
@@ -214,18 +307,60 @@ def test_pure_code_imports_nothing_that_does_io(path):
             if not is_pure(imp.gpuhost):
                 problems.append(
                     f"{where(path, imp)} imports gpuhost.{imp.gpuhost}, which is not pure (I/O: audit/, runners, "
-                    "harnesses, serving/); rule: pure code imports only parsers/, rules/, gate/, report/, the pure "
-                    "bench files and the modules in PURE_ELSEWHERE (add one there only with the reason it is pure)")
+                    "harnesses, serving/); rule: pure code imports only parsers/, findings/, rules/, gate/, "
+                    "report/, the pure bench files and the modules in PURE_ELSEWHERE (add one there only with the "
+                    "reason it is pure)")
         elif imp.stdlib:
             if imp.top in IO_STDLIB:
                 problems.append(f"{where(path, imp)} imports {imp.top}; rule: pure code runs no process, socket, "
                                 "signal or thread and creates no file (no " + ", ".join(sorted(IO_STDLIB)) + ")")
             elif imp.top == "os" and module.split(".")[0] in NO_OS_PACKAGES and module not in OS_ALLOWED:
-                problems.append(f"{where(path, imp)} imports os; rule: parsers/, rules/, gate/ and report/ do not "
-                                "import os (list an exception in OS_ALLOWED with its reason)")
+                problems.append(f"{where(path, imp)} imports os; rule: parsers/, findings/, rules/, gate/ and "
+                                "report/ do not import os (list an exception in OS_ALLOWED with its reason)")
         else:
             problems.append(f"{where(path, imp)} imports {imp.target}, outside the standard library; rule: pure code "
                             "imports only the standard library and pure gpuhost modules")
+    report(problems)
+
+
+def test_the_layers_name_packages_that_exist():
+    """So that a renamed package does not leave a layer checking nothing, and a new one gets its place."""
+    problems = [f"test_architecture.py's LAYERS names {name} twice; rule: each package or root module has one layer"
+                for name in sorted({n for n in LAYERS if LAYERS.count(n) > 1})]
+    for name in LAYERS:
+        if name != "__init__" and not (GPUHOST / name / "__init__.py").is_file() \
+                and not (GPUHOST / f"{name}.py").is_file():
+            problems.append(f"test_architecture.py's LAYERS names {name}, but {rel(GPUHOST)} has no package {name}/ "
+                            f"and no module {name}.py; rule: the layers name existing packages")
+    for path in FILES:
+        if layer_of(module_of(path)) not in LAYERS:
+            problems.append(f"{rel(path)} belongs to {layer_of(module_of(path))!r}, which LAYERS does not place; rule: "
+                            "every package and root module has a layer (add it to LAYERS where its imports put it)")
+    report(problems)
+
+
+def test_the_import_graph_has_no_cycle():
+    """Modules of gpuhost, each import an edge (function-level and TYPE_CHECKING imports included)."""
+    graph = import_graph()
+    report([f"import cycle among {', '.join(component)}:\n  " + "\n  ".join(cycle_path(graph, component))
+            + "\n  rule: imports form no cycle; move what both sides need down into a module they both import"
+            for component in cycles(graph)])
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS)
+def test_imports_point_down_the_layers(path):
+    own = layer_of(module_of(path))
+    if own not in LAYERS:
+        return  # test_the_layers_name_packages_that_exist says so
+    problems = []
+    for imp in imports_of(path):
+        if imp.gpuhost is None:
+            continue
+        theirs = layer_of(imp.gpuhost)
+        if theirs in LAYERS and LAYERS.index(theirs) > LAYERS.index(own):
+            problems.append(f"{where(path, imp)}: layer {own!r} imports gpuhost.{imp.gpuhost} of layer {theirs!r}, "
+                            f"which is above it; rule: a module imports only its own layer and those below "
+                            f"({' < '.join(LAYERS)}); move what both need down to a layer below both")
     report(problems)
 
 

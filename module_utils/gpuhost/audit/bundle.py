@@ -42,32 +42,43 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible.module_utils.gpuhost.audit.gpus import P2P_LETTERS
-from ansible.module_utils.gpuhost.audit.health import DMESG, FABRIC_MANAGER
+from ansible.module_utils.gpuhost.audit.capture_format import CAPTURE_FORMAT, encode_bytes
+from ansible.module_utils.gpuhost.audit.commands import (
+    DETECT_VIRT,
+    DMESG,
+    FABRIC_MANAGER,
+    GPU_LISTS,
+    HEALTH_QUERY,
+    HEALTH_QUERY_OLD,
+    LIST_GPUS,
+    LSPCI,
+    P2P_LETTERS,
+    PVEVERSION,
+    QUERY_GPU,
+    SMI_Q_TEXT,
+    SMI_Q_XML,
+    TOPO_MATRIX,
+    TOPO_P2P,
+    Command,
+)
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR
 from ansible.module_utils.gpuhost.audit.proxmox_probe import QEMU_SERVER_DIR
-from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, command_key, encode_bytes
 from ansible.module_utils.gpuhost.parsers._common import normalize_paste
 from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import BugReportParseError, parse_bug_report
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import HEALTH_QUERY_FIELDS, HEALTH_QUERY_FIELDS_OLD
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
 from ansible.module_utils.gpuhost.parsers.paste_kind import KINDS, clean_lines, detect_kind, pasted_command
 
-
-def _query_key(fields: Iterable[str]) -> str:
-    # The argv audit/gpus.py and audit/health.py build for --query-gpu.
-    return command_key(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"])
-
-
-QUERY_KEY = _query_key(QUERY_GPU_FIELDS)
-HEALTH_KEYS = (_query_key(HEALTH_QUERY_FIELDS), _query_key(HEALTH_QUERY_FIELDS_OLD))
-P2P_KEYS = {letter: f"nvidia-smi topo -p2p {letter}" for letter in "rwnap"}
-TOPO_KEY = "nvidia-smi topo -m"
-LIST_KEY = "nvidia-smi -L"
-SMI_Q_KEY = "nvidia-smi -q"
-SMI_Q_XML_KEY = "nvidia-smi -q -x"
-LSPCI_KEY = "lspci -vvv -D"
-DMESG_KEY = command_key(DMESG)
+# Pasted outputs are filed under the keys of the commands the gatherers run (audit/commands.py).
+QUERY_KEY = QUERY_GPU.key
+HEALTH_KEYS = (HEALTH_QUERY.key, HEALTH_QUERY_OLD.key)
+P2P_KEYS = {letter: command.key for letter, command in TOPO_P2P.items()}
+TOPO_KEY = TOPO_MATRIX.key
+LIST_KEY = LIST_GPUS.key
+SMI_Q_KEY = SMI_Q_TEXT.key
+SMI_Q_XML_KEY = SMI_Q_XML.key
+LSPCI_KEY = LSPCI.key
+DMESG_KEY = DMESG.key
 CMDLINE_FILE = "/proc/cmdline"
 # Files of a bug report worth keeping: what the gatherers read (/proc, /sys) and the driver's configuration.
 # X logs, installer logs and application profiles stay out.
@@ -380,12 +391,16 @@ def _files(*paths: str) -> Callable[[dict[str, Any]], list[str]]:
     return lambda capture: [f"files:{path}" for path in paths if path in capture["files"]]
 
 
+def _read(command: Command, needs: Callable[[dict[str, Any]], str | None] = lambda capture: None) -> _Read:
+    return _Read(command.reads, _commands(command.key), needs)
+
+
 def _under(section: str, prefix: str) -> Callable[[dict[str, Any]], list[str]]:
     return lambda capture: [f"{section}:{key}" for key in capture[section] if key == prefix or
                             key.startswith(prefix + "/")]
 
 
-_GPU_LISTS = (QUERY_KEY, SMI_Q_XML_KEY, SMI_Q_KEY, TOPO_KEY, *P2P_KEYS.values())
+_GPU_LISTS = tuple(command.key for command in GPU_LISTS)
 
 
 def _needs_gpus(capture: dict[str, Any]) -> str | None:
@@ -415,18 +430,14 @@ def _needs_pci(capture: dict[str, Any]) -> str | None:
 
 _READS = (
     _Read("NVML (GPU facts, P2P and topology from the driver's library)", lambda capture: []),
-    _Read("GPU list from nvidia-smi --query-gpu (the audit's fields)", _commands(QUERY_KEY)),
-    *(_Read(f"P2P {name} matrix ({P2P_KEYS[letter]})", _commands(P2P_KEYS[letter]))
-      for name, letter in P2P_LETTERS.items()),
-    _Read(f"topology matrix ({TOPO_KEY})", _commands(TOPO_KEY)),
-    _Read("GPU health from nvidia-smi --query-gpu (ECC, retired pages, clocks)", _commands(*HEALTH_KEYS),
-          _needs_gpus),
-    _Read(f"GPU details and health from {SMI_Q_XML_KEY} (BAR1, virtualization mode, row remapping, fabric)",
-          _commands(SMI_Q_XML_KEY)),
-    _Read(f"GPU details and health from {SMI_Q_KEY} (BAR1, virtualization mode, row remapping, fabric)",
-          _commands(SMI_Q_KEY), _needs_no_xml),
-    _Read(f"GPU count from {LIST_KEY}", _commands(LIST_KEY), _needs_nvml),
-    _Read("kernel log (dmesg)", _commands(DMESG_KEY)),
+    _read(QUERY_GPU),
+    *(_read(TOPO_P2P[letter]) for letter in P2P_LETTERS.values()),
+    _read(TOPO_MATRIX),
+    _Read(HEALTH_QUERY.reads, _commands(*HEALTH_KEYS), _needs_gpus),
+    _read(SMI_Q_XML),
+    _read(SMI_Q_TEXT, _needs_no_xml),
+    _read(LIST_GPUS, _needs_nvml),
+    _read(DMESG),
     _Read(f"kernel command line ({CMDLINE_FILE})", _files(CMDLINE_FILE)),
     _Read("CPU flags (/proc/cpuinfo)", _files("/proc/cpuinfo")),
     _Read("memory and huge pages (/proc/meminfo)", _files("/proc/meminfo")),
@@ -436,14 +447,13 @@ _READS = (
     _Read("loaded kernel modules (/sys/module)", _under("dirs", "/sys/module")),
     _Read("NUMA nodes (/sys/devices/system/node)", _under("dirs", "/sys/devices/system/node")),
     _Read("DMI from sysfs (/sys/class/dmi/id)", _under("files", "/sys/class/dmi/id")),
-    _Read("systemd-detect-virt", _commands("systemd-detect-virt --vm", "systemd-detect-virt --container")),
+    _Read(DETECT_VIRT["--vm"].reads, _commands(*(command.key for command in DETECT_VIRT.values()))),
     _Read("container markers (/run/.containerenv, /run/systemd/container, /proc/1/cgroup, /.dockerenv)",
           _files("/run/.containerenv", "/run/systemd/container", "/proc/1/cgroup", "/.dockerenv")),
-    _Read(f"{LSPCI_KEY} (ACS and port types when config space is unreadable)", _commands(LSPCI_KEY), _needs_pci),
-    _Read(f"fabric manager state ({command_key(FABRIC_MANAGER)})", _commands(command_key(FABRIC_MANAGER)),
-          _needs_pci),
+    _read(LSPCI, _needs_pci),
+    _read(FABRIC_MANAGER, _needs_pci),
     _Read(f"Proxmox VM configs ({QEMU_SERVER_DIR})", _under("dirs", QEMU_SERVER_DIR)),
-    _Read("pveversion", _commands("pveversion")),
+    _read(PVEVERSION),
 )
 
 

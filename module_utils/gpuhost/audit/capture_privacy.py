@@ -29,9 +29,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ansible.module_utils.gpuhost.audit.proxmox import passes_pci_through
-from ansible.module_utils.gpuhost.audit.source import CaptureError, decode_bytes
-from ansible.module_utils.gpuhost.parsers.proxmox_config import QEMU_SERVER_DIR, REDACTED, SECRET_KEY, parse_vm_config
+from ansible.module_utils.gpuhost.audit.capture_format import CaptureError, decode_bytes
+from ansible.module_utils.gpuhost.parsers.proxmox_config import (
+    QEMU_SERVER_DIR,
+    REDACTED,
+    SECRET_KEY,
+    parse_vm_config,
+    passes_pci_through,
+)
 
 NOT_CAPTURED = "#<not captured: this VM passes no PCI device through>\n"
 VM_CONFIG_PATH = re.compile(r"^" + re.escape(QEMU_SERVER_DIR) + r"/(?P<vmid>\d+)\.conf$")

@@ -12,8 +12,8 @@ from ansible.module_utils.gpuhost.audit.pci import PCI_DIR, gather_pci, read_ids
 from ansible.module_utils.gpuhost.audit.proxmox_probe import is_proxmox_node
 from ansible.module_utils.gpuhost.audit.source import Source
 from ansible.module_utils.gpuhost.audit.virt import gather_virtualization
+from ansible.module_utils.gpuhost.findings.finding import judgement
 from ansible.module_utils.gpuhost.rules import engine
-from ansible.module_utils.gpuhost.rules.finding import counts, verdict, worst
 from ansible.module_utils.gpuhost.rules.views import (
     RuleOptions,
     gpu_devices,
@@ -117,14 +117,11 @@ def audit(source: Source, subsets: list[str], options: RuleOptions) -> dict[str,
     facts["problems"] = list(source.problems)
     facts["findings"] = engine.evaluate(facts, options)
     group = tp_group(facts, options)
-    worst_finding = worst(facts["findings"])
     facts["summary"] = {
-        "verdict": verdict(facts["findings"]),
         "virtualization": (facts.get("virtualization") or {}).get("summary"),
         "gpu_count": len(gpu_devices(facts)) or len(pci_gpus(facts)),
         "gpu_models": sorted({d.get("name") for d in gpu_devices(facts) if d.get("name")}),
         "p2p": p2p_verdict(facts, group),
-        "worst_finding": {"id": worst_finding["id"], "severity": worst_finding["severity"]} if worst_finding else None,
-        "counts": counts(facts["findings"]),
+        **judgement(facts["findings"]),
     }
     return facts

@@ -14,13 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.gpuhost.audit import nvml
+from ansible.module_utils.gpuhost.audit.commands import LIST_GPUS, P2P_LETTERS, QUERY_GPU, TOPO_MATRIX, TOPO_P2P
 from ansible.module_utils.gpuhost.audit.source import Source
 from ansible.module_utils.gpuhost.parsers import nvidia_smi_list, nvidia_smi_query, nvidia_smi_topo
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import nvidia_smi_failure
 
-# nvidia-smi topo -p2p letters for each matrix the audit keeps.
-P2P_LETTERS = {"read": "r", "write": "w", "nvlink": "n", "atomics": "a"}
 NOT_INSTALLED = "nvidia-smi is not installed"
 # A command partial material holds no output of: nothing is said of the host.
 NOT_SEEN = "not seen: the material holds no output of it"
@@ -118,13 +117,13 @@ def _from_nvml(snapshot: dict[str, Any], pci_facts: dict[str, Any]) -> tuple[dic
 
 
 def _nvidia_smi_count(source: Source) -> int | None:
-    result = source.run(["nvidia-smi", "-L"])
+    result = source.run(LIST_GPUS.argv)
     if not result.ok:
         return None
     try:
         return len(nvidia_smi_list.parse_list_gpus(result.stdout))
     except NvidiaSmiParseError as exc:
-        source.note_problem("nvidia-smi -L", str(exc))
+        source.note_problem(LIST_GPUS.key, str(exc))
         return None
 
 
@@ -143,8 +142,7 @@ def _smi(source: Source, argv: list[str]) -> tuple[str | None, str | None]:
 
 def _from_nvidia_smi(source: Source) -> tuple[dict, dict, dict]:
     fields = list(nvidia_smi_query.QUERY_GPU_FIELDS)
-    argv = ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
-    text, error = _smi(source, argv)
+    text, error = _smi(source, QUERY_GPU.argv)
     gpus: dict[str, Any] = {"source": None, "count": 0, "devices": []}
     if error and error != NOT_SEEN:
         gpus["nvidia_smi_error"] = error
@@ -174,28 +172,28 @@ def _from_nvidia_smi(source: Source) -> tuple[dict, dict, dict]:
 def _p2p_matrices(source: Source) -> dict[str, list[list[str]]]:
     p2p: dict[str, list[list[str]]] = {}
     for name, letter in P2P_LETTERS.items():
-        out, p2p_error = _smi(source, ["nvidia-smi", "topo", "-p2p", letter])
+        out, p2p_error = _smi(source, TOPO_P2P[letter].argv)
         if out is None:
             if p2p_error != NOT_SEEN:  # what material did not hold is not a problem of the host
-                source.note_problem(f"nvidia-smi topo -p2p {letter}", p2p_error or "no output")
+                source.note_problem(TOPO_P2P[letter].key, p2p_error or "no output")
             continue
         try:
             p2p[name] = nvidia_smi_topo.parse_topo_p2p(out).matrix
         except NvidiaSmiParseError as exc:
-            source.note_problem(f"nvidia-smi topo -p2p {letter}", str(exc))
+            source.note_problem(TOPO_P2P[letter].key, str(exc))
     return p2p
 
 
 def _topology(source: Source) -> dict[str, Any]:
-    out, topo_error = _smi(source, ["nvidia-smi", "topo", "-m"])
+    out, topo_error = _smi(source, TOPO_MATRIX.argv)
     if out is None:
         if topo_error != NOT_SEEN:
-            source.note_problem("nvidia-smi topo -m", topo_error or "no output")
+            source.note_problem(TOPO_MATRIX.key, topo_error or "no output")
         return {}
     try:
         parsed = nvidia_smi_topo.parse_topo_matrix(out)
     except NvidiaSmiParseError as exc:
-        source.note_problem("nvidia-smi topo -m", str(exc))
+        source.note_problem(TOPO_MATRIX.key, str(exc))
         return {}
     topology: dict[str, Any] = {
         "source": "nvidia-smi",

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible.module_utils.gpuhost.audit.commands import DMESG, FABRIC_MANAGER, HEALTH_QUERY, HEALTH_QUERY_OLD, JOURNAL
 from ansible.module_utils.gpuhost.audit.nvml_health import health_from_nvml, health_from_parsed
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR
-from ansible.module_utils.gpuhost.audit.source import Source, command_key
+from ansible.module_utils.gpuhost.audit.source import Source
 from ansible.module_utils.gpuhost.parsers.kernel_log import parse_kernel_log, summarize_events
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import nvidia_smi_failure
@@ -28,11 +29,6 @@ from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import is_invalid_fie
 from ansible.module_utils.gpuhost.parsers.pci_aer import AER_KINDS, parse_aer_counters
 from ansible.module_utils.gpuhost.parsers.pci_common import PciParseError
 
-DMESG = ["dmesg"]
-# The kernel's messages of this boot from the journal, read when dmesg is refused (dmesg_restrict):
-# members of the systemd-journal or adm groups may read it.
-JOURNAL = ["journalctl", "-k", "-b", "--no-pager", "-q"]
-FABRIC_MANAGER = ["systemctl", "is-active", "nvidia-fabricmanager"]
 MAX_XID_ENTRIES = 50
 
 
@@ -64,41 +60,40 @@ def gpus_from_parsed(rows: list[dict[str, Any]], source: str = "nvidia-smi") -> 
 
 
 def _from_nvidia_smi(source: Source) -> list[dict[str, Any]]:
-    for fields in (HEALTH_QUERY_FIELDS, HEALTH_QUERY_FIELDS_OLD):
-        argv = ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
-        result = source.run(argv)
+    for command, fields in ((HEALTH_QUERY, HEALTH_QUERY_FIELDS), (HEALTH_QUERY_OLD, HEALTH_QUERY_FIELDS_OLD)):
+        result = source.run(command.argv)
         if result.rc is None:
             return []  # not installed (or not in the capture): the GPU facts already say so
         if is_invalid_field_error(result.stdout + result.stderr) and fields is HEALTH_QUERY_FIELDS:
             continue  # a driver before R530: the clocks field has its old name
         failure = nvidia_smi_failure(result.rc, result.stdout, result.stderr)
         if failure:
-            source.note_problem(command_key(argv), failure)
+            source.note_problem(command.key, failure)
             return []
         try:
             return health_from_parsed(parse_health_query(result.stdout, fields), "nvidia-smi")
         except NvidiaSmiParseError as exc:
-            source.note_problem(command_key(argv), str(exc))
+            source.note_problem(command.key, str(exc))
             return []
     return []
 
 
 def gather_kernel_log(source: Source) -> dict[str, Any]:
     """Xid events of this boot from dmesg, or from the journal when dmesg is refused."""
-    result = source.run(DMESG)
+    result = source.run(DMESG.argv)
     origin = "dmesg"
     if not result.ok:
-        journal = source.run(JOURNAL)
+        journal = source.run(JOURNAL.argv)
         if journal.ok and journal.stdout.strip():
             result, origin = journal, "journal"
         elif journal.rc is not None and not journal.ok:
-            source.note_problem(command_key(JOURNAL), (journal.stderr or journal.stdout).strip()[:200]
+            source.note_problem(JOURNAL.key, (journal.stderr or journal.stdout).strip()[:200]
                                 or f"exit {journal.rc}")
     if origin == "dmesg" and not result.ok:
         # dmesg refused (kernel.dmesg_restrict, not root): noted as audit/virt.py notes it, so that one entry
         # stands for both. A journal this user may not read answers with nothing, which says nothing either.
         if result.rc is not None:
-            source.note_problem("dmesg", (result.stderr or result.stdout).strip()[:200] or f"exit {result.rc}")
+            source.note_problem(DMESG.key, (result.stderr or result.stdout).strip()[:200] or f"exit {result.rc}")
         return {"source": None, "events": 0, "xid_events": []}
     events = parse_kernel_log(result.stdout)
     summary = summarize_events(events)
@@ -146,8 +141,8 @@ def gather_fabric_manager(source: Source, pci_facts: dict[str, Any]) -> dict[str
     switches = [d["bdf"] for d in pci_facts.get("nvidia_devices") or [] if d.get("kind") == "nvswitch"]
     if not switches:
         return None
-    result = source.run(FABRIC_MANAGER)
+    result = source.run(FABRIC_MANAGER.argv)
     state = result.stdout.strip().splitlines()[0].strip() if result.rc is not None and result.stdout.strip() else None
     if result.rc is not None and state is None:
-        source.note_problem(command_key(FABRIC_MANAGER), (result.stderr.strip() or f"exit {result.rc}")[:200])
+        source.note_problem(FABRIC_MANAGER.key, (result.stderr.strip() or f"exit {result.rc}")[:200])
     return {"nvswitches": len(switches), "service": state}

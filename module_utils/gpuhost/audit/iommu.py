@@ -13,6 +13,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible.module_utils.gpuhost.audit.commands import DMESG
 from ansible.module_utils.gpuhost.audit.source import Source
 
 GROUPS_DIR = "/sys/kernel/iommu_groups"
@@ -112,7 +113,7 @@ def gather_iommu(source: Source) -> Iommu:
 
 
 def _dmesg_mode(source: Source) -> str | None:
-    result = source.run(["dmesg"])
+    result = source.run(DMESG.argv)
     if not result.ok:
         return None
     match = DMESG_DEFAULT_DOMAIN.search(result.stdout)

@@ -12,14 +12,20 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from ansible.module_utils.gpuhost.audit.commands import LSPCI
 from ansible.module_utils.gpuhost.audit.source import Source
 from ansible.module_utils.gpuhost.parsers.lspci import parse_lspci_vvv
-from ansible.module_utils.gpuhost.parsers.pci_common import PciParseError, describe_pci_id, device_kind, parse_bdf
+from ansible.module_utils.gpuhost.parsers.pci_common import (
+    PciParseError,
+    describe_pci_id,
+    device_kind,
+    is_nvidia,
+    parse_bdf,
+)
 from ansible.module_utils.gpuhost.parsers.pci_config_space import parse_config_space
 from ansible.module_utils.gpuhost.parsers.sysfs_pci import link_gen, parse_link_speed, parse_link_width, parse_resource
 
 PCI_DIR = "/sys/bus/pci/devices"
-NVIDIA = "0x10de"
 HOST_BRIDGE_CLASS = "0x0600"
 BRIDGE_CLASS_PREFIX = "0x06"
 
@@ -105,13 +111,13 @@ class PciReader:
     def lspci(self) -> dict[str, Any]:
         if not self._lspci_tried:
             self._lspci_tried = True
-            result = self.source.run(["lspci", "-vvv", "-D"])
+            result = self.source.run(LSPCI.argv)
             self._lspci = {}
             if result.ok:
                 try:
                     self._lspci = parse_lspci_vvv(result.stdout)
                 except PciParseError as exc:
-                    self.source.note_problem("lspci -vvv -D", str(exc))
+                    self.source.note_problem(LSPCI.key, str(exc))
         return self._lspci or {}
 
     def acs(self, bdf: str, config: Any) -> tuple[dict[str, bool] | None, str]:
@@ -234,7 +240,7 @@ def gather_pci(source: Source, groups: dict[str, list[str]]) -> tuple[dict[str, 
     ]
     bridges: dict[str, dict[str, Any]] = {}
     nvidia = [reader.nvidia_device(bdf, ids, groups, bridges)
-              for bdf, ids in ids_by_bdf.items() if ids["vendor"] == NVIDIA]
+              for bdf, ids in ids_by_bdf.items() if is_nvidia(ids["vendor"])]
     facts = {
         "device_count": len(ids_by_bdf),
         "host_bridges": host_bridges,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible.module_utils.gpuhost.audit.commands import PVEVERSION
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR, kind_of, read_ids
 from ansible.module_utils.gpuhost.audit.proxmox_vm import HostView, expand_host_ids, mapped_ids, vm_facts
 from ansible.module_utils.gpuhost.audit.source import Source
@@ -31,6 +32,7 @@ from ansible.module_utils.gpuhost.parsers.proxmox_config import (
     parse_pci_mapping,
     parse_pveversion,
     parse_vm_config,
+    passes_pci_through,
 )
 
 HOSTNAME_FILE = "/proc/sys/kernel/hostname"
@@ -38,14 +40,6 @@ NODE_DIR = "/sys/devices/system/node"
 VM_CONFIG_NAME = re.compile(r"^(?P<vmid>\d+)\.conf$")
 ADDRESS_SIZES = re.compile(r"^address sizes\s*:\s*(?P<bits>\d+) bits physical", re.MULTILINE)
 CPU_VENDOR = re.compile(r"^vendor_id\s*:\s*(?P<vendor>\S+)", re.MULTILINE)
-HOSTPCI_KEY = re.compile(r"hostpci\d+")
-
-
-def passes_pci_through(config: VmConfig) -> bool:
-    """Whether the VM starts with a hostpciN device next time (current config plus pending changes)."""
-    return any(HOSTPCI_KEY.fullmatch(key) for key in config.effective())
-
-
 def _device_from_pci_facts(device: dict[str, Any]) -> dict[str, Any]:
     return {"kind": device.get("kind"), "vendor_id": device.get("vendor_id"), "device_id": device.get("device_id"),
             "driver": device.get("driver"), "iommu_group": device.get("iommu_group"),
@@ -90,7 +84,7 @@ def gather_proxmox(source: Source, iommu: Any, pci_facts: dict[str, Any]) -> dic
     names = source.listdir(QEMU_SERVER_DIR)
     if names is None:
         return None
-    version = source.run(["pveversion"])
+    version = source.run(PVEVERSION.argv)
     node = source.read_value(HOSTNAME_FILE)
     cpuinfo = source.read_text("/proc/cpuinfo")
     cmdline = source.read_value("/proc/cmdline")

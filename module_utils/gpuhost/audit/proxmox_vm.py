@@ -51,8 +51,8 @@ from ansible.module_utils.gpuhost.parsers.proxmox_config import (
     parse_smbios_uuid,
     without_secrets,
 )
+from ansible.module_utils.gpuhost.rules.vm_devices import next_power_of_two
 
-NVIDIA_VENDOR = "10de"
 MIB = 1 << 20
 
 # QEMU's phys-bits for every CPU model but host (target/i386: 40); `cpu: host` takes the host's.
@@ -139,14 +139,6 @@ def host_device_facts(bdf: str, host: HostView, passed: set[str]) -> dict[str, A
         "bars_64bit_bytes": [b["size_bytes"] for b in device.get("bars") or []
                              if b.get("is_64bit") and isinstance(b.get("size_bytes"), int)],
     }
-
-
-def is_nvidia_gpu(device: dict[str, Any]) -> bool:
-    return device.get("kind") == "gpu" and device.get("vendor_id") == NVIDIA_VENDOR
-
-
-def next_power_of_two(value: int) -> int:
-    return 1 << max(value - 1, 0).bit_length()
 
 
 def mmio64_needed_bytes(hostpci: list[dict[str, Any]]) -> int:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible.module_utils.gpuhost.audit.commands import SMI_Q_TEXT, SMI_Q_XML
 from ansible.module_utils.gpuhost.audit.nvml import BRANDS, VIRTUALIZATION_MODES
 from ansible.module_utils.gpuhost.audit.nvml_health import (
     CLOCKS_EVENT_REASONS,
@@ -34,10 +35,8 @@ from ansible.module_utils.gpuhost.audit.nvml_health import (
 )
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_q import GpuQuery, NvidiaSmiQ
 
-SMI_Q = ["nvidia-smi", "-q", "-x"]
-SMI_Q_TEXT = ["nvidia-smi", "-q"]
-SOURCE = "nvidia-smi -q -x"
-SOURCE_TEXT = "nvidia-smi -q"
+SOURCE = SMI_Q_XML.key
+SOURCE_TEXT = SMI_Q_TEXT.key
 
 _REASON_BITS = {name: bit for bit, name in CLOCKS_EVENT_REASONS.items()}
 # nvidia-smi prints the fabric state in words ("In Progress") and the status as nvmlErrorString

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.gpuhost.audit import smi_q
-from ansible.module_utils.gpuhost.audit.source import Source, command_key
+from ansible.module_utils.gpuhost.audit.commands import SMI_Q_TEXT, SMI_Q_XML, Command
+from ansible.module_utils.gpuhost.audit.source import Source
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import nvidia_smi_failure
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_q import (
@@ -25,31 +26,31 @@ UNREADABLE = "unreadable: "
 
 def complete_from_smi_q(source: Source, gpus: dict[str, Any]) -> list[dict[str, Any]] | None:
     """Complete ``gpus`` (the --query-gpu facts, changed in place) from -q -x; its health facts, or None."""
-    argv = smi_q.SMI_Q
-    document, q_error = _read_smi_q(source, argv)
-    if document is None and q_error is None and not source.seen("commands", command_key(argv)):
+    command = SMI_Q_XML
+    document, q_error = _read_smi_q(source, command)
+    if document is None and q_error is None and not source.seen("commands", command.key):
         # Material without -q -x (a bug report holds -q). A host that has nvidia-smi answers -q -x.
-        argv = smi_q.SMI_Q_TEXT
-        document, q_error = _read_smi_q(source, argv)
+        command = SMI_Q_TEXT
+        document, q_error = _read_smi_q(source, command)
     if document is not None:
         return _with_smi_q(source, gpus, document)
     if q_error is not None and (gpus["source"] is not None or q_error.startswith(UNREADABLE)):
         # Said only when it tells something: --query-gpu answered where -q -x did not, or the document
         # did not read. nvidia-smi failing alike for both is already in the GPU facts.
-        source.note_problem(command_key(argv), q_error)
+        source.note_problem(command.key, q_error)
     return None
 
 
-def _read_smi_q(source: Source, argv: list[str]) -> tuple[NvidiaSmiQ | None, str | None]:
+def _read_smi_q(source: Source, command: Command) -> tuple[NvidiaSmiQ | None, str | None]:
     """The ``nvidia-smi -q -x`` (or ``-q``) document with at least one GPU, or (None, why); why is None
     when nvidia-smi is not there at all, or the material holds no such output."""
-    result = source.run(argv)
+    result = source.run(command.argv)
     if result.rc is None:
         return None, None
     failure = nvidia_smi_failure(result.rc, result.stdout, result.stderr)
     if failure or not result.ok:
         return None, failure or f"exit {result.rc}: {(result.stderr or result.stdout).strip()[:200]}"
-    parse = parse_nvidia_smi_q_xml if argv == smi_q.SMI_Q else parse_nvidia_smi_q_text
+    parse = parse_nvidia_smi_q_xml if command is SMI_Q_XML else parse_nvidia_smi_q_text
     try:
         document = parse(result.stdout)
     except NvidiaSmiParseError as exc:
@@ -57,7 +58,7 @@ def _read_smi_q(source: Source, argv: list[str]) -> tuple[NvidiaSmiQ | None, str
     if not document.gpus:
         return None, f"{UNREADABLE}the document lists no GPU; --query-gpu was used instead"
     if document.complete is False:
-        source.note_problem(command_key(argv), "the document ends before </nvidia_smi_log>: the GPUs and "
+        source.note_problem(command.key, "the document ends before </nvidia_smi_log>: the GPUs and "
                             "fields it holds are used, what was cut off is null")
     return document, None
 

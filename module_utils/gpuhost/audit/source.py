@@ -20,18 +20,22 @@ answers ``seen=False`` rather than "not installed".
 
 from __future__ import annotations
 
-import base64
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ansible.module_utils.gpuhost.audit.capture_format import (
+    CAPTURE_FORMAT,
+    CaptureError,
+    command_key,
+    decode_bytes,
+    encode_bytes,
+)
 from ansible.module_utils.gpuhost.process import run_bounded
 
 if TYPE_CHECKING:
     from ansible.module_utils.gpuhost.audit.capture_privacy import Redactions
-
-CAPTURE_FORMAT = "gpuhost-capture/1"
 
 # A command that does not finish in this time is reported, not waited for:
 # a wedged GPU makes nvidia-smi hang for minutes.
@@ -51,14 +55,6 @@ class CommandResult:
     @property
     def ok(self) -> bool:
         return self.rc == 0
-
-
-class CaptureError(Exception):
-    """A capture file that cannot be used, with what was expected."""
-
-
-def command_key(argv: list[str]) -> str:
-    return " ".join(argv)
 
 
 class Source:
@@ -148,7 +144,8 @@ class LiveSource(Source):
 
     @property
     def capture(self) -> dict[str, Any]:
-        # Imported here: only an audit that saves a capture needs it.
+        # Imported here, not for a cycle (capture_privacy imports nothing of this module): a host compiles
+        # every module it imports on every run, and only an audit that saves a capture needs this one.
         from ansible.module_utils.gpuhost.audit.capture_privacy import finish_capture
 
         return finish_capture(self.recorded, self._redact)
@@ -332,27 +329,3 @@ class ReplaySource(Source):
         if not isinstance(value, dict):
             raise CaptureError("capture section 'nvml' must be a mapping")
         return value
-
-
-def encode_bytes(data: bytes) -> str | dict[str, str]:
-    """Text stays text in a capture (readable, diffable); binary goes base64."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(data).decode("ascii")}
-    if "\x00" in text:
-        return {"base64": base64.b64encode(data).decode("ascii")}
-    return text
-
-
-def decode_bytes(value: Any) -> bytes:
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, dict) and "base64" in value:
-        try:
-            return base64.b64decode(value["base64"], validate=True)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"bad base64: {exc}") from None
-    if isinstance(value, dict) and "hex" in value:
-        return bytes.fromhex(str(value["hex"]))
-    raise ValueError(f"expected text, {{'base64': ...}} or {{'hex': ...}}, found {type(value).__name__}")

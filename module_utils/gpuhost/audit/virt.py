@@ -15,6 +15,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible.module_utils.gpuhost.audit.commands import DETECT_VIRT, DMESG
 from ansible.module_utils.gpuhost.audit.source import Source
 
 DMI_DIR = "/sys/class/dmi/id"
@@ -170,7 +171,7 @@ def _container_signals(source: Source) -> list[Evidence]:
 
 
 def _detect_virt(source: Source, flag: str) -> str | None:
-    result = source.run(["systemd-detect-virt", flag])
+    result = source.run(DETECT_VIRT[flag].argv)
     if result.rc is None:
         return None
     value = result.stdout.strip()
@@ -193,7 +194,7 @@ def gather_virtualization(source: Source, pci_ids: list[tuple[str, str, str]],
             if flag:
                 vm_votes.append(evidence)
 
-    dmesg = source.run(["dmesg"])
+    dmesg = source.run(DMESG.argv)
     if dmesg.ok:
         name = dmesg_hypervisor(dmesg.stdout)
         if name:
@@ -204,7 +205,7 @@ def gather_virtualization(source: Source, pci_ids: list[tuple[str, str, str]],
             virt.evidence.append(Evidence("dmesg", "DMI not present or invalid", "no DMI", weight="weak"))
     elif dmesg.rc is not None:
         # Unprivileged users get "Operation not permitted" with kernel.dmesg_restrict=1.
-        source.note_problem("dmesg", (dmesg.stderr or dmesg.stdout).strip()[:200] or f"exit {dmesg.rc}")
+        source.note_problem(DMESG.key, (dmesg.stderr or dmesg.stdout).strip()[:200] or f"exit {dmesg.rc}")
 
     virt.dmi = read_dmi(source)
     virt.product_uuid = virt.dmi.get("product_uuid")

@@ -26,74 +26,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any
 
 from ansible.module_utils.gpuhost.bench.comm_estimate import EstimateError, estimate_allreduce
-from ansible.module_utils.gpuhost.parsers.known_names import unknown_keys
-from ansible.module_utils.gpuhost.rules.catalog import make
-
-
-class CommModelError(ValueError):
-    """A model profile or latency curve that cannot be used, with what to fix."""
-
-
-@dataclass(frozen=True)
-class ModelProfile:
-    name: str
-    layers: int
-    allreduces_per_layer: int
-    hidden_size: int
-    dtype_bytes: int  # of the activations that are all-reduced: 2 for bf16/fp16, also for fp4/fp8 weights
-    tensor_parallel_size: int
-    notes: str = ""
-    # All-reduces outside the layers: the vocab-parallel embedding's, and MTP draft layers' when speculating.
-    extra_allreduces: int = 0
-
-    @property
-    def allreduces_per_step(self) -> int:
-        return self.layers * self.allreduces_per_layer + self.extra_allreduces
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-_INT_FIELDS = ("layers", "allreduces_per_layer", "hidden_size", "dtype_bytes", "tensor_parallel_size")
-_FIELDS = ("name", *_INT_FIELDS, "notes", "extra_allreduces")
-
-
-def load_profile(data: Mapping[str, Any]) -> ModelProfile:
-    """A ModelProfile from a mapping (a YAML or JSON document, an Ansible variable), checked field by field."""
-    if not isinstance(data, Mapping):
-        raise CommModelError(f"model profile: expected a mapping of {', '.join(_FIELDS)}; found "
-                             f"{type(data).__name__}. Give the profile as a dictionary")
-    unknown = unknown_keys(data, _FIELDS, "model profile")
-    if unknown:
-        raise CommModelError("; ".join(unknown) + ". Rename or remove " + ("it" if len(unknown) == 1 else "them"))
-    name = data.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise CommModelError(f"model profile: expected 'name' as a non-empty string; found {name!r}. Name the model")
-    values: dict[str, int] = {}
-    for key in _INT_FIELDS:
-        if key not in data:
-            raise CommModelError(f"model profile {name!r}: expected the field {key!r}; found it missing. "
-                                 "Take it from the model's config.json (num_hidden_layers, hidden_size, torch_dtype)")
-        value = data[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise CommModelError(f"model profile {name!r}: expected {key!r} as a whole number of 1 or more; "
-                                 f"found {value!r}. Correct the value")
-        values[key] = value
-    extra = data.get("extra_allreduces", 0)
-    if isinstance(extra, bool) or not isinstance(extra, int) or extra < 0:
-        raise CommModelError(f"model profile {name!r}: expected 'extra_allreduces' as a whole number of 0 or more; "
-                             f"found {extra!r}. Count the all-reduces outside the layers (1 for the embedding)")
-    values["extra_allreduces"] = extra
-    notes = data.get("notes", "")
-    if not isinstance(notes, str):
-        raise CommModelError(f"model profile {name!r}: expected 'notes' as text; found {type(notes).__name__}. "
-                             "Write the notes as one string")
-    return ModelProfile(name=name.strip(), notes=notes, **values)
+from ansible.module_utils.gpuhost.bench.model_profile import CommModelError, ModelProfile, load_profile
+from ansible.module_utils.gpuhost.bench.model_profiles import get_profile
 
 
 def allreduce_bytes_per_token(profile: ModelProfile, batch: int = 1) -> int:
@@ -300,35 +238,4 @@ def measured_curve(results: Sequence[Mapping[str, Any]]) -> list[tuple[int, floa
 def check_profile(profile_spec: Any) -> ModelProfile:
     """The profile a name or a mapping gives; CommModelError when it cannot be used. Called before a
     benchmark runs, so that a wrong profile does not fail the run at its end."""
-    # model_profiles imports this module for ModelProfile; importing it here, when called, avoids the cycle.
-    from ansible.module_utils.gpuhost.bench.model_profiles import get_profile
-
     return get_profile(profile_spec) if isinstance(profile_spec, str) else load_profile(profile_spec or {})
-
-
-def add_comm_floor(result: dict[str, Any], profile_spec: Any, concurrency: int) -> None:
-    """Price a benchmark result for a model: adds ``comm_floor`` and an info finding to ``result`` in place."""
-    profile = check_profile(profile_spec)
-    # Only all-reduce times price the model. A result without the key predates it and was all-reduce.
-    rows = result.get("results") if result.get("collective", "all_reduce") == "all_reduce" else \
-        ((result.get("per_collective") or {}).get("all_reduce") or {}).get("results")
-    if rows is None:
-        measured = result.get("collective") or "a collective the log does not name"
-        result.setdefault("notes", []).append(
-            f"No communication floor for {profile.name}: the benchmark measured {measured}, not all-reduce.")
-        return
-    curve = measured_curve(rows)
-    if not curve:
-        raise CommModelError("comm floor: the benchmark measured no all-reduce sizes to price; "
-                             "run an all_reduce sweep or give a log that holds one")
-    single = comm_floor(profile, curve, 1, measured_ranks=result.get("nranks"))
-    loaded = comm_floor(profile, curve, concurrency, measured_ranks=result.get("nranks"))
-    result["comm_floor"] = {"batch_1": single, f"batch_{concurrency}": loaded,
-                            "summary": single["summary"], "summary_batch": loaded.get("summary_batch")}
-    result.setdefault("findings", []).append(make(
-        "comm_floor",
-        single["summary"].capitalize() + (f"; {loaded['summary_batch']}" if loaded.get("summary_batch") else "") + ".",
-        {"model": profile.name, "allreduces_per_token": single["allreduces_per_step"],
-         "allreduce_bytes": single["allreduce_bytes"],
-         "allreduce_latency_us": round(single["allreduce_latency_us"], 2),
-         "latency_basis": single["latency_basis"], "notes": single["notes"] + loaded["notes"]}).as_dict())

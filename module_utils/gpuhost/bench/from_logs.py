@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ansible.module_utils.gpuhost.bench.comm_model import CommModelError, add_comm_floor
+from ansible.module_utils.gpuhost.bench.comm_figure import add_comm_floor
+from ansible.module_utils.gpuhost.bench.comm_model import CommModelError
 from ansible.module_utils.gpuhost.bench.nccl_judge import BenchInputError
 from ansible.module_utils.gpuhost.bench.nccl_runner import BenchFailure, BenchSkipped, run_bench
 from ansible.module_utils.gpuhost.bench.p2p_runner import ProbeFailure, ProbeSkipped, run_probe
@@ -23,12 +24,13 @@ def _failed(message: str) -> dict[str, Any]:
 
 
 def nccl_from_log(path: str, gpu_names: list[str] | None = None, model_profile: Any = None, concurrency: int = 64,
-                  warn: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
-    """nccl_bench's result for ``log: path``, priced for ``model_profile`` when one is given."""
+                  warn: Callable[[str], None] = lambda message: None, probe: Any = None) -> dict[str, Any]:
+    """nccl_bench's result for ``log: path``, priced for ``model_profile`` when one is given (``probe``: the
+    P2P probe's result on the same host, which tells a transfer test from an all-reduce)."""
     try:
         result = run_bench({"log": path, "gpu_names": gpu_names or None}, warn=warn, check_mode=True)
         if model_profile is not None:
-            add_comm_floor(result, model_profile, concurrency)
+            add_comm_floor(result, model_profile, concurrency, probe)
     except (BenchFailure, BenchSkipped, BenchInputError, CommModelError) as exc:
         return _failed(str(exc))
     return {"changed": False, **result}

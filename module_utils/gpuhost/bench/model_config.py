@@ -143,7 +143,7 @@ def collectives_per_step(config: Any, tensor_parallel_size: int, dp_attention: b
 
 
 def profile_fields(name: str, counted: Mapping[str, Any], tensor_parallel_size: int) -> dict[str, Any]:
-    """A model profile (comm_model.load_profile's shape) from a modelled ``collectives_per_step`` result."""
+    """A model profile (model_profile.load_profile's shape) from a modelled ``collectives_per_step`` result."""
     if counted.get("status") != "modelled":
         raise ModelConfigError(f"model {name!r}: {counted.get('reason') or 'not modelled'}")
     return {"name": name, "layers": counted["layers"], "allreduces_per_layer": counted["allreduces_per_layer"],

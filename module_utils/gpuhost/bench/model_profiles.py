@@ -1,6 +1,6 @@
 """Model profiles shipped with the audit, for the communication floor (comm_model).
 
-Each entry is plain data in the shape ``comm_model.load_profile`` reads, so users can add their own
+Each entry is plain data in the shape ``model_profile.load_profile`` reads, so users can add their own
 profiles as variables in the same shape. Where a figure comes from is said next to it; what could not
 be checked against the model's own files is said too.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.module_utils.gpuhost.bench.comm_model import CommModelError, ModelProfile, load_profile
 from ansible.module_utils.gpuhost.bench.model_config import collectives_per_step, disagreements
+from ansible.module_utils.gpuhost.bench.model_profile import CommModelError, ModelProfile, load_profile
 from ansible.module_utils.gpuhost.parsers.known_names import closest
 
 MODEL_PROFILES: dict[str, dict[str, Any]] = {

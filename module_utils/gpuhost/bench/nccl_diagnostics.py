@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.gpuhost.bench.nccl_known_issues import at_least
+from ansible.module_utils.gpuhost.findings.catalog import make
+from ansible.module_utils.gpuhost.findings.finding import Finding
 from ansible.module_utils.gpuhost.parsers.nccl_diag import parse_nccl_diag
-from ansible.module_utils.gpuhost.rules.catalog import make
-from ansible.module_utils.gpuhost.rules.finding import Finding
 
 ENV = "NCCL_RUN_DIAGNOSTICS"
 SINCE = (2, 31, 0)

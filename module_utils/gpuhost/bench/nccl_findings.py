@@ -3,7 +3,7 @@
 Pure functions over plain data: the sweep's result rows, its threshold violations (nccl_thresholds),
 the transport summary of an ``NCCL_DEBUG=INFO`` log (with the GPU pairs where NCCL said P2P could not
 be enabled), and the tuning (nccl_tuning). Every finding is
-made from the rules catalog (``rules.catalog.make``), which holds its severity and remedy.
+made from the findings catalog (``findings.catalog.make``), which holds its severity and remedy.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 from ansible.module_utils.gpuhost.bench.nccl_judge import measurements, not_measured
 from ansible.module_utils.gpuhost.bench.nccl_tuning import summarize_candidate
 from ansible.module_utils.gpuhost.bench.units import human_bytes
+from ansible.module_utils.gpuhost.findings.catalog import make, text
+from ansible.module_utils.gpuhost.findings.finding import Finding, worst_first
 from ansible.module_utils.gpuhost.parsers.nccl_debug import REFUSAL_MEANING
-from ansible.module_utils.gpuhost.rules.catalog import make, text
-from ansible.module_utils.gpuhost.rules.finding import Finding, worst_first
 
 # The P2P-disabled control: a hop through host memory costs several times a P2P hop (a copy between
 # two GPUs takes 0.4-1.4 us with P2P, 12-15 us without), so where P2P works the control is clearly

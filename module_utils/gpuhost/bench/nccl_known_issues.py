@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ansible.module_utils.gpuhost.rules.catalog import make
-from ansible.module_utils.gpuhost.rules.finding import Finding
+from ansible.module_utils.gpuhost.findings.catalog import make
+from ansible.module_utils.gpuhost.findings.finding import Finding
 
 _VERSION_RE = re.compile(r"^\s*(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?:[+-][0-9A-Za-z.+-]*)?\s*$")
 

@@ -43,9 +43,9 @@ from ansible.module_utils.gpuhost.bench.nccl_thresholds import (
     normalize_thresholds,
 )
 from ansible.module_utils.gpuhost.bench.nccl_tuning import choose_best, normalize_candidates, summarize_candidate
+from ansible.module_utils.gpuhost.findings.catalog import make
+from ansible.module_utils.gpuhost.findings.finding import Finding
 from ansible.module_utils.gpuhost.parsers.nccl_debug import parse_nccl_debug
-from ansible.module_utils.gpuhost.rules.catalog import make
-from ansible.module_utils.gpuhost.rules.finding import Finding
 
 GLOO_DEFAULT_NRANKS = 2
 DEFAULT_TIMEOUT_S = 300.0

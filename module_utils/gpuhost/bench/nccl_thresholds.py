@@ -22,8 +22,8 @@ from ansible.module_utils.gpuhost.bench.nccl_judge import (
     nearest_row,
 )
 from ansible.module_utils.gpuhost.bench.units import MIB, human_bytes
+from ansible.module_utils.gpuhost.findings.finding import SEVERITY_RANK
 from ansible.module_utils.gpuhost.parsers.known_names import unknown_keys
-from ansible.module_utils.gpuhost.rules.finding import SEVERITY_RANK
 
 # The keys a threshold may have; any other is refused with the closest one (max_time for max_time_us).
 THRESHOLD_KEYS = ("collective", "size_bytes", "max_time_us", "min_busbw_gbps", "severity", "why")

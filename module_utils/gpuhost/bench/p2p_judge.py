@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.gpuhost.bench.units import human_bytes
+from ansible.module_utils.gpuhost.findings.catalog import make
+from ansible.module_utils.gpuhost.findings.finding import Finding, worst_first
+from ansible.module_utils.gpuhost.gpu_pairs import pair_count_text
 from ansible.module_utils.gpuhost.parsers.harness_events import harness_events
 from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import latency_us, off_diagonal
-from ansible.module_utils.gpuhost.rules.catalog import make
-from ansible.module_utils.gpuhost.rules.finding import Finding, worst_first
 
 # Small-copy latency between two GPUs, the host-memory fallback's clearest sign.
 # p2pBandwidthLatencyTest (one 16-byte copy, launch excluded): with P2P 0.36-0.52 us on PCIe Gen5
@@ -159,7 +160,7 @@ def findings(result: dict[str, Any], max_small_latency_us: float = DEFAULT_MAX_S
             evidence["latency_matrix"] = latency["name"]
         out.append(make(
             "p2p_peer_access_unavailable",
-            f"{len(denied)} of {len(access) * (len(access) - 1)} GPU pairs cannot access each other's memory: "
+            f"{pair_count_text(denied, len(access))} cannot access each other's memory: "
             "copies between them go through host memory.",
             evidence))
 

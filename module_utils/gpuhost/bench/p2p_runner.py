@@ -23,6 +23,7 @@ from ansible.module_utils.gpuhost.bench import p2p_harness
 from ansible.module_utils.gpuhost.bench import p2p_judge as logic
 from ansible.module_utils.gpuhost.bench.arguments import ArgumentError, probe_options
 from ansible.module_utils.gpuhost.bench.harness_runner import KILL_GRACE_S, python_problem, run_script, write_json
+from ansible.module_utils.gpuhost.files.writer import ReportFileError, write_atomically
 from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import P2PToolParseError, parse_p2p_log
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -79,10 +80,9 @@ def save_log(path: str | None, text: str, check_mode: bool, warn: Callable[[str]
     if not path or check_mode:
         return
     try:
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError as exc:
-        warn(f"could not keep the probe's output in {path}: {exc.strerror or exc}")
+        write_atomically(path, text.encode("utf-8"))
+    except ReportFileError as exc:
+        warn(f"could not keep the probe's output in {path}: {exc.reason or exc}")
 
 
 def probe(params: dict[str, Any], tmpdir: str | None, check_mode: bool,

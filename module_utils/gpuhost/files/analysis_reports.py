@@ -5,7 +5,7 @@ The analysis writes its reports itself instead of handing its facts to gpu_audit
 passed between two tasks go through Ansible's templating and result handling, which costs several times the
 analysis itself (scripts/bench_analyze.py). The content comes from the same code (report/render.py,
 report/plot.py, rules/proxmox_plans.py, files/report_files.py), so a report reads the same whichever way it
-was made; ``changed_files`` and ``write_files`` are gpu_audit_report's too. What differs is on purpose:
+was made, and files/writer.py writes them for both. What differs is on purpose:
 the material is the whole truth about a host here, so a report never keeps the benchmark of an earlier
 report, and fleet.md lists the inputs of this run only (an input that could not be read is a row saying
 why).
@@ -14,17 +14,9 @@ why).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
-from ansible.module_utils.gpuhost.files.report_files import (
-    ReportFileError,
-    as_text,
-    check_host_names,
-    make_directory,
-    read_existing,
-    write_atomically,
-)
+from ansible.module_utils.gpuhost.files.report_files import check_host_names
 from ansible.module_utils.gpuhost.report.plot import sweep_svg
 from ansible.module_utils.gpuhost.report.render import fleet_markdown, host_markdown, merge_bench, report_json
 from ansible.module_utils.gpuhost.rules.proxmox_plans import enrich_guest_findings
@@ -59,30 +51,3 @@ def planned_files(dest: str, hosts: dict[str, dict[str, Any]], not_read: dict[st
         files[os.path.join(dest, "fleet.md")] = fleet_markdown(hosts, absent)
     return files
 
-
-def changed_files(files: dict[str, str], warn: Callable[[str], None],
-                  read_before: frozenset[str] | set[str] = frozenset()) -> dict[str, str]:
-    """The files whose content differs from what is there; ``ReportFileError`` when one cannot be read. A file
-    that is not UTF-8 is warned about, unless it is in ``read_before`` (its reader warned already)."""
-    changed = {}
-    for path, content in files.items():
-        existing = read_existing(path)
-        if existing is not None and as_text(existing) is None and path not in read_before:
-            warn(f"{path} is not UTF-8 text; it is replaced by the new report")
-        if existing != content.encode("utf-8"):
-            changed[path] = content
-    return changed
-
-
-def write_files(files: dict[str, str]) -> list[str]:
-    """Write each file whole; the paths written before a failure are in the ``ReportFileError``'s ``written``."""
-    done: list[str] = []
-    try:
-        for path, content in files.items():
-            make_directory(os.path.dirname(path))
-            write_atomically(path, content.encode("utf-8"))
-            done.append(path)
-    except ReportFileError as exc:
-        exc.written = done  # type: ignore[attr-defined]
-        raise
-    return done

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible.module_utils.gpuhost.audit.bundle import BundleInput, build_capture, gunzip
-from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT
+from ansible.module_utils.gpuhost.audit.capture_format import CAPTURE_FORMAT
 
 # The kinds of paste_kind.py that are benchmark logs, by the benchmark step that reads them (the gpu_bench
 # role's gpu_bench_nccl_log and gpu_bench_probe_log). An NCCL_DEBUG=INFO log alone holds no sweep for

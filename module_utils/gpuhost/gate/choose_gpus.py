@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible.module_utils.gpuhost.findings.catalog import text
 from ansible.module_utils.gpuhost.gate import versions
 from ansible.module_utils.gpuhost.gate.decision import Decision
 from ansible.module_utils.gpuhost.gate.inputs import Gpu, Host, Profile
 from ansible.module_utils.gpuhost.gate.placement import Fit, candidate_groups, group_key, memory_fit
-from ansible.module_utils.gpuhost.rules.catalog import text
 
 
 def _eligible(host: Host, profile: Profile, accepted: frozenset[str]) -> tuple[list[Gpu], dict[str, Any]]:

@@ -50,6 +50,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible.module_utils.gpuhost.bench.p2p_proof import read_probe
+from ansible.module_utils.gpuhost.findings.catalog import text
 from ansible.module_utils.gpuhost.gate import versions
 from ansible.module_utils.gpuhost.gate.choose_gpus import choose_group
 from ansible.module_utils.gpuhost.gate.comm_ceiling import ceiling_basis, comm_ceiling
@@ -61,7 +63,6 @@ from ansible.module_utils.gpuhost.gate.inputs import (
     as_list,
     as_text,
     read_host,
-    read_probe,
     read_profile,
 )
 from ansible.module_utils.gpuhost.gate.judge_p2p import judge_p2p
@@ -78,7 +79,6 @@ from ansible.module_utils.gpuhost.gate.launch import (
 )
 from ansible.module_utils.gpuhost.gate.model_collectives import apply_collectives
 from ansible.module_utils.gpuhost.gate.triage import triage_findings
-from ansible.module_utils.gpuhost.rules.catalog import text
 
 
 def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept: Any = None,

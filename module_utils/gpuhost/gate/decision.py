@@ -1,7 +1,7 @@
 """The gate's decision as it is built: blocking reasons, accepted risks, resolved findings, notes.
 
 Every step of the gate (decide.py and the modules it calls) writes into one ``Decision``; ``block``
-turns a reason of the rules catalog into a blocking reason, or into an accepted one when the user
+turns a reason of the findings catalog into a blocking reason, or into an accepted one when the user
 accepts it and the gate allows accepting it (``ACCEPTABLE_GATE_REASONS``).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible.module_utils.gpuhost.rules.catalog import make
+from ansible.module_utils.gpuhost.findings.catalog import make
 
 # Gate reasons a user may accept as a risk: the gate could not check something, or P2P is missing.
 ACCEPTABLE_GATE_REASONS = frozenset({

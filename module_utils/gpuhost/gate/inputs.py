@@ -8,15 +8,14 @@ the gate can always answer with a verdict and say what it could not read.
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ansible.module_utils.gpuhost.bench.model_profiles import MODEL_PROFILES
 from ansible.module_utils.gpuhost.gate import versions
 from ansible.module_utils.gpuhost.parsers.known_names import closest, unknown_keys
+from ansible.module_utils.gpuhost.values import as_dict, as_int, as_list, as_number, as_text
 
 GIB_PER_MIB = 1 / 1024
 DEFAULT_KV_CACHE_FRACTION = 0.10
@@ -34,46 +33,6 @@ MODEL_KEYS = frozenset({
 # The keys of a comm_profile mapping, as the communication model reads them (bench/comm_model.py).
 COMM_PROFILE_KEYS = frozenset({"name", "layers", "allreduces_per_layer", "hidden_size", "dtype_bytes",
                                "tensor_parallel_size", "notes", "extra_allreduces"})
-
-
-def as_dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
-        return int(value)
-    return None
-
-
-def as_number(value: Any) -> float | None:
-    """A finite number from an int, a float or a numeric string (Jinja templating yields strings)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        number = float(value)
-    elif isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            return None
-    else:
-        return None
-    return number if math.isfinite(number) else None
-
-
-def as_text(value: Any) -> str | None:
-    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def bus_id(value: Any) -> str | None:
@@ -164,65 +123,6 @@ def cell(matrix: list[list[Any]], i: int, j: int) -> str | None:
     if i < len(matrix) and j < len(matrix[i]) and isinstance(matrix[i][j], str):
         return matrix[i][j].strip() or None
     return None
-
-
-def probe_host_index(probe: Any) -> Callable[[int], int | None]:
-    """Host GPU index of the probe's device index: the probe numbers the GPUs it was given from 0."""
-    visible = as_text(as_dict(probe).get("visible"))
-    mapping: list[int] | None = None
-    if visible:
-        parts = [as_int(p) for p in visible.split(",")]
-        mapping = [p for p in parts if p is not None] if all(p is not None for p in parts) else None
-
-    def host_index(i: int) -> int | None:
-        if mapping is None:
-            return i
-        return mapping[i] if 0 <= i < len(mapping) else None
-
-    return host_index
-
-
-def read_probe(probe: Any) -> dict[tuple[int, int], bool]:
-    """Per ordered GPU pair (host indexes), whether the probe saw the data arrive intact.
-
-    Reads gpu_p2p_probe's ``proof`` matrix (a pair is verified when peer access was granted and no
-    element was wrong, by copy engine or by kernel), mapped through ``visible`` (the probe's
-    CUDA_VISIBLE_DEVICES) when given; and a ``pairs`` list of ``{src, dst, verified}`` or
-    ``{gpus: [a, b], verified}``. Logs of p2pBandwidthLatencyTest or nvbandwidth prove nothing: they
-    time copies without checking them.
-    """
-    data = as_dict(probe)
-    verdicts: dict[tuple[int, int], bool] = {}
-    host_index = probe_host_index(data)
-    for i, row in enumerate(as_list(data.get("proof"))):
-        for j, cell in enumerate(as_list(row)):
-            if i == j or not isinstance(cell, dict):
-                continue
-            a, b = host_index(i), host_index(j)
-            if a is None or b is None:
-                continue
-            ce, sm = as_int(cell.get("ce_wrong")), as_int(cell.get("sm_wrong"))
-            if cell.get("peer_access") is False or (ce or 0) > 0 or (sm or 0) > 0:
-                verdicts[(a, b)] = False
-            elif cell.get("peer_access") is True and ce == 0 and (sm is None or sm == 0):
-                verdicts[(a, b)] = True
-    for entry in as_list(data.get("pairs")):
-        if not isinstance(entry, dict) or not isinstance(entry.get("verified"), bool):
-            continue
-        gpus = as_list(entry.get("gpus"))
-        if len(gpus) == 2 and all(as_int(g) is not None for g in gpus):
-            a, b = as_int(gpus[0]), as_int(gpus[1])
-            ordered = [(a, b), (b, a)]
-        else:
-            src, dst = as_int(entry.get("src")), as_int(entry.get("dst"))
-            if src is None or dst is None:
-                continue
-            ordered = [(src, dst)]
-        for pair in ordered:
-            if pair[0] is not None and pair[1] is not None and pair[0] != pair[1]:
-                # One failed copy outweighs any number of good ones.
-                verdicts[pair] = verdicts.get(pair, True) and entry["verified"]
-    return verdicts
 
 
 @dataclass

@@ -9,10 +9,10 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
+from ansible.module_utils.gpuhost.findings.catalog import text
 from ansible.module_utils.gpuhost.gate.decision import Decision
 from ansible.module_utils.gpuhost.gate.inputs import Gpu, Host, cell
 from ansible.module_utils.gpuhost.gate.placement import P2P_STATES, pair_state
-from ansible.module_utils.gpuhost.rules.catalog import text
 
 
 def judge_p2p(out: Decision, host: Host, proof: dict[tuple[int, int], bool], group: tuple[Gpu, ...] | None,

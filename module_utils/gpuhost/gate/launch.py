@@ -15,13 +15,13 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
+from ansible.module_utils.gpuhost.findings.catalog import text
 from ansible.module_utils.gpuhost.gate import versions
 from ansible.module_utils.gpuhost.gate.all_reduce import DISABLE, P2P_CHECK, nvlink_mesh, rule_for, sglang_all_reduce
 from ansible.module_utils.gpuhost.gate.decision import Decision
 from ansible.module_utils.gpuhost.gate.flag_check import GATE_SETTINGS, check_flags, group_options
 from ansible.module_utils.gpuhost.gate.inputs import Gpu, Host, Profile, as_dict, as_int, as_list, as_text
 from ansible.module_utils.gpuhost.parsers.sglang_help import ArgparseHelp, ArgparseHelpError, parse_help
-from ansible.module_utils.gpuhost.rules.catalog import text
 
 
 def launch_env(out: Decision, bench: dict[str, Any], p2p: dict[str, Any],

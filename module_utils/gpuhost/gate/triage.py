@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible.module_utils.gpuhost.bench.comm_figure import probe_host_index
+from ansible.module_utils.gpuhost.findings.catalog import MULTI_GPU_CATEGORIES, category_of, gate_accept_hint
 from ansible.module_utils.gpuhost.gate.decision import Decision
-from ansible.module_utils.gpuhost.gate.inputs import Gpu, Host, as_dict, as_int, as_list, as_text, probe_host_index
-from ansible.module_utils.gpuhost.rules.catalog import category_of, gate_accept_hint
+from ansible.module_utils.gpuhost.gate.inputs import Gpu, Host, as_dict, as_int, as_list, as_text
 
 # Findings that measure what missing P2P costs; accepting p2p_not_supported accepts them.
 P2P_CONSEQUENCES = frozenset({"nccl_small_message_latency", "p2p_small_copy_latency"})
-# Categories of findings about collectives between GPUs, moot when one GPU serves alone.
-MULTI_GPU_CATEGORIES = frozenset({"nccl", "p2p"})
 
 
 def triage_findings(out: Decision, host: Host, bench: dict[str, Any], probe: Any, group: tuple[Gpu, ...] | None,

@@ -36,6 +36,7 @@ from ansible.module_utils.gpuhost.parsers._common import ParseError
 # Where extended capabilities start, in PCIe config space and in lspci's offsets.
 EXT_CAP_START = 0x100
 
+# NVIDIA's PCI vendor id, in the form format_id gives (sysfs writes 0x10de, lspci -nn 10de).
 VENDOR_NVIDIA = "10de"
 
 EXT_CAPABILITY_NAMES = {
@@ -281,6 +282,24 @@ def _class_parts(class_code: int | str) -> tuple[int, int]:
     else:
         code = int(format_id(class_code, 6), 16)
     return code >> 16, (code >> 8) & 0xFF
+
+
+def is_nvidia(vendor_id: int | str | None) -> bool:
+    """Whether a vendor id, in any form sysfs, lspci or the facts give it (``0x10de``, ``10de``), is NVIDIA's."""
+    try:
+        return format_id(vendor_id) == VENDOR_NVIDIA  # type: ignore[arg-type]
+    except PciParseError:
+        return False
+
+
+def is_nvidia_gpu(vendor_id: int | str | None, class_code: int | str | None) -> bool:
+    """Whether a PCI function is an NVIDIA GPU: VGA 0x0300 (boards with display outputs), 3D controller
+    0x0302 (compute boards) or display controller 0x0380 (some headless boards); never the board's other
+    functions (HDMI audio 0x0403, USB-C 0x0c03, UCSI 0x0c80). The one test every caller uses."""
+    try:
+        return device_kind(vendor_id, class_code) == "gpu"  # type: ignore[arg-type]
+    except PciParseError:
+        return False
 
 
 def device_kind(vendor_id: int | str, class_code: int | str) -> str:

@@ -13,7 +13,8 @@ Output:
   key -> value, lines key -> the line as written, description), pending_delete
   (keys), snapshots and special (name -> ``Section``), warnings ("line N: ...");
   ``effective()`` is the config the VM starts with next time, ``line(key)`` the
-  line behind a key.
+  line behind a key; ``passes_pci_through(config)`` whether that config has a
+  ``hostpciN`` device.
 * Single options: ``parse_hostpci -> HostPci`` (host_ids normalized by
   ``normalize_pci_id``, mapping, pcie, x_vga, rombar, romfile, mdev, hidden,
   legacy_igd, unknown_options, warnings); ``parse_cpu -> Cpu`` (cputype,
@@ -121,6 +122,14 @@ class VmConfig:
         if key in self.pending_delete:
             return f"[PENDING] delete: {key}"
         return self.current.lines.get(key)
+
+
+HOSTPCI_KEY = re.compile(r"hostpci\d+")
+
+
+def passes_pci_through(config: VmConfig) -> bool:
+    """Whether the VM starts with a hostpciN device next time (current config plus pending changes)."""
+    return any(HOSTPCI_KEY.fullmatch(key) for key in config.effective())
 
 
 def decode_text(text: str) -> str:

@@ -21,9 +21,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ansible.module_utils.gpuhost.findings.finding import with_findings
 from ansible.module_utils.gpuhost.rules.drift import compare, drift_findings, gone, lowered, stale_proof, still_holds
 from ansible.module_utils.gpuhost.rules.drift_basis import ITEMS, basis_of, stored_basis
-from ansible.module_utils.gpuhost.rules.finding import counts, severity_rank, verdict
 
 CHANGE_KEYS = ("item", "subject", "before", "after", "invalidates_proof", "since")
 
@@ -114,14 +114,7 @@ def with_drift(facts: dict[str, Any], previous: dict[str, Any] | None, previous_
     if proof:
         out["proof"] = proof
     if found:
-        out["findings"] = sorted([*facts.get("findings", []), *(f.as_dict() for f in found)],
-                                 key=lambda f: severity_rank(f.get("severity")))
-        summary = dict(facts.get("summary") or {})
-        summary["counts"] = counts(out["findings"])
-        worst = out["findings"][0]
-        summary["worst_finding"] = {"id": worst["id"], "severity": worst["severity"]}
-        summary["verdict"] = verdict(out["findings"])
-        out["summary"] = summary
+        out = with_findings(out, (f.as_dict() for f in found))
     return out
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ansible.module_utils.gpuhost.findings.finding import severity_rank
 from ansible.module_utils.gpuhost.report.markdown import anchor, fenced, first_sentence
-from ansible.module_utils.gpuhost.rules.finding import severity_rank
 
 SEVERITY_MARK = {"critical": "CRITICAL", "warning": "warning", "info": "info"}
 ACTIONABLE = ("critical", "warning")

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible.module_utils.gpuhost.values import as_dict
+
 FORMAT = "gpuhost-p2p-fix/1"
 VERDICTS = ("fixed", "granted_unproven", "not_fixed", "pending", "restored")
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _off_diagonal(matrix: Any) -> list[Any]:
@@ -44,7 +42,7 @@ def read_state(matrix: Any) -> str | None:
 
 def probe_proof(probe: Any) -> dict[str, Any]:
     """What the probe proved: pairs tried, granted peer access, whose data arrived intact, whose did not."""
-    probe = _dict(probe)
+    probe = as_dict(probe)
     findings = [f.get("id") for f in probe.get("findings") or [] if isinstance(f, dict)]
     cells = [cell for cell in _off_diagonal(probe.get("proof")) if isinstance(cell, dict)]
     ran = bool(cells) and not probe.get("failed")
@@ -66,12 +64,12 @@ def probe_proof(probe: Any) -> dict[str, Any]:
 def allreduce_times(nccl: Any) -> dict[int, float]:
     """The out-of-place all-reduce time (us) per message size; in-place where out-of-place is missing."""
     times: dict[int, float] = {}
-    for row in _dict(nccl).get("results") or []:
-        row = _dict(row)
+    for row in as_dict(nccl).get("results") or []:
+        row = as_dict(row)
         size = row.get("size_bytes")
-        time_us = _dict(row.get("out_of_place")).get("time_us")
+        time_us = as_dict(row.get("out_of_place")).get("time_us")
         if time_us is None:
-            time_us = _dict(row.get("in_place")).get("time_us")
+            time_us = as_dict(row.get("in_place")).get("time_us")
         if isinstance(size, int) and isinstance(time_us, (int, float)):
             times[size] = float(time_us)
     return times
@@ -79,11 +77,11 @@ def allreduce_times(nccl: Any) -> dict[int, float]:
 
 def ceiling(nccl: Any) -> dict[str, Any] | None:
     """The decode ceiling the all-reduce curve predicts (nccl_bench's comm_floor), or null."""
-    floor = _dict(_dict(nccl).get("comm_floor"))
+    floor = as_dict(as_dict(nccl).get("comm_floor"))
     if not floor:
         return None
-    single = _dict(floor.get("batch_1"))
-    batches = sorted((_dict(v) for k, v in floor.items() if k.startswith("batch_") and k != "batch_1"),
+    single = as_dict(floor.get("batch_1"))
+    batches = sorted((as_dict(v) for k, v in floor.items() if k.startswith("batch_") and k != "batch_1"),
                      key=lambda b: b.get("batch") or 0)
     batch = batches[-1] if batches else {}
     return {
@@ -98,10 +96,10 @@ def ceiling(nccl: Any) -> dict[str, Any] | None:
 
 def measurement(facts: Any, bench: Any) -> dict[str, Any]:
     """One side of the comparison, from the guest's audit facts and its benchmark results."""
-    facts, bench = _dict(facts), _dict(bench)
-    summary = _dict(facts.get("summary"))
-    read = _dict(facts.get("p2p")).get("read")
-    nccl = _dict(bench.get("nccl"))
+    facts, bench = as_dict(facts), as_dict(bench)
+    summary = as_dict(facts.get("summary"))
+    read = as_dict(facts.get("p2p")).get("read")
+    nccl = as_dict(bench.get("nccl"))
     measured = bool(allreduce_times(nccl))
     return {
         "verdict": summary.get("verdict"),
@@ -161,7 +159,7 @@ def compare(*, guest: str, node: str | None, vmid: Any, date: str | None, before
             after: dict[str, Any] | None, change: dict[str, Any], restored: dict[str, Any] | None = None
             ) -> dict[str, Any]:
     """The report of one fix: `before`/`after` are ``measurement`` results (after null: not measured)."""
-    change = _dict(change)
+    change = as_dict(change)
     report = {
         "format": FORMAT, "guest": guest, "node": node, "vmid": vmid, "date": date,
         "change": {"changes": change.get("changes") or [], "command_line": change.get("command_line"),

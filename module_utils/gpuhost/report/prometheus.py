@@ -10,7 +10,7 @@ guessed: a sample left out, or an empty label value (which Prometheus reads as n
 
 The series (``SERIES`` gives each its help text, written into the file):
 
-- ``gpuhost_verdict{verdict}``: 1 for the host's verdict, 0 for each other verdict of rules/finding.VERDICTS.
+- ``gpuhost_verdict{verdict}``: 1 for the host's verdict, 0 for each other verdict of findings/finding.VERDICTS.
 - ``gpuhost_findings{severity}``: how many findings of each severity; ``gpuhost_finding{id,severity}`` 1 per
   finding id that fired (an id this version's catalog does not know, from a report edited by hand, is counted
   but gets no series of its own, which keeps the label's values bounded).
@@ -39,11 +39,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.module_utils.gpuhost.gate.inputs import read_probe
+from ansible.module_utils.gpuhost.bench.p2p_proof import read_probe
+from ansible.module_utils.gpuhost.findings.catalog import CATALOG
+from ansible.module_utils.gpuhost.findings.finding import SEVERITIES, VERDICTS
 from ansible.module_utils.gpuhost.report.prom_text import Family, render
-from ansible.module_utils.gpuhost.rules.catalog import CATALOG
 from ansible.module_utils.gpuhost.rules.drift_basis import ITEMS as DRIFT_ITEMS
-from ansible.module_utils.gpuhost.rules.finding import SEVERITIES, VERDICTS
+from ansible.module_utils.gpuhost.values import as_dict, as_list
 
 # The series whose sample moves on every audit: a writer that sees only it change has nothing new to say.
 HEARTBEAT = "gpuhost_last_audit_timestamp_seconds"
@@ -79,14 +80,6 @@ SERIES = {
 }
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -105,20 +98,20 @@ def textfile(report: dict[str, Any], timestamp: float | int) -> str:
     families = {name: Family(name, text) for name, text in SERIES.items()}
     _verdict(families, report)
     _findings(families, report)
-    summary = _dict(report.get("summary"))
+    summary = as_dict(report.get("summary"))
     gpu_count = _int(summary.get("gpu_count"))
     # Support material that held no GPU list cannot tell how many GPUs there are: 0 would be a guess.
-    if not ("gpus" in _list(report.get("not_seen")) and not gpu_count):
+    if not ("gpus" in as_list(report.get("not_seen")) and not gpu_count):
         families["gpuhost_gpus"].add(gpu_count)
     families["gpuhost_tensor_parallel_size"].add(tensor_parallel_size(report))
-    _p2p(families["gpuhost_p2p_status"], _dict(report.get("p2p")))
-    families["gpuhost_p2p_proven"].add(p2p_proven(_dict(report.get("bench")).get("probe")))
-    _allreduce(families, _dict(_dict(_dict(report.get("bench")).get("nccl")).get("comm_floor")))
+    _p2p(families["gpuhost_p2p_status"], as_dict(report.get("p2p")))
+    families["gpuhost_p2p_proven"].add(p2p_proven(as_dict(report.get("bench")).get("probe")))
+    _allreduce(families, as_dict(as_dict(as_dict(report.get("bench")).get("nccl")).get("comm_floor")))
     _links(families, report)
     _drift(families, report)
     families[HEARTBEAT].add(_number(timestamp))
-    families["gpuhost_last_proof_timestamp_seconds"].add(_int(_dict(report.get("proof")).get("measured_at")))
-    gpus = _dict(report.get("gpus"))
+    families["gpuhost_last_proof_timestamp_seconds"].add(_int(as_dict(report.get("proof")).get("measured_at")))
+    gpus = as_dict(report.get("gpus"))
     families["gpuhost_info"].add(1, {
         "driver_version": _text(gpus.get("driver_version")),
         "cuda_driver_version": _text(gpus.get("cuda_driver_version")),
@@ -129,7 +122,7 @@ def textfile(report: dict[str, Any], timestamp: float | int) -> str:
 
 
 def _verdict(families: dict[str, Family], report: dict[str, Any]) -> None:
-    verdict = _dict(report.get("summary")).get("verdict")
+    verdict = as_dict(report.get("summary")).get("verdict")
     if verdict in VERDICTS:
         for name in VERDICTS:
             families["gpuhost_verdict"].add(int(name == verdict), {"verdict": name})
@@ -157,28 +150,28 @@ def tensor_parallel_size(report: dict[str, Any]) -> int | None:
     default group), 1 with one GPU or none. None when the audit was given a group that no finding names
     (a report does not record gpu_audit_tensor_parallel_gpus), or when the GPU list was not seen.
     """
-    floor = _dict(_dict(_dict(_dict(report.get("bench")).get("nccl")).get("comm_floor")).get("batch_1"))
+    floor = as_dict(as_dict(as_dict(as_dict(report.get("bench")).get("nccl")).get("comm_floor")).get("batch_1"))
     size = _int(floor.get("tensor_parallel_size"))
     if size and size > 0:
         return size
-    for finding in _list(report.get("findings")):
-        group = _dict(_dict(finding).get("evidence")).get("group") if _dict(finding).get("id") == "p2p_not_supported" \
-            else None
+    for finding in as_list(report.get("findings")):
+        group = as_dict(as_dict(finding).get("evidence")).get("group") \
+            if as_dict(finding).get("id") == "p2p_not_supported" else None
         if isinstance(group, list) and group:
             return len(group)
-    if "gpus" in _list(report.get("not_seen")):
+    if "gpus" in as_list(report.get("not_seen")):
         return None
-    asked = [f for f in _list(report.get("findings")) if _dict(f).get("id") == "tensor_parallel_gpus_not_on_host"]
+    asked = [f for f in as_list(report.get("findings")) if as_dict(f).get("id") == "tensor_parallel_gpus_not_on_host"]
     if asked:
-        judged = _dict(_dict(asked[0]).get("evidence")).get("judged")
+        judged = as_dict(as_dict(asked[0]).get("evidence")).get("judged")
         return max(len(judged), 1) if isinstance(judged, list) else None
-    devices = _dict(report.get("gpus")).get("devices")
+    devices = as_dict(report.get("gpus")).get("devices")
     return max(len(devices), 1) if isinstance(devices, list) else None
 
 
 def _p2p(family: Family, p2p: dict[str, Any]) -> None:
     for capability in CAPABILITIES:
-        matrix = _list(p2p.get(capability))
+        matrix = as_list(p2p.get(capability))
         for a in range(len(matrix)):
             for b in range(a + 1, len(matrix)):
                 family.add(pair_status(matrix, a, b), {"gpu_a": a, "gpu_b": b, "capability": capability})
@@ -188,7 +181,7 @@ def pair_status(matrix: list[Any], a: int, b: int) -> int | None:
     """1 when both ways are OK, 0 when either way is a status that says not supported, None when unknown."""
     cells = []
     for i, j in ((a, b), (b, a)):
-        row = _list(matrix[i]) if i < len(matrix) else []
+        row = as_list(matrix[i]) if i < len(matrix) else []
         cells.append(row[j] if j < len(row) else None)
     if any(cell in P2P_NOT_OK for cell in cells):
         return 0
@@ -198,11 +191,12 @@ def pair_status(matrix: list[Any], a: int, b: int) -> int | None:
 def p2p_proven(probe: Any) -> int | None:
     """1: every GPU pair the probe tried got peer access and its data intact; 0: a pair did not, or the probe hung;
     None: no probe result (not run, or it could not run)."""
-    probe = _dict(probe)
+    probe = as_dict(probe)
     if not probe or probe.get("failed"):
         return None
     verdicts = read_probe(probe)
-    hung = probe.get("hung_at") or any(_dict(f).get("id") == "p2p_probe_timeout" for f in _list(probe.get("findings")))
+    hung = probe.get("hung_at") or any(as_dict(f).get("id") == "p2p_probe_timeout"
+                                       for f in as_list(probe.get("findings")))
     if hung:
         return 0
     if not verdicts:
@@ -211,7 +205,7 @@ def p2p_proven(probe: Any) -> int | None:
 
 
 def _allreduce(families: dict[str, Family], floor: dict[str, Any]) -> None:
-    single = _dict(floor.get("batch_1"))
+    single = as_dict(floor.get("batch_1"))
     size = _int(single.get("allreduce_bytes"))
     latency = _number(single.get("allreduce_latency_us"))
     # No all-reduce at TP1 (size 0); a size outside the measured sweep was clamped or extrapolated, not measured.
@@ -227,22 +221,22 @@ def _allreduce(families: dict[str, Family], floor: dict[str, Any]) -> None:
 
 
 def _links(families: dict[str, Family], report: dict[str, Any]) -> None:
-    devices = [d for d in _list(_dict(report.get("gpus")).get("devices")) if isinstance(d, dict)]
-    pci = {str(d.get("bdf")).lower(): d for d in _list(_dict(report.get("pci")).get("nvidia_devices"))
+    devices = [d for d in as_list(as_dict(report.get("gpus")).get("devices")) if isinstance(d, dict)]
+    pci = {str(d.get("bdf")).lower(): d for d in as_list(as_dict(report.get("pci")).get("nvidia_devices"))
            if isinstance(d, dict) and d.get("kind") == "gpu"}
     listed = set()
     for device in devices:
         bus_id = _text(device.get("pci_bus_id")).lower()
         listed.add(bus_id)
         labels = {"gpu": _text(_int(device.get("index"))), "bus_id": bus_id}
-        link = _dict(pci.get(bus_id, {}).get("link")) or _nvml_link(_dict(device.get("pcie")))
+        link = as_dict(pci.get(bus_id, {}).get("link")) or _nvml_link(as_dict(device.get("pcie")))
         _link(families, link, labels)
         families["gpuhost_gpu_info"].add(1, {**labels, "name": _text(device.get("name")),
                                              "vbios": _text(device.get("vbios_version"))})
     # GPUs on the bus the driver does not list (bound to vfio-pci for guests, or lost): no index to give them.
     for bdf, device in sorted(pci.items()):
         if bdf not in listed:
-            _link(families, _dict(device.get("link")), {"gpu": "", "bus_id": bdf})
+            _link(families, as_dict(device.get("link")), {"gpu": "", "bus_id": bdf})
 
 
 def _nvml_link(pcie: dict[str, Any]) -> dict[str, Any]:
@@ -268,15 +262,15 @@ def _drift(families: dict[str, Family], report: dict[str, Any]) -> None:
     """Only a report that has a drift section can say what did not change."""
     if not isinstance(report.get("drift"), dict):
         return
-    changed = {_dict(c).get("item") for c in _list(report["drift"].get("changes"))}
+    changed = {as_dict(c).get("item") for c in as_list(report["drift"].get("changes"))}
     for item in DRIFT_ITEMS:
         families["gpuhost_drift"].add(int(item in changed), {"item": item})
-    stale = any(_dict(f).get("id") == PROOF_STALE_ID for f in _list(report.get("findings")))
+    stale = any(as_dict(f).get("id") == PROOF_STALE_ID for f in as_list(report.get("findings")))
     families["gpuhost_proof_stale"].add(int(stale))
 
 
 def kernel_release(report: dict[str, Any]) -> str | None:
     """The running kernel's release (kernel.release); in a report older than it, a Proxmox VE node's version
     report names it."""
-    release = _dict(report.get("kernel")).get("release")
-    return release if isinstance(release, str) else _dict(report.get("proxmox")).get("kernel")
+    release = as_dict(report.get("kernel")).get("release")
+    return release if isinstance(release, str) else as_dict(report.get("proxmox")).get("kernel")

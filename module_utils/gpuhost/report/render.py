@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ansible.module_utils.gpuhost.findings.catalog import make
+from ansible.module_utils.gpuhost.findings.finding import with_findings
 from ansible.module_utils.gpuhost.report.bench_shape import check_bench, finite
 from ansible.module_utils.gpuhost.report.bundle_md import bundle_section
 from ansible.module_utils.gpuhost.report.drift_md import drift_section, fleet_drift_lines
@@ -18,8 +20,6 @@ from ansible.module_utils.gpuhost.report.markdown import anchor, at, matrix_tabl
 from ansible.module_utils.gpuhost.report.markdown import cell as _cell
 from ansible.module_utils.gpuhost.report.p2p_md import p2p_sections
 from ansible.module_utils.gpuhost.report.scope import verdict_scope
-from ansible.module_utils.gpuhost.rules.catalog import make
-from ansible.module_utils.gpuhost.rules.finding import counts, severity_rank, verdict
 
 # Probe matrices shown in the Markdown report: the all-reduce range people compare.
 SMALL_PROBE_SIZES = (4096, 16384, 65536)
@@ -54,18 +54,10 @@ def merge_bench(facts: dict[str, Any], bench: dict[str, Any] | None) -> dict[str
     bench = check_bench(bench).bench
     if not bench:
         return facts
-    merged = dict(facts, bench=bench)
-    merged["findings"] = sorted([*facts.get("findings", []), *bench_findings(bench)],
-                                key=lambda f: severity_rank(f.get("severity")))
-    summary = dict(facts.get("summary") or {})
-    summary["counts"] = counts(merged["findings"])
-    worst = merged["findings"][0] if merged["findings"] else None
-    summary["worst_finding"] = {"id": worst["id"], "severity": worst["severity"]} if worst else None
-    summary["verdict"] = verdict(merged["findings"])
+    merged = with_findings(dict(facts, bench=bench), bench_findings(bench))
     floor = (bench.get("nccl") or {}).get("comm_floor") or {}
     if floor.get("summary"):
-        summary["comm_floor"] = floor["summary"]
-    merged["summary"] = summary
+        merged["summary"]["comm_floor"] = floor["summary"]
     return merged
 
 

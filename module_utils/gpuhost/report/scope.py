@@ -1,6 +1,6 @@
 """What a host's verdict judges, said under it, from the facts the verdict was made of.
 
-The verdict is "unfit" as soon as one finding is critical (rules/finding.py), whatever the finding is
+The verdict is "unfit" as soon as one finding is critical (findings/finding.py), whatever the finding is
 about. Two readings then surprise: a Proxmox node whose GPUs all belong to guests is unfit for a VM's
 config, not for anything it serves itself; and a host whose only critical findings are about traffic
 between GPUs (the P2P and NUMA rules judge every pair of the tensor-parallel group, by default all GPUs)
@@ -13,22 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ansible.module_utils.gpuhost.gate.triage import MULTI_GPU_CATEGORIES
-from ansible.module_utils.gpuhost.rules.catalog import category_of
+from ansible.module_utils.gpuhost.findings.catalog import MULTI_GPU_CATEGORIES, category_of
+from ansible.module_utils.gpuhost.values import as_dict, as_list
 
 
 @dataclass(frozen=True)
 class Scope:
     line: str  # a sentence or two, for the host's report
     short: str  # a few words, for the fleet table
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _gpus(count: int) -> str:
@@ -38,7 +30,7 @@ def _gpus(count: int) -> str:
 def _tp_group(findings: list[dict[str, Any]]) -> list[str] | None:
     """The group the P2P rule judged, as its finding names it; None when no finding names it."""
     for finding in findings:
-        group = _mapping(finding.get("evidence")).get("group") if finding.get("id") == "p2p_not_supported" else None
+        group = as_dict(finding.get("evidence")).get("group") if finding.get("id") == "p2p_not_supported" else None
         if isinstance(group, list) and group and all(isinstance(g, str) for g in group):
             return group
     return None
@@ -46,20 +38,20 @@ def _tp_group(findings: list[dict[str, Any]]) -> list[str] | None:
 
 def verdict_scope(facts: dict[str, Any]) -> Scope | None:
     """The scope of the host's verdict; None for facts too old or too thin to tell (no summary)."""
-    summary = _mapping(facts.get("summary"))
+    summary = as_dict(facts.get("summary"))
     if not summary:
         return None
-    findings = [f for f in _list(facts.get("findings")) if isinstance(f, dict)]
-    pci_gpus = [d for d in _list(_mapping(facts.get("pci")).get("nvidia_devices"))
+    findings = [f for f in as_list(facts.get("findings")) if isinstance(f, dict)]
+    pci_gpus = [d for d in as_list(as_dict(facts.get("pci")).get("nvidia_devices"))
                 if isinstance(d, dict) and d.get("kind") == "gpu"]
     vfio = sum(1 for d in pci_gpus if d.get("driver") == "vfio-pci")
     # The GPUs the driver lists; None in a report that does not say (older, or written by hand).
-    devices = _mapping(facts.get("gpus")).get("devices")
+    devices = as_dict(facts.get("gpus")).get("devices")
     driven = len(devices) if isinstance(devices, list) else None
-    if "gpus" in _list(facts.get("not_seen")):
+    if "gpus" in as_list(facts.get("not_seen")):
         driven = None  # audited from material that held no GPU list: an empty one says nothing
-    proxmox = _mapping(facts.get("proxmox"))
-    vms = f"the configs of its {len(_list(proxmox.get('vms')))} VM(s) that pass devices through"
+    proxmox = as_dict(facts.get("proxmox"))
+    vms = f"the configs of its {len(as_list(proxmox.get('vms')))} VM(s) that pass devices through"
     if (vfio or proxmox) and not driven:
         held = f": its {_gpus(vfio)} {'is' if vfio == 1 else 'are'} bound to vfio-pci for guests" if vfio else ""
         return Scope(f"judged as a hypervisor{held}, so the verdict covers the passthrough setup"

@@ -1,1 +1,1 @@
-"""The findings catalog and the rules that turn gpu_host facts into findings. Pure: nothing here does I/O."""
+"""The rules that turn gpu_host facts into findings of the catalog (findings/). Pure: nothing here does I/O."""

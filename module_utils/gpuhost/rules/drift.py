@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.module_utils.gpuhost.rules.catalog import make
+from ansible.module_utils.gpuhost.findings.catalog import make
+from ansible.module_utils.gpuhost.findings.finding import Finding
 from ansible.module_utils.gpuhost.rules.drift_basis import ITEMS
-from ansible.module_utils.gpuhost.rules.finding import Finding
 
 SCALARS = ("driver", "cuda_driver", "kernel", "kernel_cmdline", "bios", "iommu")
 BY_SUBJECT = ("vbios", "link", "proxmox_vm_config")

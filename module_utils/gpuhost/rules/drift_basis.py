@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.gpuhost.rules.proxmox_plans import link_guest_to_host
+from ansible.module_utils.gpuhost.values import as_dict, as_list
 
 ITEMS = ("driver", "cuda_driver", "kernel", "kernel_cmdline", "bios", "vbios", "gpu_set", "link", "iommu", "p2p",
          "proxmox_vm_config")
@@ -19,14 +20,6 @@ P2P_CAPABILITIES = ("read", "write", "nvlink", "atomics", "pci")
 # hypervisor, its machine and firmware, its memory layout); its name, description and snapshots do not.
 VM_SETTINGS = ("machine", "bios", "cpu", "args", "hostpci", "balloon", "numa", "hugepages", "memory_mib", "mmio64_mb",
                "pending", "pending_delete")
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _text(value: Any) -> str | None:
@@ -42,12 +35,12 @@ def _bus(value: Any) -> str | None:
 
 
 def _devices(facts: dict[str, Any]) -> list[dict[str, Any]]:
-    return [d for d in _list(_mapping(facts.get("gpus")).get("devices")) if isinstance(d, dict) and _bus(
+    return [d for d in as_list(as_dict(facts.get("gpus")).get("devices")) if isinstance(d, dict) and _bus(
         d.get("pci_bus_id"))]
 
 
 def _pci_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
-    return [d for d in _list(_mapping(facts.get("pci")).get("nvidia_devices"))
+    return [d for d in as_list(as_dict(facts.get("pci")).get("nvidia_devices"))
             if isinstance(d, dict) and d.get("kind") == "gpu" and _bus(d.get("bdf"))]
 
 
@@ -57,7 +50,7 @@ def gpu_set(facts: dict[str, Any]) -> dict[str, str] | None:
     devices = _devices(facts)
     if devices:
         return {_bus(d["pci_bus_id"]): _text(d.get("name")) or _bus(d["pci_bus_id"]) for d in devices}
-    if "pci" in facts and "pci" not in _list(facts.get("not_seen")):
+    if "pci" in facts and "pci" not in as_list(facts.get("not_seen")):
         return {_bus(d["bdf"]): _bus(d["bdf"]) for d in _pci_gpus(facts)}
     return None
 
@@ -67,12 +60,12 @@ def links(facts: dict[str, Any]) -> dict[str, dict[str, int | None]] | None:
     The current speed is left out: an idle GPU downshifts it (pcie_link_slow), so it would differ by load."""
     found: dict[str, dict[str, int | None]] = {}
     for device in _devices(facts):
-        pcie = _mapping(device.get("pcie"))
+        pcie = as_dict(device.get("pcie"))
         found[_bus(device["pci_bus_id"])] = {"width": _int(pcie.get("width_current")),
                                              "width_max": _int(pcie.get("width_max")),
                                              "gen_max": _int(pcie.get("gen_max"))}
     for device in _pci_gpus(facts):
-        link = _mapping(device.get("link"))
+        link = as_dict(device.get("link"))
         read = {"width": _int(link.get("width_current")), "width_max": _int(link.get("width_max")),
                 "gen_max": _int(link.get("gen_max"))}
         if any(value is not None for value in read.values()):
@@ -87,7 +80,7 @@ def vbios(facts: dict[str, Any]) -> dict[str, str] | None:
 
 
 def iommu(facts: dict[str, Any]) -> str | None:
-    state = _mapping(facts.get("iommu"))
+    state = as_dict(facts.get("iommu"))
     if state.get("enabled") is None:
         return None
     return (_text(state.get("mode")) or "on") if state["enabled"] else "off"
@@ -95,10 +88,10 @@ def iommu(facts: dict[str, Any]) -> str | None:
 
 def p2p(facts: dict[str, Any]) -> dict[str, dict[str, str | None]] | None:
     """Each capability's statuses by pair "i-j" (row i to column j), for the GPUs the matrices show."""
-    matrices = _mapping(facts.get("p2p"))
+    matrices = as_dict(facts.get("p2p"))
     found: dict[str, dict[str, str | None]] = {}
     for capability in P2P_CAPABILITIES:
-        rows = [row for row in _list(matrices.get(capability)) if isinstance(row, list)]
+        rows = [row for row in as_list(matrices.get(capability)) if isinstance(row, list)]
         cells = {f"{i}-{j}": cell if isinstance(cell, str) else None
                  for i, row in enumerate(rows) for j, cell in enumerate(row) if i != j}
         if cells:
@@ -108,7 +101,7 @@ def p2p(facts: dict[str, Any]) -> dict[str, dict[str, str | None]] | None:
 
 def kernel_cmdline(facts: dict[str, Any]) -> str | None:
     """The command line without BOOT_IMAGE, the image's file name: the kernel item says when the kernel moved."""
-    cmdline = _text(_mapping(facts.get("kernel")).get("cmdline"))
+    cmdline = _text(as_dict(facts.get("kernel")).get("cmdline"))
     if cmdline is None:
         return None
     return " ".join(word for word in cmdline.split() if not word.startswith("BOOT_IMAGE="))
@@ -116,7 +109,7 @@ def kernel_cmdline(facts: dict[str, Any]) -> str | None:
 
 def vm_settings(vm: dict[str, Any]) -> dict[str, Any]:
     settings = {key: vm.get(key) for key in VM_SETTINGS if key != "hostpci"}
-    settings["hostpci"] = [entry.get("line") for entry in _list(vm.get("hostpci")) if isinstance(entry, dict)]
+    settings["hostpci"] = [entry.get("line") for entry in as_list(vm.get("hostpci")) if isinstance(entry, dict)]
     return settings
 
 
@@ -124,7 +117,7 @@ def proxmox_vms(facts: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
     """A Proxmox host's VMs that pass devices through, by VM id."""
     if not isinstance(facts.get("proxmox"), dict):
         return None
-    return {str(vm.get("vmid")): vm_settings(vm) for vm in _list(facts["proxmox"].get("vms"))
+    return {str(vm.get("vmid")): vm_settings(vm) for vm in as_list(facts["proxmox"].get("vms"))
             if isinstance(vm, dict) and vm.get("vmid") is not None}
 
 
@@ -135,7 +128,7 @@ def guest_vm(guest: dict[str, Any], proxmox_hosts: dict[str, dict[str, Any]]) ->
         link = link_guest_to_host(guest, proxmox_hosts[host], host)
         if link is None:
             continue
-        for vm in _list(_mapping(proxmox_hosts[host].get("proxmox")).get("vms")):
+        for vm in as_list(as_dict(proxmox_hosts[host].get("proxmox")).get("vms")):
             if isinstance(vm, dict) and vm.get("vmid") == link["vmid"]:
                 return {str(vm["vmid"]): vm_settings(vm)}
     return None
@@ -143,13 +136,13 @@ def guest_vm(guest: dict[str, Any], proxmox_hosts: dict[str, dict[str, Any]]) ->
 
 def basis_of(facts: dict[str, Any], vm_config: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The comparable facts of a host; ``vm_config`` is a guest's own VM config (guest_vm), when known."""
-    gpus = _mapping(facts.get("gpus"))
+    gpus = as_dict(facts.get("gpus"))
     return {
         "driver": _text(gpus.get("driver_version")),
         "cuda_driver": _text(gpus.get("cuda_driver_version")),
-        "kernel": _text(_mapping(facts.get("kernel")).get("release")),
+        "kernel": _text(as_dict(facts.get("kernel")).get("release")),
         "kernel_cmdline": kernel_cmdline(facts),
-        "bios": _text(_mapping(_mapping(facts.get("virtualization")).get("dmi")).get("bios_version")),
+        "bios": _text(as_dict(as_dict(facts.get("virtualization")).get("dmi")).get("bios_version")),
         "vbios": vbios(facts),
         "gpu_set": gpu_set(facts),
         "link": links(facts),

@@ -2,7 +2,7 @@
 
 The rules live in host.py (the host itself), gpu_usable.py (GPUs the host cannot use), tp_group.py (the
 tensor-parallel group asked for), health.py (GPU health) and proxmox.py (a Proxmox host's VMs); every
-finding they make comes from the catalog (catalog.py).
+finding they make comes from the catalog (findings/catalog.py).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ansible.module_utils.gpuhost.rules.catalog import make
-from ansible.module_utils.gpuhost.rules.finding import Finding, worst_first
+from ansible.module_utils.gpuhost.findings.catalog import make
+from ansible.module_utils.gpuhost.findings.finding import Finding, worst_first
 from ansible.module_utils.gpuhost.rules.gpu_usable import GPU_USABLE_RULES
 from ansible.module_utils.gpuhost.rules.health import HEALTH_RULES
 from ansible.module_utils.gpuhost.rules.host import HOST_RULES

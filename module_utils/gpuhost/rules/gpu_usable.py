@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible.module_utils.gpuhost.rules.catalog import make, text
-from ansible.module_utils.gpuhost.rules.finding import Finding
+from ansible.module_utils.gpuhost.findings.catalog import make, text
+from ansible.module_utils.gpuhost.findings.finding import Finding
 from ansible.module_utils.gpuhost.rules.views import RuleOptions, gpu_devices, pci_gpus
 
 # What a GPU bound to nvidia and unreadable by both NVML and nvidia-smi suffers from, by cause. The

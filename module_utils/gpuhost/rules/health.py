@@ -3,7 +3,7 @@ errors, and the NVSwitch fabric (fabric manager service, NVML's fabric state).
 
 They read the ``health`` facts (audit/health.py); what a host did not report (an older capture, a
 GPU without ECC, a kernel without AER counters) is null there and fires nothing. Thresholds are the
-named constants of health_limits.py; the Xid table is xids.py. Every value a rule used is in its
+named constants of findings/health_limits.py; the Xid table is xids.py. Every value a rule used is in its
 evidence.
 """
 
@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.module_utils.gpuhost.rules.catalog import make
-from ansible.module_utils.gpuhost.rules.finding import Finding
-from ansible.module_utils.gpuhost.rules.gpu_usable import event_text, gpu_names, xid_events
-from ansible.module_utils.gpuhost.rules.health_limits import (
+from ansible.module_utils.gpuhost.findings.catalog import make
+from ansible.module_utils.gpuhost.findings.finding import Finding
+from ansible.module_utils.gpuhost.findings.health_limits import (
     AER_CORRECTABLE_LIMIT,
     AER_FATAL_LIMIT,
     AER_NONFATAL_LIMIT,
@@ -24,6 +23,7 @@ from ansible.module_utils.gpuhost.rules.health_limits import (
     FABRIC_MANAGER_RUNNING,
     FABRIC_NOT_READY_STATES,
 )
+from ansible.module_utils.gpuhost.rules.gpu_usable import event_text, gpu_names, xid_events
 from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from ansible.module_utils.gpuhost.rules.xids import XIDS, xid_severity
 

@@ -1,7 +1,7 @@
 """The audit's rules about the host itself: GPUs and driver, P2P, PCIe, IOMMU, a guest's VM.
 
 Each rule is a small function over the facts dictionary (views.py), returning findings
-made from the catalog (catalog.py): the rule words what it saw (``summary``, ``evidence``:
+made from the catalog (findings/catalog.py): the rule words what it saw (``summary``, ``evidence``:
 the values used), the catalog says what to do. The rules about a Proxmox host's VM
 configs are in proxmox.py; engine.py runs them all.
 """
@@ -11,11 +11,12 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
+from ansible.module_utils.gpuhost.findings.catalog import make, text
+from ansible.module_utils.gpuhost.findings.finding import Finding
+from ansible.module_utils.gpuhost.findings.remedies import P2P_CAUSES_BARE_METAL, proxmox_clique_fix
+from ansible.module_utils.gpuhost.gpu_pairs import pair_count_text
 from ansible.module_utils.gpuhost.parsers.pci_common import same_slot
-from ansible.module_utils.gpuhost.rules.catalog import make, text
-from ansible.module_utils.gpuhost.rules.finding import Finding
 from ansible.module_utils.gpuhost.rules.gpu_usable import driver_without_pci
-from ansible.module_utils.gpuhost.rules.remedies import P2P_CAUSES_BARE_METAL, proxmox_clique_fix
 from ansible.module_utils.gpuhost.rules.views import (
     NOT_SEEN,
     RuleOptions,
@@ -131,16 +132,17 @@ def rule_p2p(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
     unread = unread_pairs(read, group)
     if unread:
         evidence["pairs_not_read"] = len(unread)
+    # The evidence's pairs_* count directions (each matrix cell); the text counts GPU pairs first.
+    counted = pair_count_text([(i, j) for i, j, _label in bad], len(group))
     if is_vm(facts):
         evidence["virtualization"] = virt.get("summary")
-        summary = (f"No GPU peer-to-peer in this {virt.get('summary') or 'VM'}: {len(bad)} of "
-                   f"{evidence['pairs_checked']} GPU pairs report {'/'.join(labels)}. Every all-reduce bounces "
+        summary = (f"No GPU peer-to-peer in this {virt.get('summary') or 'VM'}: {counted} report "
+                   f"{'/'.join(labels)}. Every all-reduce bounces "
                    "through host memory, and small-message latency caps decode speed.")
         which = "vm_i440fx" if virt.get("machine_type") == "i440fx" else "vm"
         remedy = text("p2p_not_supported", which, clique_fix=proxmox_clique_fix(len(group)))
     else:
-        summary = (f"No GPU peer-to-peer between {len(bad)} of {evidence['pairs_checked']} GPU pairs "
-                   f"({'/'.join(labels)}); all-reduce falls back to host memory.")
+        summary = f"No GPU peer-to-peer between {counted}, status {'/'.join(labels)}: all-reduce falls back to host memory."
         causes = "; ".join(f"{label}: {P2P_CAUSES_BARE_METAL.get(label, 'unknown status')}" for label in labels)
         remedy = text("p2p_not_supported", causes=causes)
     return [make("p2p_not_supported", summary, evidence, remedy=remedy)]

@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible.module_utils.gpuhost.parsers.kernel_cmdline import Rule
+from ansible.module_utils.gpuhost.parsers.pci_common import is_nvidia_gpu
 
-NVIDIA_VENDOR = "10de"
-GPU_CLASSES = ("0x0300", "0x0302")  # VGA compatible, 3D controller
 BRIDGE_CLASSES = ("0x0604", "0x0609")  # PCI-to-PCI (root and switch ports), semi-transparent
 CLASS_NAMES = {"0x0300": "VGA controller", "0x0302": "3D controller", "0x0403": "audio device",
                "0x0c03": "USB controller", "0x0c80": "serial bus controller", "0x0200": "Ethernet controller",
@@ -87,7 +86,7 @@ class Device:
 
     @property
     def is_gpu(self) -> bool:
-        return self.vendor_id == NVIDIA_VENDOR and self.class_prefix in GPU_CLASSES
+        return is_nvidia_gpu(self.vendor_id, self.class_code)
 
     @property
     def is_bridge(self) -> bool:
@@ -150,7 +149,7 @@ def plan_host(devices: Iterable[Device], groups: Mapping[str, Sequence[str]] | N
         [*ALWAYS_PRECEDED, *(PRECEDED_BY_CLASS[d.class_prefix] for d in plan.functions
                              if d.class_prefix in PRECEDED_BY_CLASS)]))
     if not gpus:
-        plan.notes.append("no NVIDIA display or 3D controller (vendor 10de, class 0300 or 0302) on this host; "
+        plan.notes.append("no NVIDIA GPU (vendor 10de, class 0300, 0302 or 0380) on this host; "
                           "nothing to pass through")
         return plan
 

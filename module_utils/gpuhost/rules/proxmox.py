@@ -2,17 +2,17 @@
 
 ``proxmox_plans.plan_vm`` decides, once per VM, which problems it has and the `qm set`
 commands that fix them; each rule here words one problem as a finding from the catalog
-(catalog.py), with the commands for that VM filled into the catalog's remedy text.
+(findings/catalog.py), with the commands for that VM filled into the catalog's remedy text.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ansible.module_utils.gpuhost.rules.catalog import make, text
-from ansible.module_utils.gpuhost.rules.finding import Finding
+from ansible.module_utils.gpuhost.findings.catalog import make, text
+from ansible.module_utils.gpuhost.findings.finding import Finding
+from ansible.module_utils.gpuhost.findings.remedies import proxmox_commands
 from ansible.module_utils.gpuhost.rules.proxmox_plans import VmPlan, all_plans
-from ansible.module_utils.gpuhost.rules.remedies import proxmox_commands
 from ansible.module_utils.gpuhost.rules.views import RuleOptions
 
 

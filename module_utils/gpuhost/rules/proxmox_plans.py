@@ -17,14 +17,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible.module_utils.gpuhost.audit.proxmox_vm import is_nvidia_gpu, next_power_of_two
+from ansible.module_utils.gpuhost.findings.catalog import text
+from ansible.module_utils.gpuhost.parsers.pci_common import is_nvidia
 from ansible.module_utils.gpuhost.parsers.proxmox_config import (
     CLIQUE_OPTION,
     OVMF_MMIO64_NAME,
     parse_property_string,
     split_args,
 )
-from ansible.module_utils.gpuhost.rules.catalog import text
+from ansible.module_utils.gpuhost.rules.vm_devices import is_nvidia_gpu, next_power_of_two
 
 # Guest findings whose remedy is a change to the VM on the hypervisor.
 GUEST_FINDINGS_FIXED_ON_HOST = ("p2p_not_supported", "qemu_machine_i440fx")
@@ -103,7 +104,7 @@ def plan_vm(vm: dict[str, Any], proxmox: dict[str, Any]) -> VmPlan:
         plan.mmio_recommended_mb = next_power_of_two(needed)
     for entry in plan.gpus:
         for device in entry.get("host_devices") or []:
-            if device.get("vendor_id") == "10de" and device.get("driver") not in (None, "vfio-pci"):
+            if is_nvidia(device.get("vendor_id")) and device.get("driver") not in (None, "vfio-pci"):
                 plan.not_vfio[device["bdf"]] = device["driver"]
     for entry in hostpci:
         for device in entry.get("host_devices") or []:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.module_utils.gpuhost.rules.catalog import make
-from ansible.module_utils.gpuhost.rules.finding import Finding
+from ansible.module_utils.gpuhost.findings.catalog import make
+from ansible.module_utils.gpuhost.findings.finding import Finding
 from ansible.module_utils.gpuhost.rules.views import RuleOptions, gpu_devices, tp_group
 
 

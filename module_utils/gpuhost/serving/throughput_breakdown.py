@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ansible.module_utils.gpuhost.rules import catalog
+from ansible.module_utils.gpuhost.findings import catalog
+from ansible.module_utils.gpuhost.values import as_dict
 
 # Keys a communication floor may describe its origin with, first found wins; ``basis`` names its kind
 # (``measured_all_reduce`` or ``estimated_from_pair_latency``, bench/comm_model.py).
@@ -33,18 +34,14 @@ def _positive(value: Any) -> float | None:
     return float(value)
 
 
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def comm_floor(gate: Any) -> dict[str, Any]:
     """The per-token communication floor the gate priced, in us, with its source; nulls where it has none."""
-    launch = _mapping(_mapping(gate).get("launch"))
+    launch = as_dict(as_dict(gate).get("launch"))
     floor = launch.get("comm_floor")
     floors = floor if isinstance(floor, list) else [floor]
     tp = launch.get("tensor_parallel_size")
-    for item in (_mapping(f) for f in floors):
-        for candidate in (item, _mapping(item.get("batch_1"))):
+    for item in (as_dict(f) for f in floors):
+        for candidate in (item, as_dict(item.get("batch_1"))):
             us = _positive(candidate.get("comm_us_per_token"))
             if us is None or (isinstance(tp, int) and candidate.get("tensor_parallel_size") not in (None, tp)):
                 continue
@@ -67,18 +64,18 @@ def comm_floor(gate: Any) -> dict[str, Any]:
 
 def reference(gate: Any) -> dict[str, Any]:
     """A public reference rate for this GPU and model from the gate's matching known-good entries; else nulls."""
-    launch = _mapping(_mapping(gate).get("launch"))
+    launch = as_dict(as_dict(gate).get("launch"))
     entries = launch.get("known_good_source")
     for entry in (entries if isinstance(entries, list) else []):
-        rate = _positive(_mapping(entry).get("reference_decode_tok_s"))
+        rate = _positive(as_dict(entry).get("reference_decode_tok_s"))
         if rate is not None:
-            return {"decode_tok_s": rate, "source": _mapping(entry).get("reference_source"),
-                    "entry": _mapping(entry).get("id")}
+            return {"decode_tok_s": rate, "source": as_dict(entry).get("reference_source"),
+                    "entry": as_dict(entry).get("id")}
     return {"decode_tok_s": None, "source": None, "entry": None}
 
 
 def breakdown(measurement: dict[str, Any], gate: Any) -> dict[str, Any]:
-    single = _mapping(measurement.get("single_stream"))
+    single = as_dict(measurement.get("single_stream"))
     rate = _positive(single.get("decode_tok_s"))
     measured_ms = 1000 / rate if rate else None
     floor = comm_floor(gate)
@@ -131,7 +128,7 @@ def judge(measurement: dict[str, Any], min_decode_tok_s: float | None) -> list[d
     """``serving_decode_slow`` when a minimum is set and the single-stream decode rate is below it."""
     if min_decode_tok_s is None:
         return []
-    rate = _positive(_mapping(measurement.get("single_stream")).get("decode_tok_s"))
+    rate = _positive(as_dict(measurement.get("single_stream")).get("decode_tok_s"))
     if rate is not None and rate >= min_decode_tok_s:
         return []
     said = "no decode rate could be measured" if rate is None else f"{rate:.1f} tok/s"
@@ -141,8 +138,8 @@ def judge(measurement: dict[str, Any], min_decode_tok_s: float | None) -> list[d
 
 
 def summary(measurement: dict[str, Any], parts: dict[str, Any]) -> str:
-    single = _mapping(measurement.get("single_stream"))
-    agg = _mapping(measurement.get("aggregate"))
+    single = as_dict(measurement.get("single_stream"))
+    agg = as_dict(measurement.get("aggregate"))
     return (f"{_fmt(single.get('decode_tok_s'))} tok/s single stream, time to first token "
             f"{_fmt(single.get('ttft_ms'), 0, ' ms')}, {_fmt(agg.get('tok_s'))} tok/s at {agg.get('concurrency')} "
             f"concurrent streams ({measurement.get('tool')}): {breakdown_text(parts)}")

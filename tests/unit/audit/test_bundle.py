@@ -27,9 +27,9 @@ from ansible.module_utils.gpuhost.audit.bundle import (
 )
 from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, ReplaySource
 from ansible.module_utils.gpuhost.audit.virt import UNKNOWN
+from ansible.module_utils.gpuhost.findings.finding import VERDICTS
 from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import parse_bug_report
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
-from ansible.module_utils.gpuhost.rules.finding import VERDICTS
 from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from tests.paths import FIXTURES
 from tests.unit import schemas

@@ -25,9 +25,8 @@ from ansible.module_utils.gpuhost.audit.capture_privacy import (
     compile_redactions,
     redact_secret_keys,
 )
-from ansible.module_utils.gpuhost.audit.proxmox import passes_pci_through
 from ansible.module_utils.gpuhost.audit.source import CommandResult, LiveSource, ReplaySource, command_key, encode_bytes
-from ansible.module_utils.gpuhost.parsers.proxmox_config import parse_vm_config
+from ansible.module_utils.gpuhost.parsers.proxmox_config import parse_vm_config, passes_pci_through
 from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from tests.unit.captures import capture
 

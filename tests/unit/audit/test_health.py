@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from ansible.module_utils.gpuhost.audit.health import FABRIC_MANAGER, JOURNAL, gather_health, gpus_from_parsed
-from ansible.module_utils.gpuhost.audit.source import ReplaySource, command_key
+from ansible.module_utils.gpuhost.audit.commands import FABRIC_MANAGER, JOURNAL
+from ansible.module_utils.gpuhost.audit.health import gather_health, gpus_from_parsed
+from ansible.module_utils.gpuhost.audit.source import ReplaySource
+from ansible.module_utils.gpuhost.findings.catalog import category_of
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import (
     HEALTH_QUERY_FIELDS,
     HEALTH_QUERY_FIELDS_OLD,
@@ -17,7 +19,6 @@ from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import (
 )
 from ansible.module_utils.gpuhost.report import render
 from ansible.module_utils.gpuhost.rules import engine
-from ansible.module_utils.gpuhost.rules.catalog import category_of
 from ansible.module_utils.gpuhost.rules.xids import XIDS, xid_severity
 from tests.unit.captures import (
     H100,
@@ -99,7 +100,7 @@ def test_a_failed_row_remap_and_pending_page_retirement() -> None:
 
 def test_fabric_manager_stopped_on_the_nvswitch_host() -> None:
     data = capture(H100)
-    data["commands"][command_key(FABRIC_MANAGER)] = {"rc": 3, "stdout": "failed\n", "stderr": ""}
+    data["commands"][FABRIC_MANAGER.key] = {"rc": 3, "stdout": "failed\n", "stderr": ""}
     for device in data["nvml"]["devices"]:
         device["health"]["fabric"] = {"state": 1, "status": 0}
     result = audit(data)
@@ -149,14 +150,14 @@ def test_xids_that_only_follow_other_errors_are_information() -> None:
 
 def test_the_journal_when_dmesg_is_refused() -> None:
     data = capture(RTX4090)  # audited without root: dmesg refused
-    data["commands"][command_key(JOURNAL)] = {"rc": 0, "stderr": "", "stdout": (
+    data["commands"][JOURNAL.key] = {"rc": 0, "stderr": "", "stdout": (
         "Mar 03 10:00:01 ws kernel: NVRM: Xid (PCI:0000:16:00): 13, pid=4242, name=python, Graphics Exception\n")}
     kernel_log = audit(data)["health"]["kernel_log"]
     assert kernel_log["source"] == "journal" and kernel_log["xid_events"][0]["first_time"] == "Mar 03 10:00:01"
-    data["commands"][command_key(JOURNAL)] = {"rc": 1, "stdout": "", "stderr": "No journal files were found.\n"}
+    data["commands"][JOURNAL.key] = {"rc": 1, "stdout": "", "stderr": "No journal files were found.\n"}
     result = audit(data)
     assert result["health"]["kernel_log"]["source"] is None
-    assert {"what": command_key(JOURNAL), "error": "No journal files were found."} in result["problems"]
+    assert {"what": JOURNAL.key, "error": "No journal files were found."} in result["problems"]
     assert audited(RTX4090)["health"]["kernel_log"] == {"source": None, "events": 0, "xid_events": []}
 
 

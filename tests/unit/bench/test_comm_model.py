@@ -288,7 +288,8 @@ def test_comm_floor_wants_a_loaded_profile() -> None:
 
 def test_bench_result_priced_for_glm5_from_the_incident_log() -> None:
 
-    from ansible.module_utils.gpuhost.bench.comm_model import add_comm_floor, measured_curve
+    from ansible.module_utils.gpuhost.bench.comm_figure import add_comm_floor
+    from ansible.module_utils.gpuhost.bench.comm_model import measured_curve
     from ansible.module_utils.gpuhost.bench.model_profiles import get_profile
     from ansible.module_utils.gpuhost.parsers.nccl_tests_text import parse_nccl_tests
 

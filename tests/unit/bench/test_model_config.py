@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from ansible.module_utils.gpuhost.bench.comm_model import load_profile
 from ansible.module_utils.gpuhost.bench.model_config import (
     ModelConfigError,
     collectives_per_step,
     disagreements,
     profile_fields,
 )
+from ansible.module_utils.gpuhost.bench.model_profile import load_profile
 from ansible.module_utils.gpuhost.bench.model_profiles import MODEL_PROFILES, check_against_config
 from tests import paths
 

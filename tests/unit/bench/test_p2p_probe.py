@@ -233,7 +233,7 @@ def test_log_with_nvlink_pairs_flags_only_the_unpaired_gpus(capsys):
     by_id = {f["id"]: f for f in result["findings"]}
     assert by_id["p2p_small_copy_latency"]["evidence"]["slow_pairs"] == 8
     assert by_id["p2p_small_copy_latency"]["evidence"]["granted_but_slow"] == ""
-    assert by_id["p2p_peer_access_unavailable"]["summary"].startswith("8 of 12 GPU pairs")
+    assert by_id["p2p_peer_access_unavailable"]["summary"].startswith("4 of 6 GPU pairs (8 of 12 directions)")
 
 
 def harness_events(proof: dict, peer_us: float = 2.0, host_us: float = 12.0, **summary) -> str:

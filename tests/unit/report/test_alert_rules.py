@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
+from ansible.module_utils.gpuhost.findings.catalog import CATALOG
+from ansible.module_utils.gpuhost.findings.finding import SEVERITIES
 from ansible.module_utils.gpuhost.report import prometheus
-from ansible.module_utils.gpuhost.rules.catalog import CATALOG
-from ansible.module_utils.gpuhost.rules.finding import SEVERITIES
 from tests.paths import ROOT
 from tests.unit.report import exposition
 

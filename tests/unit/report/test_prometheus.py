@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ansible.module_utils.gpuhost.findings.finding import SEVERITIES, VERDICTS
 from ansible.module_utils.gpuhost.report.prom_text import ExpositionError, Family, render, same_except
 from ansible.module_utils.gpuhost.report.prometheus import CAPABILITIES, HEARTBEAT, textfile
 from ansible.module_utils.gpuhost.report.render import report_json
 from ansible.module_utils.gpuhost.rules.drift_basis import ITEMS
-from ansible.module_utils.gpuhost.rules.finding import SEVERITIES, VERDICTS
 from tests.unit import captures
 from tests.unit.modules import run_module
 from tests.unit.report.exposition import parse, series, value

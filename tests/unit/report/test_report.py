@@ -9,8 +9,8 @@ from pathlib import Path
 import gpu_audit_report
 import pytest
 
+from ansible.module_utils.gpuhost.findings.finding import Finding
 from ansible.module_utils.gpuhost.report import render as report
-from ansible.module_utils.gpuhost.rules.finding import Finding
 from tests.unit.modules import run_module
 
 FACTS = {

@@ -164,8 +164,8 @@ def test_what_to_do_next_lists_critical_then_warning_each_linked_to_its_block() 
     assert text.index("## What to do next") < text.index("## Findings")
     steps = [line for line in section(text, "What to do next").splitlines() if re.match(r"\d+\. ", line)]
     assert steps == [
-        "1. **CRITICAL** `p2p_not_supported`: No GPU peer-to-peer between 12 of 12 GPU pairs (CNS/GNS); all-reduce "
-        "falls back to host memory. [What to do](#critical-p2p_not_supported)",
+        "1. **CRITICAL** `p2p_not_supported`: No GPU peer-to-peer between 6 of 6 GPU pairs (12 of 12 directions), "
+        "status CNS/GNS: all-reduce falls back to host memory. [What to do](#critical-p2p_not_supported)",
         "2. **warning** `pcie_link_narrow`: 1 GPU link(s) trained narrower than they can: bandwidth to those GPUs "
         "is cut. [What to do](#warning-pcie_link_narrow)",
         "3. **warning** `small_bar1`: 4 GPU(s) expose a BAR1 below 1024 MiB: peers and the CPU see GPU memory "

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from ansible.module_utils.gpuhost.rules import catalog
-from ansible.module_utils.gpuhost.rules.catalog import CATALOG, CATEGORIES, CatalogError, Entry, make, text
-from ansible.module_utils.gpuhost.rules.finding import SEVERITIES
+from ansible.module_utils.gpuhost.findings import catalog
+from ansible.module_utils.gpuhost.findings.catalog import CATALOG, CATEGORIES, CatalogError, Entry, make, text
+from ansible.module_utils.gpuhost.findings.finding import SEVERITIES
 from tests.paths import ROOT
 
 ID = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
@@ -102,8 +102,8 @@ def _finding_constructions(path) -> list[int]:
 
 
 def test_only_the_catalog_makes_findings() -> None:
-    """No Finding(...) and no finding-shaped dict literal outside rules/catalog.py."""
-    makers = {ROOT / "module_utils" / "gpuhost" / "rules" / "catalog.py"}
+    """No Finding(...) and no finding-shaped dict literal outside findings/catalog.py."""
+    makers = {ROOT / "module_utils" / "gpuhost" / "findings" / "catalog.py"}
     files = [*(ROOT / "module_utils").rglob("*.py"), *(ROOT / "library").glob("*.py"),
              *(ROOT / "roles").glob("*/library/*.py")]
     found = {str(p.relative_to(ROOT)): _finding_constructions(p) for p in files if p not in makers}

@@ -1,7 +1,7 @@
 """The Finding type and the severity order that every part of the project shares.
 
 A finding names what was seen (``summary``, ``evidence``: the values used) and what to
-do (``remedy``). Findings are made only through ``rules.catalog.make``, which takes the
+do (``remedy``). Findings are made only through ``findings.catalog.make``, which takes the
 remedy text from the catalog; this module holds no text of its own.
 """
 
@@ -62,3 +62,22 @@ def verdict(findings: Iterable[Mapping[str, Any]]) -> str:
     if any(finding.get("id") == NOT_JUDGED_ID for finding in findings):
         return "not judged"
     return "fit, with warnings" if by_severity["warning"] else "fit"
+
+
+def judgement(findings: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The part of a host's summary its findings decide: verdict, worst finding, counts by severity. The one
+    place they are computed, whichever phase (audit, benchmark, drift) added the findings."""
+    findings = list(findings)
+    first = worst(findings)
+    return {"verdict": verdict(findings),
+            "worst_finding": {"id": first["id"], "severity": first["severity"]} if first else None,
+            "counts": counts(findings)}
+
+
+def with_findings(record: Mapping[str, Any], added: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The record with ``added`` findings folded in, worst first (stable: equal severities keep their order),
+    and its summary's judgement recomputed from them."""
+    merged = dict(record)
+    merged["findings"] = sorted([*record.get("findings", []), *added], key=lambda f: severity_rank(f.get("severity")))
+    merged["summary"] = {**(record.get("summary") or {}), **judgement(merged["findings"])}
+    return merged

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ansible.module_utils.gpuhost.rules.finding import SEVERITIES, Finding
-from ansible.module_utils.gpuhost.rules.health_limits import (
+from ansible.module_utils.gpuhost.findings.finding import SEVERITIES, Finding
+from ansible.module_utils.gpuhost.findings.health_limits import (
     AER_CORRECTABLE_LIMIT,
     ECC_UNCORRECTED_AGGREGATE_LIMIT,
     ECC_UNCORRECTED_VOLATILE_LIMIT,
 )
-from ansible.module_utils.gpuhost.rules.remedies import GATE_ACCEPT_HINT, P2P_HOST_MEMORY
+from ansible.module_utils.gpuhost.findings.remedies import GATE_ACCEPT_HINT, P2P_HOST_MEMORY
 
 CATEGORIES = MappingProxyType({
     "gpu": "the GPUs and their driver as the host sees them",
@@ -40,6 +40,10 @@ CATEGORIES = MappingProxyType({
     "gate": "the deployment gate's own reasons",
     "audit": "the audit itself: what it could not read or judge",
 })
+# Categories of findings about collectives between GPUs, moot when one GPU serves alone: the gate
+# resolves them at tensor-parallel size 1, and the report's scope line says when they are all a host's
+# critical findings.
+MULTI_GPU_CATEGORIES = frozenset({"nccl", "p2p"})
 
 
 class CatalogError(ValueError):
@@ -541,7 +545,7 @@ def entry(finding_id: str) -> Entry:
     try:
         return CATALOG[finding_id]
     except KeyError:
-        raise CatalogError(f"finding id {finding_id!r} is not in the findings catalog (rules/catalog.py): "
+        raise CatalogError(f"finding id {finding_id!r} is not in the findings catalog (findings/catalog.py): "
                            "add it there with its category, severity, title and remedy") from None
 
 
