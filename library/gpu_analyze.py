@@ -135,6 +135,7 @@ inputs:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuhost.audit.bundle_section import with_bundle
 from ansible.module_utils.gpuhost.audit.facts import SubsetError, audit, resolve_subsets
 from ansible.module_utils.gpuhost.audit.source import CaptureError, ReplaySource
 from ansible.module_utils.gpuhost.bench.comm_model import CommModelError, check_profile
@@ -147,7 +148,6 @@ from ansible.module_utils.gpuhost.files.support_material import (
     judged,
     read_material,
     resolve,
-    with_bundle,
 )
 from ansible.module_utils.gpuhost.files.writer import ReportFileError, plan_files
 from ansible.module_utils.gpuhost.report.render import verdict_line

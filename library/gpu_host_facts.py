@@ -21,6 +21,8 @@ description:
     directory of pasted outputs), turned into a capture first; the facts then carry a C(bundle) section saying
     what the material held and what the audit could not see. C(playbooks/analyze.yml) (M(gpu_analyze)) does this
     for many inputs at once and writes their reports.
+  - A task with O(bundle) runs M(gpu_material_facts) with the same arguments (the C(gpu_host_facts) action plugin
+    hands it over), so that the audit every host runs ships none of the code that reads support material.
   - With O(save_capture), writes what it read to a file on the host it runs on and returns the file's path, never
     its content. The capture keeps, of the Proxmox VM configs, only those of VMs that pass a PCI device through,
     with every key named like a secret (C(cipassword), C(sshkeys), ...) kept but its value replaced by
@@ -230,9 +232,9 @@ capture_path:
 import json
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuhost.audit.bundle_section import with_bundle
 from ansible.module_utils.gpuhost.audit.facts import SubsetError, audit, resolve_subsets
 from ansible.module_utils.gpuhost.audit.source import CaptureError, LiveSource, ReplaySource
-from ansible.module_utils.gpuhost.files.support_material import MaterialError, read_material, with_bundle
 from ansible.module_utils.gpuhost.rules.views import DEFAULT_MIN_BAR1_MIB, RuleOptions
 
 CAPTURE_MODE = 0o600
@@ -282,7 +284,12 @@ def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True,
                            mutually_exclusive=[["capture", "bundle"]])
     params = module.params
-    material = None
+    if params["bundle"]:
+        # The action plugin hands a bundle task to gpu_material_facts; this runs only where it was not loaded.
+        module.fail_json(msg="expected a bundle task to run gpu_material_facts, through gpu_host_facts' action plugin "
+                             "(action_plugins/, named in ansible.cfg and linked beside the playbooks), found it not "
+                             "loaded: call gpu_material_facts with the same arguments, or run with this project's "
+                             "ansible.cfg")
     try:
         subsets = resolve_subsets(params["gather_subset"])
         redactions = None
@@ -291,19 +298,15 @@ def main() -> None:
             from ansible.module_utils.gpuhost.audit.capture_privacy import compile_redactions
 
             redactions = compile_redactions(params["capture_redact"])
-        if params["bundle"]:
-            material = read_material(params["bundle"])
-            source = ReplaySource(material.capture)
-        else:
-            source = load_capture(params["capture"]) if params["capture"] else \
-                LiveSource(record=params["save_capture"], redact=redactions)
+        source = load_capture(params["capture"]) if params["capture"] else \
+            LiveSource(record=params["save_capture"], redact=redactions)
         options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
                               min_bar1_mib=params["min_bar1_mib"])
         facts = audit(source, subsets, options)
         if isinstance(source, ReplaySource):
             # A capture built from support material says what the material did not show.
-            facts = with_bundle(facts, source.capture, material)
-    except (SubsetError, CaptureError, MaterialError) as exc:
+            facts = with_bundle(facts, source.capture)
+    except (SubsetError, CaptureError) as exc:
         module.fail_json(msg=str(exc))
     # The facts again as one JSON string: gpu_audit_report takes a whole fleet's from it without Ansible
     # walking every value of every host's facts to template them into its arguments.
@@ -312,7 +315,8 @@ def main() -> None:
         module.warn("save_capture is ignored when replaying a capture or auditing a bundle: nothing was read from "
                     "this host")
     elif params["save_capture"] and not module.check_mode:
-        from ansible.module_utils.gpuhost.files.writer import ReportFileError  # as write_capture's import
+        # Loaded only to save a capture, as in write_capture.
+        from ansible.module_utils.gpuhost.files.writer import ReportFileError
 
         # The path only: a capture in the result would be printed by -v and kept in every registered variable.
         try:

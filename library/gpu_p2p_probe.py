@@ -158,6 +158,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.bench import p2p_harness
 from ansible.module_utils.gpuhost.bench.p2p_judge import DEFAULT_MAX_SMALL_LATENCY_US
 from ansible.module_utils.gpuhost.bench.p2p_runner import DEFAULT_TIMEOUT_S, ProbeFailure, ProbeSkipped, run_probe
+from ansible.module_utils.gpuhost.files.writer import ReportFileError, write_atomically
 
 
 def get_argument_spec() -> dict:
@@ -175,10 +176,19 @@ def get_argument_spec() -> dict:
     }
 
 
+def save_log(path: str, text: str, warn) -> None:
+    """Keep the probe's output whole at ``path``; a failure costs the run nothing but the copy."""
+    try:
+        write_atomically(path, text.encode("utf-8"))
+    except ReportFileError as exc:
+        warn(f"could not keep the probe's output in {path}: {exc.reason or exc}")
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     try:
-        result = run_probe(module.params, tmpdir=module.tmpdir, check_mode=module.check_mode, warn=module.warn)
+        result = run_probe(module.params, tmpdir=module.tmpdir, check_mode=module.check_mode, warn=module.warn,
+                           keep_log=save_log)
     except ProbeSkipped as exc:
         module.exit_json(changed=False, skipped=True, msg=str(exc))
     except ProbeFailure as exc:

@@ -152,8 +152,8 @@ options:
   probe:
     description:
       - The result of M(gpu_p2p_probe) on the same host, when it ran. With it, RV(comm_floor) is the one figure the
-        deployment gate computes too (the same model and tensor-parallel size give the same figure and basis): an
-        "all-reduce" over 3 or more GPUs no slower than two of the probe's GPU-to-GPU copies is a transfer test laid
+        deployment gate computes too, the same model and tensor-parallel size giving the same figure and basis.
+      - An all-reduce over 3 or more GPUs no slower than two of the probe's GPU-to-GPU copies is a transfer test laid
         out as all_reduce_perf and is not used, nor one measured over another rank count than the profile's; the
         floor is then estimated from the probe's slowest small-copy latency (C(basis) C(estimated_from_pair_latency)).
     type: dict

@@ -12,6 +12,9 @@
    controller (argument validation, set_fact, assert, debug: timed per task by
    scripts/bench_callback/bench_timing.py) under 10 % of its run.
 
+3. `--payload`: what AnsiballZ ships for gpu_host_facts (scripts/bench_payload.py: module_utils files,
+   their bytes, the zip), for this checkout or, with `--root`, another one (a pristine checkout, say).
+
 Prints a table and writes the numbers to reports/bench-audit.json.
 """
 
@@ -155,7 +158,14 @@ def main() -> None:
     parser.add_argument("--audit-playbook", type=Path, default=ROOT / "playbooks" / "audit.yml",
                         help="the audit playbook to time (default playbooks/audit.yml)")
     parser.add_argument("--fleet-only", action="store_true", help="skip the single-host comparison")
+    parser.add_argument("--payload", action="store_true",
+                        help="only measure what AnsiballZ ships for gpu_host_facts (scripts/bench_payload.py)")
+    parser.add_argument("--root", type=Path, default=ROOT, help="with --payload: the checkout to measure")
     args = parser.parse_args()
+    if args.payload:
+        # Its own process: the measurement points ansible's configuration at the checkout measured.
+        sys.exit(subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_payload.py"), "--root",
+                                 str(args.root)], check=False).returncode)
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"))
     one = None if args.fleet_only else single_host(args.runs, env)
     many = fleet(args.hosts, args.rounds, env, args.audit_playbook.resolve())

@@ -212,7 +212,7 @@ def gate_of(host: str, reports: dict[str, Path]) -> tuple[dict[str, Any], str] |
 def test_pairs_are_counted_one_way_everywhere(host: str, reports: dict[str, Path]) -> None:
     report, markdown = load(host, reports)
     gate = gate_of(host, reports)
-    texts = [markdown, json.dumps(report)] + (list(gate[1:]) + [json.dumps(gate[0])] if gate else [])
+    texts = [markdown, json.dumps(report), *([gate[1], json.dumps(gate[0])] if gate else [])]
     pairs_of = {n * (n - 1) // 2 for n in group_sizes(report, gate[0] if gate else None) if n > 1}
     for text in texts:
         for found, of, directions in pair_counts(text):

@@ -51,7 +51,8 @@ MODULE_UTILS = ROOT / "module_utils"
 PREFIX = "ansible.module_utils.gpuhost"
 
 # The layers of gpuhost, bottom to top: each sub-package, and each module at the root by its name
-# ("__init__" is the root package's own file). A module imports only from its own layer and below.
+# ("__init__" is the root package's own file). A module of a sub-package may be placed on its own
+# ("files.writer"), below its package. A module imports only from its own layer and below.
 LAYERS = (
     "__init__",  # the package's docstring; imports nothing
     "values",  # plain values read from data of any shape, for every layer above
@@ -60,6 +61,7 @@ LAYERS = (
     "findings",  # the findings catalog, the Finding type, the remedy texts and limits the catalog quotes
     "rules",  # gpu_host facts to findings
     "process",  # a command under a deadline, for the audit's commands and the benchmark's runs
+    "files.writer",  # the one writer of files, for the modules and the benchmark's runners alike
     "audit",  # reading a host (the Source seam and the gatherers), and the facts built from it
     "bench",  # the benchmarks, their judges and the communication model
     "gate",  # the deployment verdict, over the audit's facts and the benchmark's results
@@ -186,8 +188,12 @@ def is_pure(module: str) -> bool:
 
 
 def layer_of(module: str) -> str:
-    """The entry of LAYERS a module belongs to: its sub-package, or its own name at the root."""
-    return module.split(".")[0] if module else "__init__"
+    """The entry of LAYERS a module belongs to: the longest entry naming it or a package above it, else its
+    sub-package (or its own name at the root)."""
+    if not module:
+        return "__init__"
+    placed = [entry for entry in LAYERS if module == entry or module.startswith(entry + ".")]
+    return max(placed, key=len) if placed else module.split(".")[0]
 
 
 def import_graph() -> dict[str, list[tuple[str, Path, Import]]]:
@@ -328,10 +334,10 @@ def test_the_layers_name_packages_that_exist():
     problems = [f"test_architecture.py's LAYERS names {name} twice; rule: each package or root module has one layer"
                 for name in sorted({n for n in LAYERS if LAYERS.count(n) > 1})]
     for name in LAYERS:
-        if name != "__init__" and not (GPUHOST / name / "__init__.py").is_file() \
-                and not (GPUHOST / f"{name}.py").is_file():
-            problems.append(f"test_architecture.py's LAYERS names {name}, but {rel(GPUHOST)} has no package {name}/ "
-                            f"and no module {name}.py; rule: the layers name existing packages")
+        place = GPUHOST / Path(*name.split("."))
+        if name != "__init__" and not (place / "__init__.py").is_file() and not place.with_suffix(".py").is_file():
+            problems.append(f"test_architecture.py's LAYERS names {name}, but {rel(GPUHOST)} has no package "
+                            f"{rel(place)}/ and no module {rel(place)}.py; rule: the layers name existing packages")
     for path in FILES:
         if layer_of(module_of(path)) not in LAYERS:
             problems.append(f"{rel(path)} belongs to {layer_of(module_of(path))!r}, which LAYERS does not place; rule: "

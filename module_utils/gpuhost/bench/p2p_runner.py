@@ -23,7 +23,6 @@ from ansible.module_utils.gpuhost.bench import p2p_harness
 from ansible.module_utils.gpuhost.bench import p2p_judge as logic
 from ansible.module_utils.gpuhost.bench.arguments import ArgumentError, probe_options
 from ansible.module_utils.gpuhost.bench.harness_runner import KILL_GRACE_S, python_problem, run_script, write_json
-from ansible.module_utils.gpuhost.files.writer import ReportFileError, write_atomically
 from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import P2PToolParseError, parse_p2p_log
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -76,17 +75,13 @@ def harness_run_result(run: dict[str, Any], source: str) -> dict[str, Any]:
             "elapsed_s": summary.get("elapsed_s"), **logic.harness_result(run)}
 
 
-def save_log(path: str | None, text: str, check_mode: bool, warn: Callable[[str], None]) -> None:
-    if not path or check_mode:
-        return
-    try:
-        write_atomically(path, text.encode("utf-8"))
-    except ReportFileError as exc:
-        warn(f"could not keep the probe's output in {path}: {exc.reason or exc}")
+# Keeps the probe's output at a path (path, text, warn): the module passes one that goes through files/writer.py,
+# which bench/ sits below.
+KeepLog = Callable[[str, str, Callable[[str], None]], None]
 
 
 def probe(params: dict[str, Any], tmpdir: str | None, check_mode: bool,
-          warn: Callable[[str], None]) -> dict[str, Any]:
+          warn: Callable[[str], None], keep_log: KeepLog | None = None) -> dict[str, Any]:
     python = params.get("python") or sys.executable
     timeout = params.get("timeout", DEFAULT_TIMEOUT_S)
     problem = python_problem(python)
@@ -115,20 +110,22 @@ def probe(params: dict[str, Any], tmpdir: str | None, check_mode: bool,
     if summary.get("status") == "error":
         raise ProbeFailure(f"the P2P probe failed: {error.get('message') or summary.get('stderr_tail', '')[-1500:]}",
                            harness_error=error)
-    save_log(params.get("save_log"), result.stdout, check_mode, warn)
+    if params.get("save_log") and not check_mode and keep_log is not None:
+        keep_log(params["save_log"], result.stdout, warn)
     return harness_run_result(run, "probe")
 
 
 def run_probe(params: dict[str, Any], tmpdir: str | None = None, check_mode: bool = False,
-              warn: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
-    """The module's result (without ``changed``): read ``log`` when given, else probe; then the findings."""
+              warn: Callable[[str], None] = lambda message: None, keep_log: KeepLog | None = None) -> dict[str, Any]:
+    """The module's result (without ``changed``): read ``log`` when given, else probe (its output kept at
+    ``save_log`` through ``keep_log``); then the findings."""
     try:
         probe_options(params)
     except ArgumentError as exc:
         raise ProbeFailure(str(exc)) from None
     if not params.get("log") and check_mode and not params.get("run_in_check_mode"):
         raise ProbeSkipped(CHECK_MODE_SKIP)
-    result = read_log(params["log"]) if params.get("log") else probe(params, tmpdir, check_mode, warn)
+    result = read_log(params["log"]) if params.get("log") else probe(params, tmpdir, check_mode, warn, keep_log)
     max_small_latency_us = params.get("max_small_latency_us", logic.DEFAULT_MAX_SMALL_LATENCY_US)
     result["findings"] = logic.findings(result, max_small_latency_us, result["status"], result.get("hung_at"),
                                         params.get("timeout", DEFAULT_TIMEOUT_S))

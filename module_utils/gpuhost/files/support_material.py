@@ -35,8 +35,6 @@ BENCH_LOG_KINDS = {
     "p2p-bandwidth-latency-test": "probe", "nvbandwidth": "probe", "nvbandwidth-json": "probe",
 }
 STEP_NAMES = {"nccl": "nccl_bench", "probe": "gpu_p2p_probe"}
-# The facts' copy of the capture's bundle section: what the material gave, and what the audit could not see.
-BUNDLE_KEYS = ("inputs", "seen", "unread", "not_seen", "kept", "unmapped", "warnings")
 
 
 class MaterialError(ValueError):
@@ -165,18 +163,3 @@ def judged(material: Material) -> None:
     for step, (name, _) in material.bench_logs.items():
         material.reasons[name] = (f"a benchmark log, read as {STEP_NAMES[step]} reads it: see the report's benchmark "
                                   "section")
-
-
-def with_bundle(facts: dict[str, Any], capture: dict[str, Any], material: Material | None = None) -> dict[str, Any]:
-    """The facts with the capture's ``bundle`` section (what the material held and what it did not show), when
-    the capture was built from support material; the facts unchanged otherwise. The ``material``'s own reasons
-    replace the bundle's for the same input, and its notes (what was not read at all) join ``unmapped``."""
-    bundle = capture.get("bundle")
-    if not isinstance(bundle, dict):
-        return facts
-    reasons, notes = (material.reasons, material.notes) if material else ({}, [])
-    section = {key: list(bundle.get(key) or []) for key in BUNDLE_KEYS}
-    section["unmapped"] = [dict(entry, why=reasons[entry["name"]])
-                           if isinstance(entry, dict) and entry.get("name") in reasons else entry
-                           for entry in section["unmapped"]] + notes
-    return {**facts, "bundle": section}

@@ -5,7 +5,8 @@ A module plans the files it means to leave, each a path, its bytes and its mode,
 
 - ``plan_files`` reads each existing file once (its bytes and its mode) and compares. A file changes when its
   bytes differ, or when the plan asks for a mode and the file has another; a plan without a mode keeps the mode
-  of the file it replaces (``DEFAULT_MODE`` for a new one, whatever the umask).
+  of the file it replaces (``DEFAULT_MODE`` for a new one, whatever the umask). A file replaced keeps its owner
+  where the writer may give it away (as root: a boot loader's file edited with become stays root's).
 - ``Plan.diff`` is Ansible's before/after list for ``--diff``, one entry per changed file, from that one read; a
   file that is not UTF-8 shows as a note of its size instead of its bytes.
 - ``Plan.commit`` writes nothing in check mode and returns what it would write. Otherwise every changed file is

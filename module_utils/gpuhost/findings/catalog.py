@@ -455,7 +455,9 @@ CATALOG = _entries(
           "run the benchmark again to see whether it persists."),
 
     # ---- the benchmark phase -------------------------------------------------------------
-    Entry("comm_floor", "bench", "info", "the decode ceiling that the measured all-reduce latency sets for the model",
+    Entry("comm_floor", "bench", "info",
+          "the decode ceiling that all-reduce latency (measured, or estimated from the probe's copies) sets "
+          "for the model",
           "Lower small-message all-reduce latency raises this ceiling: GPU P2P (see the P2P findings), "
           "NVLink, or fewer GPUs per tensor-parallel group."),
     Entry("bench_probe_not_run", "bench", "warning", "the P2P probe could not run",

@@ -142,7 +142,8 @@ def rule_p2p(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
         which = "vm_i440fx" if virt.get("machine_type") == "i440fx" else "vm"
         remedy = text("p2p_not_supported", which, clique_fix=proxmox_clique_fix(len(group)))
     else:
-        summary = f"No GPU peer-to-peer between {counted}, status {'/'.join(labels)}: all-reduce falls back to host memory."
+        summary = (f"No GPU peer-to-peer between {counted}, status {'/'.join(labels)}: all-reduce falls back to host "
+                   "memory.")
         causes = "; ".join(f"{label}: {P2P_CAUSES_BARE_METAL.get(label, 'unknown status')}" for label in labels)
         remedy = text("p2p_not_supported", causes=causes)
     return [make("p2p_not_supported", summary, evidence, remedy=remedy)]

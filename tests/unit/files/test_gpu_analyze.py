@@ -1,16 +1,21 @@
-"""The gpu_analyze module: many inputs in one process, their reports, and gpu_host_facts' bundle option."""
+"""The gpu_analyze module: many inputs in one process, their reports; and gpu_host_facts' bundle option, which
+gpu_material_facts runs."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import gpu_analyze
 import gpu_host_facts
+import gpu_material_facts
 import pytest
 
-from tests.paths import CAPTURES, FIXTURES
+from tests.paths import CAPTURES, FIXTURES, ROOT
 from tests.unit import schemas
 from tests.unit.audit.test_bundle import TOPO_M
 from tests.unit.modules import run_module
@@ -113,12 +118,12 @@ def test_an_unknown_model_profile_fails_before_anything_is_read(tmp_path: Path, 
 
 
 # ---------------------------------------------------------------------------
-# gpu_host_facts bundle
+# gpu_host_facts bundle: its action plugin runs gpu_material_facts
 
 
 def test_gpu_host_facts_audits_a_bundle_and_carries_its_section(tmp_path: Path, capsys) -> None:
     directory = incident(tmp_path / "incident")
-    facts = run_module(gpu_host_facts.main, {"bundle": str(directory)}, capsys)["ansible_facts"]["gpu_host"]
+    facts = run_module(gpu_material_facts.main, {"bundle": str(directory)}, capsys)["ansible_facts"]["gpu_host"]
     assert {"inputs", "not_seen", "unmapped", "warnings"} <= set(facts["bundle"])
     assert [i["name"] for i in facts["bundle"]["inputs"]] == ["all_reduce_perf.log", "p2p.txt", "topo.txt"]
     assert "kernel log (dmesg)" in facts["bundle"]["not_seen"]
@@ -126,7 +131,7 @@ def test_gpu_host_facts_audits_a_bundle_and_carries_its_section(tmp_path: Path, 
 
 
 def test_gpu_host_facts_bundle_may_be_one_bug_report(capsys) -> None:
-    facts = run_module(gpu_host_facts.main, {"bundle": str(BUG_REPORT)}, capsys)["ansible_facts"]["gpu_host"]
+    facts = run_module(gpu_material_facts.main, {"bundle": str(BUG_REPORT)}, capsys)["ansible_facts"]["gpu_host"]
     assert facts["bundle"]["inputs"][0]["kind"] == "nvidia-bug-report"
     assert facts["gpus"]["driver_version"] == "418.87.01"
 
@@ -134,10 +139,26 @@ def test_gpu_host_facts_bundle_may_be_one_bug_report(capsys) -> None:
 def test_gpu_host_facts_bundle_relative_and_missing_names_the_absolute_path(tmp_path: Path, capsys,
                                                                             monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    result = run_module(gpu_host_facts.main, {"bundle": "tickets/4711"}, capsys)
+    result = run_module(gpu_material_facts.main, {"bundle": "tickets/4711"}, capsys)
     assert result["failed"] and result["msg"].startswith(f"{tmp_path}/tickets/4711 does not exist")
 
 
 def test_gpu_host_facts_takes_a_capture_or_a_bundle_not_both(capsys) -> None:
     result = run_module(gpu_host_facts.main, {"bundle": str(BUG_REPORT), "capture": str(H100)}, capsys)
     assert result["failed"] and "mutually exclusive" in result["msg"]
+
+
+def test_gpu_host_facts_run_without_its_action_says_which_module_reads_a_bundle(capsys) -> None:
+    result = run_module(gpu_host_facts.main, {"bundle": str(BUG_REPORT)}, capsys)
+    assert result["failed"] and "gpu_material_facts" in result["msg"]
+
+
+def test_a_gpu_host_facts_task_with_a_bundle_runs_gpu_material_facts(tmp_path: Path) -> None:
+    # Through ansible itself: the action plugin hands the task over, save_capture's warning included.
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path))
+    run = subprocess.run([str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-e",
+                          f"ansible_python_interpreter={sys.executable}", "-m", "gpu_host_facts", "-a",
+                          json.dumps({"bundle": str(BUG_REPORT), "save_capture": True})],
+                         cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "kind: nvidia-bug-report" in run.stdout and "save_capture is ignored" in run.stdout + run.stderr

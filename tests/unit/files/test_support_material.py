@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from ansible.module_utils.gpuhost.audit.bundle import _BENCH_KINDS
+from ansible.module_utils.gpuhost.audit.bundle_section import with_bundle
 from ansible.module_utils.gpuhost.audit.facts import audit, resolve_subsets
 from ansible.module_utils.gpuhost.audit.source import ReplaySource
 from ansible.module_utils.gpuhost.files.support_material import (
     BENCH_LOG_KINDS,
     MaterialError,
     read_material,
-    with_bundle,
 )
 from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from tests.paths import CAPTURES, FIXTURES

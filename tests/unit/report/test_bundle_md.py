@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ansible.module_utils.gpuhost.audit import facts
 from ansible.module_utils.gpuhost.audit.bundle import BundleInput, build_capture
+from ansible.module_utils.gpuhost.audit.bundle_section import with_bundle
 from ansible.module_utils.gpuhost.audit.source import ReplaySource
-from ansible.module_utils.gpuhost.files.support_material import with_bundle
 from ansible.module_utils.gpuhost.report.bundle_md import bundle_section
 from ansible.module_utils.gpuhost.report.render import host_markdown
 from ansible.module_utils.gpuhost.rules.views import RuleOptions

@@ -1,0 +1,37 @@
+"""The facts' ``bundle`` section: what support material held and what the audit could not see in it.
+
+A capture built from support material (audit/bundle.py) carries the section; replaying such a capture
+(gpu_host_facts ``capture``) copies it into the facts, so this is all of the material's handling that
+the live and replay audit needs. Reading the material itself (files/support_material.py) is offline work
+that only gpu_material_facts and gpu_analyze ship.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+# The facts' copy of the capture's bundle section: what the material gave, and what the audit could not see.
+BUNDLE_KEYS = ("inputs", "seen", "unread", "not_seen", "kept", "unmapped", "warnings")
+
+
+class MaterialNotes(Protocol):
+    """What the reader of the material says beyond the capture (files/support_material.py ``Material``)."""
+
+    reasons: dict[str, str]  # bundle input name -> why, replacing the bundle's
+    notes: list[dict[str, str]]  # {name, why}: what was not read, beyond the bundle
+
+
+def with_bundle(facts: dict[str, Any], capture: dict[str, Any],
+                material: MaterialNotes | None = None) -> dict[str, Any]:
+    """The facts with the capture's ``bundle`` section (what the material held and what it did not show), when
+    the capture was built from support material; the facts unchanged otherwise. The ``material``'s own reasons
+    replace the bundle's for the same input, and its notes (what was not read at all) join ``unmapped``."""
+    bundle = capture.get("bundle")
+    if not isinstance(bundle, dict):
+        return facts
+    reasons, notes = (material.reasons, material.notes) if material else ({}, [])
+    section = {key: list(bundle.get(key) or []) for key in BUNDLE_KEYS}
+    section["unmapped"] = [dict(entry, why=reasons[entry["name"]])
+                           if isinstance(entry, dict) and entry.get("name") in reasons else entry
+                           for entry in section["unmapped"]] + notes
+    return {**facts, "bundle": section}
