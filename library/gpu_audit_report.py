@@ -417,14 +417,6 @@ def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[Plan, dict, dic
     return plan_files(files, warn=module.warn, warned=read_before), guest_links(linked), fleet, linked
 
 
-def said_where(line: str, report: str, would_write: bool) -> str:
-    """A verdict line that names a report check mode did not write says so: that file is absent, or out of date."""
-    named = f"Report: {report}"
-    if would_write and line.endswith(named):
-        return f"{line[:-len(named)]}Check mode: would write {report}"
-    return line
-
-
 def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     dest, hosts = module.params["dest"], {host: as_facts(facts) for host, facts in module.params["hosts"].items()}
@@ -446,8 +438,8 @@ def main() -> None:
     reports = {host: {"json": os.path.join(dest, f"{host}.json"), "markdown": os.path.join(dest, f"{host}.md")}
                for host in hosts}
     # The line, the findings and the verdicts are those of the report (drift findings included), not of the audit.
-    lines = {host: said_where(verdict_line(host, reported[host], links.get(host), reports[host]["markdown"]),
-                              reports[host]["markdown"], module.check_mode and reports[host]["markdown"] in changed)
+    lines = {host: verdict_line(host, reported[host], links.get(host), reports[host]["markdown"],
+                                module.check_mode and reports[host]["markdown"] in changed)
              for host in sorted(hosts)}
     findings = {host: [{"id": f.get("id"), "severity": f.get("severity")} for f in facts.get("findings") or []]
                 for host, facts in sorted(reported.items())}

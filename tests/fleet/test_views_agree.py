@@ -141,6 +141,8 @@ def metrics_view(report: dict[str, Any]) -> dict[str, Any]:
         "gpu_count": int(gpus[0]) if gpus else None,
         "read_pairs": [value for labels, value in labelled("gpuhost_p2p_status") if labels["capability"] == "read"],
         "allreduce_source": [labels["source"] for labels, _value in labelled("gpuhost_allreduce_latency_seconds")],
+        "ceiling": [(format_rate(float(value)), labels["basis"])
+                    for labels, value in labelled("gpuhost_comm_ceiling_tokens_per_second")],
     }
 
 
@@ -177,6 +179,11 @@ def test_host_json_markdown_fleet_row_and_metrics_agree(host: str, reports: dict
         expected = {"measured": {"measured"}, "estimated": {"predicted_ceiling"}}[record["ceiling"][1]]
         # A size outside the measured sweep has no latency series (it was not measured): absent, never other.
         assert set(metrics["allreduce_source"]) <= expected, host
+        word = {"measured": "measured", "estimated": "predicted_ceiling"}[record["ceiling"][1]]
+        assert metrics["ceiling"] in ([], [(record["ceiling"][0], word)]), host
+        assert bool(metrics["ceiling"]) == bool(metrics["allreduce_source"]), host
+    else:
+        assert not metrics["ceiling"], host
 
 
 def pair_counts(text: str) -> list[tuple[int, int, int | None]]:

@@ -357,8 +357,10 @@ def _fleet_row(host: str, audit: str, facts: dict[str, Any]) -> list[Any]:
             summary.get("virtualization"), summary.get("p2p"), worst_text]
 
 
-def verdict_line(host: str, facts: dict[str, Any], link: dict[str, Any] | None, report: str) -> str:
-    """The one line the audit prints per host: verdict, what it runs on, the worst finding, the report."""
+def verdict_line(host: str, facts: dict[str, Any], link: dict[str, Any] | None, report: str,
+                 not_written: bool = False) -> str:
+    """The one line the audit prints per host: verdict, what it runs on, the worst finding, the report
+    (``not_written``: check mode left that file absent or out of date, and the line says so)."""
     summary = facts.get("summary") or {}
     worst = summary.get("worst_finding")
     worst_text = f"{worst.get('severity')}: {worst.get('id')}" if worst else "no findings"
@@ -366,4 +368,4 @@ def verdict_line(host: str, facts: dict[str, Any], link: dict[str, Any] | None, 
             f"P2P {summary.get('p2p')}) - {worst_text}.")
     if link:
         line += f" Runs as VM {link.get('vmid')} on {link.get('proxmox_host')}, which holds the fix (see the report)."
-    return f"{line} Report: {report}"
+    return f"{line} Check mode: would write {report}" if not_written else f"{line} Report: {report}"

@@ -150,6 +150,20 @@ def test_allreduce_latency_at_the_models_message_size(comm_floor: dict[str, Any]
         assert value(samples, "gpuhost_allreduce_message_bytes") == 12288
 
 
+@pytest.mark.parametrize(("basis", "latency_basis", "label"), [
+    ("measured_all_reduce", "measured", "measured"),
+    ("estimated_from_pair_latency", "estimated", "predicted_ceiling"),
+    ("measured_all_reduce", "clamped", None),
+])
+def test_the_communication_ceiling_is_the_reports(basis: str, latency_basis: str, label: str | None) -> None:
+    comm_floor = floor(basis, latency_basis)
+    comm_floor["batch_1"]["max_tokens_per_s_single_stream"] = 32.7
+    report = report_of(captures.INCIDENT, bench={"nccl": {"comm_floor": comm_floor}})
+    samples, _, _ = parse(textfile(report, NOW))
+    ceiling = series(samples, "gpuhost_comm_ceiling_tokens_per_second")
+    assert ceiling == ({(("basis", label),): pytest.approx(32.7)} if label else {})
+
+
 def test_tensor_parallel_size_is_the_benchmarked_models() -> None:
     report = report_of(captures.PRO6000, bench={"nccl": {"comm_floor": floor("measured_all_reduce", "measured", 2)}})
     samples, _, _ = parse(textfile(report, NOW))
