@@ -52,7 +52,8 @@ PREFIX = "ansible.module_utils.gpuhost"
 
 # The layers of gpuhost, bottom to top: each sub-package, and each module at the root by its name
 # ("__init__" is the root package's own file). A module of a sub-package may be placed on its own
-# ("files.writer"), below its package. A module imports only from its own layer and below.
+# ("files.writer", say), below its package, where a lower layer needs it. A module imports only from its
+# own layer and below.
 LAYERS = (
     "__init__",  # the package's docstring; imports nothing
     "values",  # plain values read from data of any shape, for every layer above
@@ -61,7 +62,6 @@ LAYERS = (
     "findings",  # the findings catalog, the Finding type, the remedy texts and limits the catalog quotes
     "rules",  # gpu_host facts to findings
     "process",  # a command under a deadline, for the audit's commands and the benchmark's runs
-    "files.writer",  # the one writer of files, for the modules and the benchmark's runners alike
     "audit",  # reading a host (the Source seam and the gatherers), and the facts built from it
     "bench",  # the benchmarks, their judges and the communication model
     "gate",  # the deployment verdict, over the audit's facts and the benchmark's results
