@@ -90,3 +90,25 @@ def test_an_all_reduce_measured_over_other_ranks_gives_way_to_the_estimate() -> 
     result = decide(INCIDENT, bench, probe_from_log(str(INCIDENT_PROBE)))
     assert result["launch"]["comm_floor"]["basis"] == "estimated_from_pair_latency"
     assert any("measured all-reduce over 4 GPUs, the deployment runs 8" in n for n in result["notes"])
+
+
+def test_the_benchmark_and_the_gate_give_one_figure_for_one_model_and_tp() -> None:
+    # The benchmark priced with the probe beside it: the incident's copy test is refused there too, and the
+    # floor it reports is the gate's, figure and basis, for GLM-5 at TP 8.
+    probe = probe_from_log(str(INCIDENT_PROBE))
+    bench = nccl_from_log(str(TRANSFER_LOG), model_profile="glm-5", probe=probe)
+    floor = bench["comm_floor"]["batch_1"]
+    assert floor["basis"] == "estimated_from_pair_latency"
+    assert any("these figures are a transfer test, not an all-reduce" in n for n in bench["notes"])
+    finding = next(f for f in bench["findings"] if f["id"] == "comm_floor")
+    assert finding["summary"].startswith("All-reduce alone limits single-stream decode to 32.7 tok/s on this host "
+                                         "(estimated: 14 ring steps at TP 8 from the 13.9 us GPU-to-GPU copy")
+    launch = decide(INCIDENT, bench, probe)["launch"]
+    assert launch["comm_floor"]["basis"] == floor["basis"]
+    assert launch["comm_floor"]["comm_us_per_token"] == pytest.approx(floor["comm_us_per_token"])
+    assert launch["expected_comm_ceiling_tok_s"] == round(floor["max_tokens_per_s_single_stream"], 1)
+
+
+def test_without_the_probe_the_benchmark_takes_the_log_for_what_it_claims() -> None:
+    bench = nccl_from_log(str(TRANSFER_LOG), model_profile="glm-5")
+    assert bench["comm_floor"]["batch_1"]["basis"] == "measured_all_reduce"
