@@ -25,7 +25,7 @@ from ansible.module_utils.gpuhost.parsers.proxmox_config import (
     parse_property_string,
     split_args,
 )
-from ansible.module_utils.gpuhost.rules.vm_devices import is_nvidia_gpu, next_power_of_two
+from ansible.module_utils.gpuhost.rules.vm_devices import is_nvidia_gpu_device, next_power_of_two
 
 # Guest findings whose remedy is a change to the VM on the hypervisor.
 GUEST_FINDINGS_FIXED_ON_HOST = ("p2p_not_supported", "qemu_machine_i440fx")
@@ -67,7 +67,7 @@ class VmPlan:
 
 
 def vm_gpus(vm: dict[str, Any]) -> list[dict[str, Any]]:
-    return [e for e in vm.get("hostpci") or [] if any(is_nvidia_gpu(d) for d in e.get("host_devices") or [])]
+    return [e for e in vm.get("hostpci") or [] if any(is_nvidia_gpu_device(d) for d in e.get("host_devices") or [])]
 
 
 def plan_vm(vm: dict[str, Any], proxmox: dict[str, Any]) -> VmPlan:
@@ -156,7 +156,7 @@ def hostpci_value(options: dict[str, str], *, host: str | None, pcie: bool, drop
 def fixed_hostpci_value(entry: dict[str, Any], *, pcie: bool, drop_x_vga: bool, name_function: bool) -> str:
     """The hostpci value with the GPU's function named, pcie=1 where q35 allows it, and no kvm=off source."""
     options, _warnings = parse_property_string(entry.get("value") or "", default_key="host")
-    gpu = next((d["bdf"] for d in entry.get("host_devices") or [] if is_nvidia_gpu(d)), None)
+    gpu = next((d["bdf"] for d in entry.get("host_devices") or [] if is_nvidia_gpu_device(d)), None)
     host = None if entry.get("mapping") is not None else gpu if name_function and gpu else options.get("host")
     return hostpci_value(options, host=host, pcie=pcie, drop_x_vga=drop_x_vga)
 

@@ -12,7 +12,9 @@ from typing import Any
 from ansible.module_utils.gpuhost.parsers.pci_common import VENDOR_NVIDIA
 
 
-def is_nvidia_gpu(device: dict[str, Any]) -> bool:
+def is_nvidia_gpu_device(device: dict[str, Any]) -> bool:
+    """Whether a device of the audit's facts is an NVIDIA GPU: its ``kind`` is the audit's reading of the PCI
+    class (parsers/pci_common.is_nvidia_gpu), not read again here."""
     return device.get("kind") == "gpu" and device.get("vendor_id") == VENDOR_NVIDIA
 
 
