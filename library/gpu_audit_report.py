@@ -195,6 +195,8 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.files.last_report import previous_report, report_date
@@ -204,6 +206,7 @@ from ansible.module_utils.gpuhost.report.bench_shape import check_bench
 from ansible.module_utils.gpuhost.report.drift import drift_return, with_drift
 from ansible.module_utils.gpuhost.report.fleet_stats import fleet_stats, host_verdicts
 from ansible.module_utils.gpuhost.report.plot import sweep_svg
+from ansible.module_utils.gpuhost.report.prom_text import ExpositionError
 from ansible.module_utils.gpuhost.report.prometheus import textfile
 from ansible.module_utils.gpuhost.report.render import (
     fleet_markdown,
@@ -417,6 +420,21 @@ def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[Plan, dict, dic
     return plan_files(files, warn=module.warn, warned=read_before), guest_links(linked), fleet, linked
 
 
+def host_metrics(reports: dict[str, dict[str, Any]], now: int, warn: Callable[[str], None]) -> dict[str, str]:
+    """Each host's textfile; one host's report that cannot be written as metrics loses its own, with a warning,
+    never the fleet's reports, lines and stats that this run returns beside them."""
+    metrics = {}
+    for host, report in reports.items():
+        if not report:
+            continue
+        try:
+            metrics[host] = textfile(report, now, lambda message, host=host: warn(f"{host}: {message}"))
+        except ExpositionError as exc:
+            warn(f"{host}: no metrics written for this host: {exc}; its report is written as usual. Look at the "
+                 "host's GPU list in its report, re-run the audit on it, and file the report if it repeats")
+    return metrics
+
+
 def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     dest, hosts = module.params["dest"], {host: as_facts(facts) for host, facts in module.params["hosts"].items()}
@@ -453,8 +471,7 @@ def main() -> None:
               "stats": fleet_stats(host_verdicts(reported), fleet,
                                    {**last, **{h: r["markdown"] for h, r in reports.items()}})}
     if module.params["metrics"]:
-        now = int(time.time())
-        result["metrics"] = {host: textfile(report, now) for host, report in as_left.items() if report}
+        result["metrics"] = host_metrics(as_left, int(time.time()), module.warn)
     if diffs:
         result["diff"] = diffs
     module.exit_json(**result)

@@ -39,6 +39,7 @@ The series (``SERIES`` gives each its help text, written into the file):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ansible.module_utils.gpuhost.bench.p2p_proof import read_probe
@@ -96,8 +97,10 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else str(value) if isinstance(value, (int, float)) else ""
 
 
-def textfile(report: dict[str, Any], timestamp: float | int) -> str:
-    """The host's metrics as a node_exporter textfile; ``timestamp`` is the audit's time (epoch seconds)."""
+def textfile(report: dict[str, Any], timestamp: float | int, warn: Callable[[str], None] | None = None) -> str:
+    """The host's metrics as a node_exporter textfile; ``timestamp`` is the audit's time (epoch seconds).
+
+    ``warn`` hears of what the report held that the metrics leave out (a GPU listed twice)."""
     families = {name: Family(name, text) for name, text in SERIES.items()}
     _verdict(families, report)
     _findings(families, report)
@@ -110,7 +113,7 @@ def textfile(report: dict[str, Any], timestamp: float | int) -> str:
     _p2p(families["gpuhost_p2p_status"], as_dict(report.get("p2p")))
     families["gpuhost_p2p_proven"].add(p2p_proven(as_dict(report.get("bench")).get("probe")))
     _allreduce(families, as_dict(as_dict(as_dict(report.get("bench")).get("nccl")).get("comm_floor")))
-    _links(families, report)
+    _links(families, report, warn or (lambda _message: None))
     _drift(families, report)
     families[HEARTBEAT].add(_number(timestamp))
     families["gpuhost_last_proof_timestamp_seconds"].add(_int(as_dict(report.get("proof")).get("measured_at")))
@@ -227,15 +230,25 @@ def _allreduce(families: dict[str, Family], floor: dict[str, Any]) -> None:
         families["gpuhost_comm_ceiling_tokens_per_second"].add(rate, {"basis": source})
 
 
-def _links(families: dict[str, Family], report: dict[str, Any]) -> None:
+def _links(families: dict[str, Family], report: dict[str, Any], warn: Callable[[str], None]) -> None:
     devices = [d for d in as_list(as_dict(report.get("gpus")).get("devices")) if isinstance(d, dict)]
     pci = {str(d.get("bdf")).lower(): d for d in as_list(as_dict(report.get("pci")).get("nvidia_devices"))
            if isinstance(d, dict) and d.get("kind") == "gpu"}
     listed = set()
+    exported: set[tuple[str, str]] = set()
     for device in devices:
         bus_id = _text(device.get("pci_bus_id")).lower()
-        listed.add(bus_id)
         labels = {"gpu": _text(_int(device.get("index"))), "bus_id": bus_id}
+        # One PCI address is one GPU: a second row for it (a GPU list pasted twice in the support material, a
+        # capture edited by hand) is the same GPU again, not another one. Its first row is exported, and only once,
+        # since a series may not have two samples; the rows without a bus id are told apart by their index.
+        key = (bus_id, "") if bus_id else ("", labels["gpu"])
+        if key in exported:
+            warn(f"the GPU at PCI address {bus_id or '(not known)'} (index {labels['gpu'] or 'not known'}) is "
+                 "listed twice in the report's GPU list: its metrics are those of its first row")
+            continue
+        exported.add(key)
+        listed.add(bus_id)
         link = as_dict(pci.get(bus_id, {}).get("link")) or _nvml_link(as_dict(device.get("pcie")))
         _link(families, link, labels)
         families["gpuhost_gpu_info"].add(1, {**labels, "name": _text(device.get("name")),

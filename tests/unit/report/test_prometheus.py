@@ -281,3 +281,48 @@ def test_gpu_audit_report_returns_each_hosts_metrics(tmp_path: Path, capsys: pyt
     assert written["changed"] and not again["changed"]
     assert same_except(written["metrics"]["gpu-vm-1"], again["metrics"]["gpu-vm-1"], [HEARTBEAT])
     assert "metrics" not in run_module(gpu_audit_report.main, {**args, "metrics": False}, capsys)
+
+
+def warnings_of(result: dict[str, Any]) -> list[str]:
+    return [w["event"]["msg"] if isinstance(w, dict) else w for w in result.get("warnings") or []]
+
+
+def _with_a_duplicated_gpu_row(facts: dict[str, Any]) -> dict[str, Any]:
+    """The facts with GPU 0's row listed twice, as a capture whose GPU list was pasted twice gives."""
+    duplicated = json.loads(json.dumps(facts))
+    duplicated["gpus"]["devices"].append(dict(duplicated["gpus"]["devices"][0]))
+    return duplicated
+
+
+def test_a_gpu_listed_twice_is_exported_once_with_a_warning() -> None:
+    report = json.loads(report_json("gpu-vm-1", _with_a_duplicated_gpu_row(FACTS)))
+    warnings: list[str] = []
+    samples, _, _ = parse(textfile(report, NOW, warnings.append))
+    assert [dict(k)["bus_id"] for k in series(samples, "gpuhost_gpu_info")] == ["0000:01:00.0", "0000:02:00.0"]
+    assert len(warnings) == 1 and "0000:01:00.0" in warnings[0] and "twice" in warnings[0]
+
+
+def test_one_hosts_duplicated_gpu_row_costs_the_fleet_nothing(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    args = {"dest": str(tmp_path), "metrics": True,
+            "hosts": {"gpu-vm-1": FACTS, "gpu-vm-2": _with_a_duplicated_gpu_row(FACTS)}}
+    result = run_module(gpu_audit_report.main, args, capsys)
+    assert not result.get("failed"), result.get("msg")
+    assert set(result["metrics"]) == {"gpu-vm-1", "gpu-vm-2"} and set(result["lines"]) == {"gpu-vm-1", "gpu-vm-2"}
+    assert any("gpu-vm-2" in w and "0000:01:00.0" in w for w in warnings_of(result))
+
+
+def test_a_hosts_metrics_that_cannot_be_written_are_left_out_with_a_warning(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(report: dict[str, Any], timestamp: float, warn: Any = None) -> str:
+        if report["host"] == "gpu-vm-2":
+            raise ExpositionError("gpuhost_gpu_info has two samples with the labels {}")
+        return textfile(report, timestamp, warn)
+
+    monkeypatch.setattr(gpu_audit_report, "textfile", refuse)
+    args = {"dest": str(tmp_path), "metrics": True, "hosts": {"gpu-vm-1": FACTS, "gpu-vm-2": FACTS}}
+    result = run_module(gpu_audit_report.main, args, capsys)
+    assert not result.get("failed"), result.get("msg")
+    assert set(result["metrics"]) == {"gpu-vm-1"} and set(result["stats"]) and set(result["lines"]) == {
+        "gpu-vm-1", "gpu-vm-2"}
+    assert any("gpu-vm-2" in w and "two samples" in w for w in warnings_of(result))
