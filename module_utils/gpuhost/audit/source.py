@@ -32,13 +32,14 @@ from ansible.module_utils.gpuhost.audit.capture_format import (
     decode_bytes,
     encode_bytes,
 )
+from ansible.module_utils.gpuhost.audit.nvml_bounded import NVML_TIMEOUT_S, read_bounded
 from ansible.module_utils.gpuhost.process import run_bounded
 
 if TYPE_CHECKING:
     from ansible.module_utils.gpuhost.audit.capture_privacy import Redactions
 
 # A command that does not finish in this time is reported, not waited for:
-# a wedged GPU makes nvidia-smi hang for minutes.
+# a wedged GPU makes nvidia-smi hang for minutes (NVML's own deadline: audit/nvml_bounded.py).
 COMMAND_TIMEOUT_S = 30
 
 
@@ -125,8 +126,10 @@ class LiveSource(Source):
     """
 
     def __init__(self, record: bool = False, nvml_reader: Callable[[], dict[str, Any]] | None = None,
-                 env: dict[str, str] | None = None, redact: Redactions | None = None) -> None:
+                 env: dict[str, str] | None = None, redact: Redactions | None = None,
+                 nvml_timeout_s: float = NVML_TIMEOUT_S) -> None:
         super().__init__()
+        self._nvml_timeout_s = nvml_timeout_s
         self.record = record
         self._nvml_reader = nvml_reader
         self._env = env
@@ -239,7 +242,9 @@ class LiveSource(Source):
                 reader = read_nvml
             else:
                 reader = self._nvml_reader
-            self._nvml_cache = reader()
+            self._nvml_cache = read_bounded(reader, self._nvml_timeout_s)
+            if self._nvml_cache.get("kind") == "timeout":
+                self.note_problem("NVML readings", str(self._nvml_cache.get("error")))
             if self.record:
                 self.recorded["nvml"] = self._nvml_cache
         return self._nvml_cache

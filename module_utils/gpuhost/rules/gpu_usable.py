@@ -23,7 +23,7 @@ UNUSABLE_CAUSES = {
     "user_space_missing": "the driver's user-space part is missing: no NVML library (libnvidia-ml.so) and no "
                           "nvidia-smi",
     "not_verifiable": "NVML was not read and nvidia-smi did not answer, so nothing shows that the GPUs work",
-    "hung": "nvidia-smi hung: a wedged GPU or driver",
+    "hung": "nvidia-smi or NVML hung (no answer within the audit's time limit): a wedged GPU or driver",
     "gpu_lost": "a GPU fell off the bus and takes NVML down with it",
     "no_devices": "the driver initialised no GPU although they are bound to it",
     "other": "NVML and nvidia-smi both failed",
@@ -66,7 +66,8 @@ def unusable_cause(gpus: dict[str, Any]) -> str:
         return "no_permission"
     if "GpuIsLost" in nvml_error or smi_error.startswith("gpu_lost"):
         return "gpu_lost"
-    if smi_error.startswith("timeout"):
+    # audit/nvml_bounded.py's words for an NVML read stopped at its deadline.
+    if smi_error.startswith("timeout") or nvml_error.startswith("NVML did not answer"):
         return "hung"
     if "DriverNotLoaded" in nvml_error or smi_error.startswith("driver_not_loaded"):
         return "driver_not_answering"
