@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.module_utils.gpuhost.report.markdown import table
+from ansible.module_utils.gpuhost.report.markdown import inline, table
 
 
 def bundle_section(bundle: Any) -> list[str]:
@@ -24,13 +24,14 @@ def bundle_section(bundle: Any) -> list[str]:
     not_seen = [str(what) for what in bundle.get("not_seen") or []]
     if not_seen:
         out += ["Not seen in the material (rules that need it could not judge):", ""]
-        out += [f"- {what}" for what in not_seen] + [""]
+        out += [f"- {inline(what)}" for what in not_seen] + [""]
     unmapped = [u for u in bundle.get("unmapped") or [] if isinstance(u, dict)]
     if unmapped:
         out += ["Not used:", "", *table(["What", "Why"], [[u.get("name"), u.get("why")] for u in unmapped])]
     warnings = [str(w) for w in bundle.get("warnings") or []]
     if warnings:
-        out += ["Warnings:", ""] + [f"- {w}" for w in warnings] + [""]
+        # Warnings quote the material (file names, lines): each stays one line of text.
+        out += ["Warnings:", ""] + [f"- {inline(w)}" for w in warnings] + [""]
     return out
 
 

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from ansible.module_utils.gpuhost.findings.finding import severity_rank
-from ansible.module_utils.gpuhost.report.markdown import anchor, fenced, first_sentence
+from ansible.module_utils.gpuhost.report.markdown import anchor, fenced, first_sentence, inline
 
 SEVERITY_MARK = {"critical": "CRITICAL", "warning": "warning", "info": "info"}
 ACTIONABLE = ("critical", "warning")
@@ -20,6 +20,12 @@ ACTIONABLE = ("critical", "warning")
 
 def _heading(finding: dict[str, Any]) -> str:
     return f"{SEVERITY_MARK.get(finding.get('severity'), finding.get('severity'))}: {finding.get('id')}"
+
+
+def _text(summary: Any) -> str:
+    """A summary as one paragraph that shows as written: it quotes what the host or the material held (a GPU's
+    name, a file's), which must not start a heading or bring HTML, links or images of its own."""
+    return inline(summary) if summary else ""
 
 
 def _where(finding: dict[str, Any]) -> str:
@@ -37,7 +43,7 @@ def next_steps(findings: list[dict[str, Any]], anchors: list[str]) -> list[str]:
     for number, i in enumerate(ranked, 1):
         finding = findings[i]
         out.append(f"{number}. **{SEVERITY_MARK[finding['severity']]}** `{finding.get('id')}`: "
-                   f"{first_sentence(finding.get('summary'))}{_where(finding)} [What to do](#{anchors[i]})")
+                   f"{_text(first_sentence(finding.get('summary')))}{_where(finding)} [What to do](#{anchors[i]})")
     if not ranked:
         out.append("Nothing: no critical or warning finding.")
     infos = sum(1 for f in findings if f.get("severity") not in ACTIONABLE)
@@ -55,7 +61,7 @@ def findings_markdown(findings: list[dict[str, Any]], taken: dict[str, int]) -> 
     if not findings:
         out += ["None.", ""]
     for finding in findings:
-        out += [f"### {_heading(finding)}", "", str(finding.get("summary", "")), "", "Evidence:", "",
+        out += [f"### {_heading(finding)}", "", _text(finding.get("summary")), "", "Evidence:", "",
                 *fenced(json.dumps(finding.get("evidence"), indent=2, sort_keys=True), "json"), "", "Remedy:", "",
                 *fenced(str(finding.get("remedy", "")), "text"), ""]
     return next_steps(findings, anchors), out

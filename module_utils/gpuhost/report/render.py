@@ -16,8 +16,9 @@ from ansible.module_utils.gpuhost.report.bundle_md import bundle_section
 from ansible.module_utils.gpuhost.report.drift_md import drift_section, fleet_drift_lines
 from ansible.module_utils.gpuhost.report.findings_md import findings_markdown
 from ansible.module_utils.gpuhost.report.health_md import health_tables
-from ansible.module_utils.gpuhost.report.markdown import anchor, at, matrix_table, table
+from ansible.module_utils.gpuhost.report.markdown import anchor, at, inline, matrix_table, table
 from ansible.module_utils.gpuhost.report.markdown import cell as _cell
+from ansible.module_utils.gpuhost.report.markdown import plain as _plain
 from ansible.module_utils.gpuhost.report.p2p_md import p2p_sections
 from ansible.module_utils.gpuhost.report.scope import verdict_scope
 
@@ -134,8 +135,8 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
                       "Width cur/max", "Persistence", "ECC", "MIG"], [
             [d.get("index"), d.get("name"), d.get("pci_bus_id"), d.get("compute_capability"),
              d.get("memory_total_mib"), d.get("bar1_total_mib"),
-             f"{_cell(d['pcie'].get('gen_current'))}/{_cell(d['pcie'].get('gen_max'))}",
-             f"{_cell(d['pcie'].get('width_current'))}/{_cell(d['pcie'].get('width_max'))}",
+             f"{_plain(d['pcie'].get('gen_current'))}/{_plain(d['pcie'].get('gen_max'))}",
+             f"{_plain(d['pcie'].get('width_current'))}/{_plain(d['pcie'].get('width_max'))}",
              d.get("persistence_mode"), d.get("ecc"), d.get("mig")] for d in devices])
 
     names = [f"GPU{d.get('index')}" for d in devices]
@@ -183,7 +184,7 @@ def bench_markdown(host: str, bench: dict[str, Any]) -> list[str]:
         values = matrix.get("values") or []
         if values and matrix.get("size_bytes") in (None, *SMALL_PROBE_SIZES):
             names = [f"GPU{i}" for i in range(len(values))]
-            out += [f"## P2P probe: {matrix.get('name') or 'a matrix pasted without its title'} "
+            out += [f"## P2P probe: {inline(matrix.get('name') or 'a matrix pasted without its title')} "
                     f"({matrix.get('unit')}, {matrix.get('path')}, "
                     f"{matrix.get('size_bytes')} B)", "", *matrix_table(names, [[_num(v) for v in row]
                                                                           for row in values])]
@@ -277,14 +278,14 @@ def _mmio(vm: dict[str, Any]) -> str:
     if window is None and not vm.get("mmio64_needed_mb"):
         return "-"
     mark = "" if vm.get("mmio64_mb") is not None else " (est.)"
-    return f"{_cell(window)}{mark} / {_cell(vm.get('mmio64_needed_mb'))}"
+    return f"{_plain(window)}{mark} / {_plain(vm.get('mmio64_needed_mb'))}"
 
 
 def _link_text(link: dict[str, Any]) -> str:
     if not link.get("speed_max_gts") and not link.get("width_max"):
         return "-"
-    return (f"{_cell(link.get('speed_current_gts'))}/{_cell(link.get('speed_max_gts'))} GT/s "
-            f"x{_cell(link.get('width_current'))}/x{_cell(link.get('width_max'))}")
+    return (f"{_plain(link.get('speed_current_gts'))}/{_plain(link.get('speed_max_gts'))} GT/s "
+            f"x{_plain(link.get('width_current'))}/x{_plain(link.get('width_max'))}")
 
 
 def _bridges_text(upstream: list[dict[str, Any]]) -> str:
