@@ -10,7 +10,9 @@ needs and says what it holds. By default:
 * in the kept configs, every key named like a secret (cloud-init's
   ``cipassword`` and ``sshkeys``, anything with pass, secret, token,
   credential, private or apikey in its name) keeps its name, with the value
-  replaced by ``<redacted>``.
+  replaced by ``<redacted>``; so does a secret written inside another value
+  (``password=`` in QEMU ``args``, "root password: ..." in the description,
+  the ``data`` of ``-object secret``), with ``redact_secret_values``.
 
 The caller can redact more (``compile_redactions``): an item starting with
 ``/`` is a glob of file paths whose content is replaced by ``<redacted>``; any
@@ -36,6 +38,7 @@ from ansible.module_utils.gpuhost.parsers.proxmox_config import (
     SECRET_KEY,
     parse_vm_config,
     passes_pci_through,
+    redact_secret_values,
 )
 
 NOT_CAPTURED = "#<not captured: this VM passes no PCI device through>\n"
@@ -138,6 +141,10 @@ def finish_capture(recorded: dict[str, Any], redactions: Redactions | None = Non
             left_out.append(match.group("vmid"))
             continue
         files[path], keys = redact_secret_keys(value)
+        inside = redact_secret_values(files[path]) or ""
+        if inside != files[path]:
+            keys.append("a secret inside a value (args, description)")
+            files[path] = inside
         if keys:
             secrets[match.group("vmid")] = sorted(set(keys))
     redacted_paths = []
@@ -181,7 +188,9 @@ def _redaction_notes(left_out: list[str], secrets: dict[str, list[str]], redacte
     notes = ["Proxmox VM configs of VMs that pass no PCI device through, replaced by a marker line"
              + (f" (VMs {', '.join(left_out)})" if left_out else " (none here)"),
              "in the VM configs kept, the value of every key named like a secret (cipassword, sshkeys, and any "
-             f"name with pass, secret, token, credential, private or apikey), replaced by {REDACTED}"
+             "name with pass, secret, token, credential, private or apikey), and of every such name=value or name: "
+             "value written inside another value (QEMU args, the description) with the data of a QEMU secret "
+             f"object, replaced by {REDACTED}"
              + (" (" + "; ".join(f"VM {vmid}: {', '.join(keys)}" for vmid, keys in sorted(secrets.items())) + ")"
                 if secrets else " (none here)")]
     if redactions.paths:

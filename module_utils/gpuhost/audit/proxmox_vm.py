@@ -49,6 +49,7 @@ from ansible.module_utils.gpuhost.parsers.proxmox_config import (
     parse_numa_node,
     parse_property_string,
     parse_smbios_uuid,
+    redact_secret_values,
     without_secrets,
 )
 from ansible.module_utils.gpuhost.rules.vm_devices import next_power_of_two
@@ -245,7 +246,9 @@ def vm_facts(vmid: int, config: VmConfig, host: HostView) -> dict[str, Any]:
         "bios": bios,
         "hostpci": hostpci,
         "clique": clique,
-        "args": options.get("args"),
+        # Parsed above as written; shown with the secrets QEMU arguments can carry (a secret object's data, a
+        # password property) redacted, as every secret-named key is.
+        "args": redact_secret_values(options.get("args")),
         "cpu": options.get("cpu"),
         "cpu_type": cpu.cputype,
         "cpu_hidden": bool(hidden_sources),
@@ -268,10 +271,12 @@ def vm_facts(vmid: int, config: VmConfig, host: HostView) -> dict[str, Any]:
         "pending": without_secrets(dict(sorted(config.pending.options.items()))),
         "pending_delete": list(config.pending_delete),
         "snapshots": list(config.snapshots),
-        "description": config.description,
-        "config_lines": {k: config.line(k) for k in sorted(set(options) | set(config.pending_delete))
+        "description": redact_secret_values(config.description),
+        "config_lines": {k: redact_secret_values(config.line(k))
+                         for k in sorted(set(options) | set(config.pending_delete))
                          if CONFIG_KEYS_OF_INTEREST.match(k) and config.line(k)},
-        "warnings": warnings + [f"{e['id']}: {w}" for e in hostpci for w in e["warnings"]],
+        "warnings": [redact_secret_values(w) for w in warnings + [f"{e['id']}: {w}" for e in hostpci
+                                                                  for w in e["warnings"]]],
     }
 
 

@@ -22,6 +22,7 @@ from ansible.module_utils.gpuhost.parsers.pci_common import is_nvidia
 from ansible.module_utils.gpuhost.parsers.proxmox_config import (
     CLIQUE_OPTION,
     OVMF_MMIO64_NAME,
+    REDACTED,
     parse_property_string,
     split_args,
 )
@@ -238,6 +239,12 @@ def _plan_commands(plan: VmPlan) -> None:
                                    or any(s["source"].startswith("args") for s in plan.hidden)) else None
     if args is not None:
         plan.commands["args"] = qm_set(vmid, ("args", args))
+        if REDACTED in args:
+            # The facts show args with their secrets redacted: pasted as it is, the command would write the marker
+            # in place of the secret. playbooks/proxmox_fix.yml builds its change from the config on the node.
+            plan.commands["args"] = (f"# args hold a secret, shown here as {REDACTED}: put it back before running "
+                                     "this, or run playbooks/proxmox_fix.yml, which reads the config on the node\n"
+                                     + plan.commands["args"])
     if plan.balloon:
         plan.commands["balloon"] = qm_set(vmid, ("balloon", "0"))
     if plan.no_numa:

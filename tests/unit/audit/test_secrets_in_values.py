@@ -1,0 +1,68 @@
+"""Secrets written inside a value, not under a secret-named key: QEMU ``args`` (``-object secret,...,data=``,
+``password=``), the VM's description, and a config line qemu-server cannot parse (``CIPASSWORD: ...``), which the
+audit quotes in a warning. None of them may reach the facts, the report or the capture; the audit still reads the
+args as written (the clique rules see every ``-set``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ansible.module_utils.gpuhost.parsers.proxmox_config import REDACTED, parse_args, redact_secret_values
+from ansible.module_utils.gpuhost.report.render import host_markdown
+from tests.unit.audit.test_capture_privacy import GPU_VM, audit_and_save, node_with_secrets
+
+SECRET = "Hunter2-Qx7"
+ARGS = (f"-object secret,id=sec0,data={SECRET},format=raw -spice port=5930,password={SECRET} "
+        f"-smbios type=11,value=io.systemd.credential:passwd.hashed-password.root={SECRET} "
+        "-set device.hostpci0.x-nv-gpudirect-clique=0")
+DESCRIPTION = f"#GPU VM\n#root password%3A {SECRET}\n#api_token={SECRET}\n"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (ARGS, f"-object secret,id=sec0,data={REDACTED},format=raw -spice port=5930,password={REDACTED} "
+           f"-smbios type=11,value=io.systemd.credential:passwd.hashed-password.root={REDACTED} "
+           "-set device.hostpci0.x-nv-gpudirect-clique=0"),
+    ("-object '{\"qom-type\":\"secret\",\"id\":\"s0\",\"data\":\"" + SECRET + "\"}'",
+     "-object '{\"qom-type\":\"secret\",\"id\":\"s0\",\"data\":" + REDACTED + "}'"),
+    (f"-spice password={SECRET},,more,port=1", f"-spice password={REDACTED},port=1"),
+    (f"root password: {SECRET} (rotate monthly)", f"root password: {REDACTED} (rotate monthly)"),
+    (f"CIPASSWORD: {SECRET}", f"CIPASSWORD: {REDACTED}"),
+    ("-cpu host,kvm=off -fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=262144",
+     "-cpu host,kvm=off -fw_cfg name=opt/ovmf/X-PciMmio64Mb,string=262144"),
+    ("GLM-5 on SGLang, PCI passthrough of 8 GPUs", "GLM-5 on SGLang, PCI passthrough of 8 GPUs"),
+])
+def test_secrets_inside_values_are_redacted_and_nothing_else(text: str, expected: str) -> None:
+    assert redact_secret_values(text) == expected
+
+
+@given(st.text(alphabet="abcdefghij-_=:,. \n'\"", max_size=40))
+def test_a_secret_after_a_secret_name_never_survives(prefix: str) -> None:
+    for name in ("password", "data", "api_key", "secret"):
+        text = f"{prefix} -object secret,id=x,{name}={SECRET}" if name == "data" else f"{prefix} {name}={SECRET}"
+        assert SECRET not in (redact_secret_values(text) or "")
+
+
+def test_the_parser_still_reads_args_as_written() -> None:
+    assert parse_args(ARGS).sets  # the -set of the clique, read from the unredacted value
+
+
+def test_secrets_inside_values_reach_neither_facts_report_nor_capture() -> None:
+    data = node_with_secrets()
+    config = data["files"][GPU_VM]
+    data["files"][GPU_VM] = DESCRIPTION + config.replace("cores: 64\n", f"args: {ARGS}\ncores: 64\n"
+                                                         f"CIPASSWORD: {SECRET}\n", 1)
+    live, saved = audit_and_save(data)
+    vm = next(v for v in live["proxmox"]["vms"] if v["vmid"] == 120)
+    assert SECRET not in json.dumps(live) and SECRET not in host_markdown("pve", live)
+    assert SECRET not in json.dumps(saved)
+    assert f"data={REDACTED}" in vm["args"] and "root password: " + REDACTED in vm["description"]
+    assert any(f"CIPASSWORD: {REDACTED}" in w for w in vm["warnings"])
+    assert "a secret inside a value" in saved["about"]
+    # The clique args were read before the redaction; a pasted fix would lose the secret, and says so.
+    remedies = " ".join(f.get("remedy") or "" for f in live["findings"])
+    assert "--args" in remedies and f"args hold a secret, shown here as {REDACTED}" in remedies
