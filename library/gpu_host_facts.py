@@ -79,7 +79,8 @@ options:
       - More to redact from a saved capture, beyond the defaults of O(save_capture). An item starting with C(/)
         is a glob of file paths (C(/sys/class/dmi/id/*serial*), C(/proc/cmdline)) whose content is replaced by
         C(<redacted>), the entry kept; any other item is a Python regular expression whose every match in file
-        contents, command outputs and NVML strings is replaced by C(<redacted>).
+        contents (binary ones too), directory listings, link targets, resolved paths, read errors, command outputs
+        and NVML strings is replaced by C(<redacted>); not in the paths and command lines that name the entries.
       - A redacted value replays as C(<redacted>), so facts read from it change accordingly.
       - The items show in the module's arguments (C(-v)) like any option, and are not written into the capture;
         write patterns that match a secret (C((?<=password=)\S+)), not the secret itself.

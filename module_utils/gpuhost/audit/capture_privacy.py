@@ -17,9 +17,12 @@ needs and says what it holds. By default:
 The caller can redact more (``compile_redactions``): an item starting with
 ``/`` is a glob of file paths whose content is replaced by ``<redacted>``; any
 other item is a regular expression whose matches are replaced by
-``<redacted>`` in every text the capture holds (file contents, command outputs,
-NVML strings). The top-level ``about`` line and ``contains`` mapping say what
-the capture holds and what was left out, and how.
+``<redacted>`` in every text the capture holds (file contents, binary ones
+included, directory listings, link targets, resolved paths, read errors,
+command outputs, NVML strings), but not in the paths and command lines that
+key them, which a replay looks entries up by; the note says so. The top-level
+``about`` line and ``contains`` mapping say what the capture holds and what was
+left out, and how.
 
 Pure: a capture in, a new capture out; nothing here reads the system.
 """
@@ -31,7 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ansible.module_utils.gpuhost.audit.capture_format import CaptureError, decode_bytes
+from ansible.module_utils.gpuhost.audit.capture_format import CaptureError, decode_bytes, encode_bytes
 from ansible.module_utils.gpuhost.parsers.proxmox_config import (
     QEMU_SERVER_DIR,
     REDACTED,
@@ -112,6 +115,21 @@ def _redact_strings(value: Any, patterns: tuple[re.Pattern[str], ...]) -> Any:
     return value
 
 
+def _redact_file(value: Any, patterns: tuple[re.Pattern[str], ...]) -> Any:
+    """A file's content, text or stored as base64 (not UTF-8, or holding NUL bytes), with every match redacted.
+    Bytes that are not UTF-8 are matched as the characters surrogateescape gives them and written back as they
+    were; the result is stored as encode_bytes stores any content."""
+    if isinstance(value, str):
+        return _redact_text(value, patterns)
+    try:
+        data = decode_bytes(value)
+    except ValueError:
+        return value  # not content (an absent file's None, a malformed entry): nothing to redact
+    text = data.decode("utf-8", "surrogateescape")
+    redacted = _redact_text(text, patterns)
+    return value if redacted == text else encode_bytes(redacted.encode("utf-8", "surrogateescape"))
+
+
 def _area(path: str) -> str:
     """Where a file lives, coarsely enough for one line: sysfs by its subtree, anything else by its path."""
     parts = path.split("/")
@@ -153,10 +171,19 @@ def finish_capture(recorded: dict[str, Any], redactions: Redactions | None = Non
             if any(fnmatch.fnmatchcase(path, glob) for glob in redactions.paths):
                 files[path] = REDACTED
                 redacted_paths.append(path)
-            elif isinstance(value, str) and redactions.patterns:
-                files[path] = _redact_text(value, redactions.patterns)
+            elif redactions.patterns:
+                files[path] = _redact_file(value, redactions.patterns)
     commands: dict[str, Any] = capture.get("commands") or {}
     if redactions.patterns:
+        # What names a path (a directory's entries, a link's target, where a path resolves to) and the errors
+        # of reads that failed hold text of the host as much as a file does.
+        for section in ("dirs", "links", "realpaths"):
+            if isinstance(capture.get(section), dict):
+                capture[section] = {key: _redact_strings(value, redactions.patterns)
+                                    for key, value in capture[section].items()}
+        for path, value in files.items():
+            if isinstance(value, dict) and "error" in value:
+                files[path] = _redact_strings(value, redactions.patterns)
         for key, entry in commands.items():
             if isinstance(entry, dict):
                 commands[key] = {k: _redact_text(v, redactions.patterns) if k in ("stdout", "stderr")
@@ -199,5 +226,8 @@ def _redaction_notes(left_out: list[str], secrets: dict[str, list[str]], redacte
     if redactions.patterns:
         # Not the expressions themselves: one may spell out the very secret it removes.
         notes.append(f"every match of {len(redactions.patterns)} regular expression(s) given with capture_redact in "
-                     f"file contents, command outputs and NVML readings, replaced by {REDACTED}")
+                     "file contents (text, and binary ones stored as base64), directory listings, link targets, "
+                     "resolved paths, read errors, command outputs and NVML readings, replaced by "
+                     f"{REDACTED}; not in the paths and command lines that name the entries (a file's or "
+                     "directory's own path, a command's argv): give a path glob to leave a file out")
     return notes

@@ -17,12 +17,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible.module_utils.gpuhost.audit import facts
+from ansible.module_utils.gpuhost.audit.capture_format import CAPTURE_FORMAT, decode_bytes
 from ansible.module_utils.gpuhost.audit.capture_privacy import (
     NOT_CAPTURED,
     REDACTED,
     SECRET_NAME,
     RedactionError,
     compile_redactions,
+    finish_capture,
     redact_secret_keys,
 )
 from ansible.module_utils.gpuhost.audit.source import CommandResult, LiveSource, ReplaySource, command_key, encode_bytes
@@ -180,3 +182,23 @@ def test_redaction_keeps_what_the_audit_reads(lines: list[str], newline: str) ->
     before, after = parse_vm_config(text).effective(), parse_vm_config(redacted).effective()
     assert set(before) == set(after)
     assert all(after[k] == before[k] for k in before if not SECRET_NAME.search(k))
+
+
+def test_extra_redactions_reach_binary_files_listings_links_and_errors() -> None:
+    serial = "SN-1324AB9"
+    binary = b"\x00\x01DMI " + serial.encode() + b" \xff\xfe end"
+    recorded = {"format": CAPTURE_FORMAT, "commands": {},
+                "files": {"/sys/firmware/dmi/tables/DMI": encode_bytes(binary),
+                          "/sys/class/dmi/id/product_serial": {"error": f"PermissionError: {serial} is private"}},
+                "dirs": {"/dev/disk/by-id": ["nvme-eui.01", f"nvme-Samsung_{serial}"]},
+                "links": {"/dev/disk/by-id/nvme-eui.01": f"../../nvme0n1-{serial}"},
+                "realpaths": {"/dev/disk/by-id/nvme-eui.01": f"/dev/nvme0n1-{serial}"}}
+    saved = finish_capture(recorded, compile_redactions([re.escape(serial)]))
+    assert serial not in json.dumps({k: v for k, v in saved.items() if k not in ("about", "contains")})
+    assert decode_bytes(saved["files"]["/sys/firmware/dmi/tables/DMI"]) == \
+        b"\x00\x01DMI " + REDACTED.encode() + b" \xff\xfe end"  # the other bytes as they were
+    assert saved["dirs"]["/dev/disk/by-id"] == ["nvme-eui.01", f"nvme-Samsung_{REDACTED}"]
+    assert saved["links"]["/dev/disk/by-id/nvme-eui.01"] == f"../../nvme0n1-{REDACTED}"
+    # The note says what the expressions reached, and what they did not: the paths that key the entries.
+    assert "binary ones stored as base64" in saved["about"] and "directory listings, link targets" in saved["about"]
+    assert "not in the paths and command lines" in saved["about"]
