@@ -142,6 +142,7 @@ from ansible.module_utils.gpuhost.bench.comm_model import CommModelError, check_
 from ansible.module_utils.gpuhost.bench.from_logs import nccl_from_log, probe_from_log
 from ansible.module_utils.gpuhost.files.analysis_reports import merged_facts, planned_files
 from ansible.module_utils.gpuhost.files.input_names import report_names
+from ansible.module_utils.gpuhost.files.report_files import REPORT_MODE
 from ansible.module_utils.gpuhost.files.support_material import (
     Material,
     MaterialError,
@@ -237,7 +238,8 @@ def main() -> None:
         module.fail_json(msg=str(exc))
     hosts = merged_facts(facts, bench)
     try:
-        written = plan_files(planned_files(dest, hosts, not_read, params["fleet"]), warn=module.warn).commit(
+        written = plan_files(planned_files(dest, hosts, not_read, params["fleet"]), warn=module.warn,
+                             at_most=REPORT_MODE).commit(
             module.check_mode, create_dirs=True)
     except ReportFileError as exc:
         module.fail_json(msg=f"cannot write the reports under {dest}: {exc}; set dest (REPORTS=... for make "

@@ -83,6 +83,15 @@ options:
   captures_dest:
     description: Directory for the captures; required when O(captures) is not empty.
     type: path
+  mode:
+    description:
+      - The most the permissions of the files written may be, as an octal string. A new file gets this mode; an
+        existing one keeps its own less any permission beyond it (a C(0644) report becomes C(0600) under the
+        default, a C(0400) one stays C(0400)).
+      - The reports and captures hold kernel logs and command lines, DMI serials and UUIDs and VM configs, so by
+        default only their owner reads them; give C("0640") or C("0644") to share them.
+    type: raw
+    default: "0600"
   metrics:
     description:
       - Also return, per host of O(hosts), its report as Prometheus metrics (RV(metrics)), for
@@ -200,7 +209,7 @@ from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.files.last_report import previous_report, report_date
-from ansible.module_utils.gpuhost.files.report_files import check_host_names
+from ansible.module_utils.gpuhost.files.report_files import check_host_names, parse_mode
 from ansible.module_utils.gpuhost.files.writer import Plan, ReportFileError, as_text, plan_files, read_existing
 from ansible.module_utils.gpuhost.report.bench_shape import check_bench
 from ansible.module_utils.gpuhost.report.drift import drift_return, with_drift
@@ -234,6 +243,7 @@ def get_argument_spec() -> dict:
         "bench": {"type": "dict", "default": {}},
         "captures": {"type": "dict", "default": {}},
         "captures_dest": {"type": "path"},
+        "mode": {"type": "raw", "default": "0600"},
         "metrics": {"type": "bool", "default": False},
     }
 
@@ -417,7 +427,8 @@ def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[Plan, dict, dic
     read_before = {os.path.join(dest, f"{host}.json") for host in hosts}
     if module.params["fleet_keep"]:
         read_before.add(os.path.join(dest, "fleet.md"))
-    return plan_files(files, warn=module.warn, warned=read_before), guest_links(linked), fleet, linked
+    return (plan_files(files, warn=module.warn, warned=read_before, at_most=parse_mode(module.params["mode"])),
+            guest_links(linked), fleet, linked)
 
 
 def host_metrics(reports: dict[str, dict[str, Any]], now: int, warn: Callable[[str], None]) -> dict[str, str]:

@@ -67,6 +67,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.files.fleet_runs import RUNS_DIR, merged_rows
+from ansible.module_utils.gpuhost.files.report_files import REPORT_MODE
 from ansible.module_utils.gpuhost.files.writer import ReportFileError, plan_files
 from ansible.module_utils.gpuhost.report.fleet_stats import fleet_stats, host_verdicts
 from ansible.module_utils.gpuhost.report.render import fleet_markdown
@@ -95,7 +96,7 @@ def main() -> None:
             module.fail_json(msg=f"gpu_fleet_merge: no {RUNS_DIR}/ with the rows of an audit in {', '.join(dirs)}: "
                                  "expected the report directories of audits run with this version. Run "
                                  "playbooks/audit.yml into them first (or point dirs at them)")
-        planned = plan_files({fleet: fleet_markdown(audited, absent)}, warn=module.warn)
+        planned = plan_files({fleet: fleet_markdown(audited, absent)}, warn=module.warn, at_most=REPORT_MODE)
         diffs = planned.diff() if module._diff else []
         changed = planned.commit(module.check_mode, create_dirs=True)
     except ReportFileError as exc:

@@ -59,6 +59,7 @@ written:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.files.fleet_runs import source_files
+from ansible.module_utils.gpuhost.files.report_files import REPORT_MODE
 from ansible.module_utils.gpuhost.files.writer import ReportFileError, plan_files
 
 
@@ -74,7 +75,8 @@ def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     dest = module.params["dest"]
     try:
-        planned = plan_files(source_files(dest, module.params["sources"], module.params["hosts"]), warn=module.warn)
+        planned = plan_files(source_files(dest, module.params["sources"], module.params["hosts"]), warn=module.warn,
+                             at_most=REPORT_MODE)
         diffs = planned.diff() if module._diff else []
         changed = planned.commit(module.check_mode, create_dirs=True)
     except ReportFileError as exc:

@@ -66,7 +66,7 @@ paths:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.files.report_files import host_file
+from ansible.module_utils.gpuhost.files.report_files import REPORT_MODE, host_file
 from ansible.module_utils.gpuhost.files.writer import ReportFileError, plan_files
 
 
@@ -96,7 +96,7 @@ def main() -> None:
         module.fail_json(msg="host_report: " + "; ".join(problems))
     try:
         paths = {suffix: host_file(dest, host, suffix) for suffix in files}
-        planned = plan_files({paths[suffix]: content for suffix, content in files.items()})
+        planned = plan_files({paths[suffix]: content for suffix, content in files.items()}, at_most=REPORT_MODE)
     except ReportFileError as exc:
         module.fail_json(msg=f"host_report: {exc}")
     changed = planned.changed

@@ -100,7 +100,7 @@ report:
 import json
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost.files.report_files import host_file
+from ansible.module_utils.gpuhost.files.report_files import REPORT_MODE, host_file
 from ansible.module_utils.gpuhost.files.writer import ReportFileError, plan_files
 from ansible.module_utils.gpuhost.report.p2p_fix import compare, measurement
 from ansible.module_utils.gpuhost.report.p2p_fix_md import render
@@ -132,7 +132,7 @@ def main() -> None:
         paths = {"json": host_file(params["dest"], params["guest"], "-p2p-fix.json"),
                  "markdown": host_file(params["dest"], params["guest"], "-p2p-fix.md")}
         planned = plan_files({paths["json"]: json.dumps(report, indent=1, sort_keys=True) + "\n",
-                              paths["markdown"]: render(report)})
+                              paths["markdown"]: render(report)}, at_most=REPORT_MODE)
         diffs = planned.diff() if module._diff else []
         changed = planned.commit(module.check_mode, create_dirs=True)
     except ReportFileError as exc:

@@ -25,8 +25,12 @@ from ansible.module_utils.gpuhost.files.writer import (
     write_atomically,
 )
 
-__all__ = ["MAX_HOST_BYTES", "ReportFileError", "as_text", "check_host_names", "host_file", "host_name_problem",
-           "make_directory", "read_existing", "write_atomically"]
+__all__ = ["MAX_HOST_BYTES", "REPORT_MODE", "ReportFileError", "as_text", "check_host_names", "host_file",
+           "host_name_problem", "make_directory", "parse_mode", "read_existing", "report_mode", "write_atomically"]
+
+# The most a report's or a saved capture's permissions may be (writer.plan_files' ``at_most``): they hold kernel
+# logs and command lines, DMI serials and UUIDs, VM configs, so only their owner reads them unless asked otherwise.
+REPORT_MODE = 0o600
 
 # Leaves room within the 255 bytes of a file name for the longest suffix a report takes ("-gate.json").
 MAX_HOST_BYTES = 200
@@ -74,3 +78,24 @@ def host_file(directory: str, host: str, suffix: str, reserved: Iterable[str] = 
     check_host_names([host], reserved)
     return os.path.join(directory, host + suffix)
 
+
+
+def parse_mode(value: object) -> int:
+    """A module's ``mode`` option as permission bits: an octal string ("0600", "640"), or a number taken as the
+    bits themselves, as Ansible's file modules take one (YAML reads an unquoted 0600 as 384). ``ReportFileError``
+    for anything else and for bits beyond 0o777 (setuid, setgid, sticky: never for a report)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        bits = value
+    elif isinstance(value, str) and value.strip() and all(c in "01234567" for c in value.strip()):
+        bits = int(value.strip(), 8)
+    else:
+        bits = -1
+    if not 0 <= bits <= 0o777:
+        raise ReportFileError(f"mode {value!r}: expected permission bits as an octal string such as \"0600\" or "
+                              "\"0640\" (at most 0777); quote it in YAML so that it stays octal")
+    return bits
+
+
+def report_mode(value: object = None) -> int:
+    """The ``at_most`` mode of report files: ``value`` when a caller gives one (``parse_mode``), else REPORT_MODE."""
+    return REPORT_MODE if value is None else parse_mode(value)

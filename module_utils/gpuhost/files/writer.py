@@ -222,18 +222,25 @@ class Plan:
         return sorted(self.changed)
 
 
-def _planned(path: str, content: str | bytes, mode: int | None) -> PlannedFile:
+def _planned(path: str, content: str | bytes, mode: int | None, at_most: int | None = None) -> PlannedFile:
     data = content.encode("utf-8") if isinstance(content, str) else content
     found = _read(path)
     if found is None:
-        return PlannedFile(path, data, mode, None, None, None)
+        return PlannedFile(path, data, at_most if mode is None and at_most is not None else mode, None, None, None)
     before, info = found
-    return PlannedFile(path, data, mode, before, stat.S_IMODE(info.st_mode), (info.st_uid, info.st_gid))
+    before_mode = stat.S_IMODE(info.st_mode)
+    if mode is None and at_most is not None:
+        # Never looser than asked, and a file someone made stricter stays so: only the bits beyond go.
+        mode = before_mode & at_most
+    return PlannedFile(path, data, mode, before, before_mode, (info.st_uid, info.st_gid))
 
 
 def plan_files(files: Mapping[str, str | bytes], mode: int | None = None, warn: Callable[[str], None] | None = None,
-               warned: Iterable[str] = ()) -> Plan:
+               warned: Iterable[str] = (), at_most: int | None = None) -> Plan:
     """The plan of ``files`` (path -> text or bytes), each of ``mode`` (None: the mode of the file it replaces).
+
+    ``at_most`` instead of ``mode``: the most a file's permissions may be. A new file gets it; an existing one
+    keeps its mode less the bits beyond it (a 0644 report becomes 0600 under 0600, a 0400 one stays 0400).
 
     With ``warn``, an existing file that is not UTF-8 text is said to be replaced, unless it is in ``warned`` (its
     reader said so already). ``ReportFileError`` when a file cannot be read, or a directory is in its place.
@@ -241,7 +248,7 @@ def plan_files(files: Mapping[str, str | bytes], mode: int | None = None, warn: 
     warned = set(warned)
     planned = []
     for path, content in files.items():
-        entry = _planned(path, content, mode)
+        entry = _planned(path, content, mode, at_most)
         if warn and entry.before is not None and as_text(entry.before) is None and path not in warned:
             warn(f"{path} is not UTF-8 text; it is replaced by the new report")
         planned.append(entry)

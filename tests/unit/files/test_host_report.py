@@ -20,7 +20,7 @@ def test_writes_once_then_changes_nothing(tmp_path: Path, capsys: pytest.Capture
     reports = tmp_path / "reports"
     assert first["written"] == [str(reports / "gpu-1-gate.json"), str(reports / "gpu-1-gate.md")]
     assert (tmp_path / "reports" / "gpu-1-gate.md").read_text() == "# pass\n"
-    assert (tmp_path / "reports" / "gpu-1-gate.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "reports" / "gpu-1-gate.json").stat().st_mode & 0o777 == 0o600
     again = run_module(host_report.main, args, capsys)
     assert (again["changed"], again["written"]) == (False, [])
 

@@ -90,6 +90,21 @@ def test_the_mode_asked_for_is_applied_whatever_the_umask(tmp_path: Path, umask_
     assert plan_files({str(new): "x\n", str(kept): "x\n"}, mode=0o640).changed == []
 
 
+@pytest.mark.parametrize(("before", "after"), [(None, 0o600), (0o644, 0o600), (0o640, 0o600), (0o600, 0o600),
+                                                (0o400, 0o400)])
+def test_at_most_a_mode_drops_looser_bits_and_keeps_a_stricter_mode(tmp_path: Path, before: int | None,
+                                                                    after: int) -> None:
+    path = tmp_path / "h.json"
+    if before is not None:
+        path.write_text("x\n")
+        path.chmod(before)
+    planned = plan_files({str(path): "x\n"}, at_most=0o600)
+    assert planned.changed == ([] if before == after else [str(path)])
+    planned.commit()
+    assert mode_of(path) == after
+    assert plan_files({str(path): "x\n"}, at_most=0o600).changed == []
+
+
 def test_without_a_mode_a_new_file_is_0644_and_a_replaced_one_keeps_its_own(tmp_path: Path, umask_077: None) -> None:
     new, kept = tmp_path / "new.md", tmp_path / "kept.md"
     kept.write_text("old\n")

@@ -217,12 +217,37 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path, capsys: pytest.
     assert not (tmp_path / "h.json").exists()
 
 
-def test_a_rewrite_keeps_the_mode_of_the_file_it_replaces(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_rewrite_keeps_a_stricter_mode_and_drops_looser_bits(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
     run_module(gpu_audit_report.main, {"dest": str(tmp_path), "hosts": {"h": FACTS}}, capsys)
-    assert (tmp_path / "h.json").stat().st_mode & 0o777 == 0o644
-    os.chmod(tmp_path / "h.json", 0o640)
-    (tmp_path / "h.json").write_text("{}")
+    assert (tmp_path / "h.json").stat().st_mode & 0o777 == 0o600  # reports are private by default
+    os.chmod(tmp_path / "h.json", 0o400)
     result = run_module(gpu_audit_report.main, {"dest": str(tmp_path), "hosts": {"h": FACTS}}, capsys)
-    assert str(tmp_path / "h.json") in result["written"]
-    assert (tmp_path / "h.json").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "h.json").stat().st_mode & 0o777 == 0o400  # someone made it stricter: it stays so
+    os.chmod(tmp_path / "h.json", 0o644)
+    os.chmod(tmp_path / "h.md", 0o640)
+    result = run_module(gpu_audit_report.main, {"dest": str(tmp_path), "hosts": {"h": FACTS}}, capsys)
+    # The content is the same: only the mode changes, and that is a change.
+    assert sorted(result["written"]) == [str(tmp_path / "h.json"), str(tmp_path / "h.md")]
+    assert (tmp_path / "h.json").stat().st_mode & 0o777 == 0o600 and (tmp_path / "h.md").stat().st_mode & 0o777 == 0o600
+    shared = run_module(gpu_audit_report.main, {"dest": str(tmp_path), "hosts": {"h": FACTS}, "mode": "0640"}, capsys)
+    assert not shared["changed"]  # 0600 is within 0640: a stricter mode is kept
     assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("mode", ["rw-r--r--", "0800", "4755", "", True])
+def test_a_mode_that_is_not_permission_bits_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       mode: object) -> None:
+    result = run_module(gpu_audit_report.main, {"dest": str(tmp_path), "hosts": {"h": FACTS}, "mode": mode}, capsys)
+    assert result["failed"] and "expected permission bits as an octal string" in result["msg"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_fleet_and_captures_written_by_the_module_are_private(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    captures = tmp_path / "captures"
+    run_module(gpu_audit_report.main, {"dest": str(tmp_path / "reports"), "hosts": {"h": FACTS},
+                                       "captures": {"h": {"format": 1}}, "captures_dest": str(captures)}, capsys)
+    written = [*(tmp_path / "reports").iterdir(), *captures.iterdir()]
+    assert {p.name for p in written} >= {"h.json", "h.md", "fleet.md"}
+    assert {p.name: p.stat().st_mode & 0o777 for p in written} == {p.name: 0o600 for p in written}
