@@ -75,7 +75,9 @@ author:
 notes:
   - Supports check mode (the change, the commands and the diff are computed and nothing is written or run but
     C(qm status)) and diff mode (the managed lines before and after).
-  - C(qm) must be on the PATH of the node.
+  - "C(qm) must be on the PATH of the node. C(qm status) gets 30 s to answer (in check mode too: past that, whether
+    the VM runs is not known, with a warning) and C(qm set) 120 s (past that the module fails, naming the copy of
+    the config to compare with)."
 seealso:
   - module: gpu_host_facts
 """
@@ -199,12 +201,19 @@ from ansible.module_utils.gpuhost.parsers.proxmox_config import (
     parse_hostpci,
     parse_vm_config,
 )
+from ansible.module_utils.gpuhost.process import Finished, run_bounded
 from ansible.module_utils.gpuhost.rules.proxmox_desired import (
     DesiredState,
     DesiredStateError,
     desired_state,
     gpu_function,
 )
+
+# qm waits without end while pmxcfs (the cluster file system) does not answer, as on a node that lost quorum, and
+# qm set for as long as another task holds the VM's lock. status answers at once on a healthy node; set writes
+# one config, under qemu-server's own 10 s lock timeout.
+QM_STATUS_TIMEOUT_S = 30
+QM_SET_TIMEOUT_S = 120
 
 
 def get_argument_spec() -> dict:
@@ -280,11 +289,27 @@ def backup(module: AnsibleModule, data: bytes, vmid: int) -> str:
     return str(path)
 
 
+def run_qm(argv: list[str], timeout_s: float) -> Finished:
+    """``qm`` under a deadline: it blocks for as long as the cluster file system (pmxcfs) or the VM's lock does
+    not answer, in check mode too (``qm status``)."""
+    return run_bounded(argv, timeout_s, env={**os.environ, "LC_ALL": "C"})
+
+
 def vm_running(module: AnsibleModule, qm: str | None, vmid: int) -> bool | None:
+    """Whether the VM runs; None when qm cannot tell (no qm, an error, no answer within QM_STATUS_TIMEOUT_S)."""
     if qm is None:
         return None
-    rc, out, _err = module.run_command([qm, "status", str(vmid)], environ_update={"LC_ALL": "C"})
-    return None if rc != 0 else "status: running" in out
+    try:
+        done = run_qm([qm, "status", str(vmid)], QM_STATUS_TIMEOUT_S)
+    except OSError as err:
+        module.warn(f"qm status {vmid} could not be run ({err.strerror or err}): whether the VM runs is not known")
+        return None
+    if done.timed_out:
+        module.warn(f"qm status {vmid} gave no answer within {QM_STATUS_TIMEOUT_S} s (is pmxcfs, the cluster file "
+                    "system, answering? pvecm status and systemctl status pve-cluster tell): whether the VM runs is "
+                    "not known")
+        return None
+    return None if done.rc != 0 else "status: running" in done.stdout.decode("utf-8", "replace")
 
 
 def main() -> None:
@@ -347,7 +372,20 @@ def main() -> None:
                              f"({os.environ.get('PATH', '')}). Run this on the Proxmox VE node that holds VM {vmid}.",
                          **result)
     result["backup"] = backup(module, data, vmid)
-    rc, out, err = module.run_command([qm, *state.argv()[1:]], environ_update={"LC_ALL": "C"})
+    try:
+        done = run_qm([qm, *state.argv()[1:]], QM_SET_TIMEOUT_S)
+    except OSError as exc:
+        module.fail_json(msg=f"proxmox_vm_gpu: expected to run {state.command()}; it could not start: "
+                             f"{exc.strerror or exc}. The config was copied to {result['backup']} first.", **result)
+    rc, out, err = done.rc, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
+    if done.timed_out:
+        left = f" ({done.note})" if done.note else ""
+        module.fail_json(msg=f"proxmox_vm_gpu: expected {state.command()} to finish; it gave no answer within "
+                             f"{QM_SET_TIMEOUT_S} s and was stopped{left}. It may have changed the config or not: "
+                             f"compare {conf} with the copy at {result['backup']}, check that pmxcfs answers "
+                             "(pvecm status, systemctl status pve-cluster) and that no task holds the VM's lock "
+                             f"(qm unlock {vmid} once none runs), then run this again.",
+                         rc=rc, stdout=out, stderr=err, **result)
     if rc != 0:
         module.fail_json(msg=f"proxmox_vm_gpu: expected {state.command()} to succeed; it exited {rc}: "
                              f"{(err or out).strip()}. The config was copied to {result['backup']} first.",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from tests import paths
 from tests.unit.modules import run_module
+from tests.unit.stray_processes import SLACK_S
 
 STANDIN = paths.ROOT / "tests" / "proxmox_standin"
 FIXTURES = paths.FIXTURES / "proxmox"
@@ -171,3 +173,36 @@ def test_failures_say_what_to_do(host: Host, capsys: pytest.CaptureFixture[str],
         assert Path(result["backup"]).read_bytes() == original and result["backup"] in result["msg"]
     elif host.conf.exists():
         assert host.conf.read_bytes() == original and not host.backups.exists()
+
+
+@pytest.fixture
+def hanging_qm(host: Host, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A qm that never answers, as on a node whose pmxcfs lost quorum, with 1 s limits."""
+    bin_dir = tmp_path / "hanging-bin"
+    bin_dir.mkdir()
+    qm = bin_dir / "qm"
+    qm.write_text("#!/bin/sh\nexec sleep 60\n")
+    qm.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(proxmox_vm_gpu, "QM_STATUS_TIMEOUT_S", 1)
+    monkeypatch.setattr(proxmox_vm_gpu, "QM_SET_TIMEOUT_S", 1)
+    return qm
+
+
+def test_check_mode_does_not_wait_for_a_qm_status_that_never_answers(
+        host: Host, hanging_qm: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    started = time.monotonic()
+    result = run(capsys, host.args(), check_mode=True)
+    assert time.monotonic() - started < 1 + SLACK_S
+    assert result["changed"] and not result.get("failed") and result["pending"] is None
+    assert any("qm status 210 gave no answer within 1 s" in w for w in warnings(result))
+
+
+def test_a_qm_set_that_never_answers_fails_naming_the_backup(
+        host: Host, hanging_qm: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    original = host.conf.read_bytes()
+    started = time.monotonic()
+    result = run(capsys, host.args())
+    assert time.monotonic() - started < 1 + SLACK_S
+    assert result["failed"] and "gave no answer within 1 s" in result["msg"] and result["backup"] in result["msg"]
+    assert Path(result["backup"]).read_bytes() == original
