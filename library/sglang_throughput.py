@@ -270,6 +270,10 @@ def main() -> None:
     problems = option_problems(params)
     if problems:
         module.fail_json(msg=mask("sglang_throughput: " + "; ".join(problems) + ". Nothing was sent.", key))
+    if module.check_mode:
+        # A measurement loads the server for minutes: check mode sends nothing, whoever calls the module.
+        module.exit_json(changed=False, skipped=True,
+                         msg=mask(f"check mode: no request sent to {params['url']}; nothing was measured", key))
     try:
         result = throughput(params)
     except Exception as err:  # a failure of the module itself: said plainly, never with the key or a traceback

@@ -10,7 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from tests import paths
 
@@ -62,3 +62,23 @@ def running_standin(behaviour: str, model_path: str | None = None, extra: list[s
         process.wait(timeout=10)
         if process.stdout:
             process.stdout.close()
+
+
+@contextlib.contextmanager
+def listening() -> Iterator[tuple[str, Callable[[], bool]]]:
+    """A URL on which nothing answers, and a test of whether anything connected to it: for a module that must send
+    nothing (check mode). The socket listens but never accepts, so a connection waits in its backlog to be seen."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        server.settimeout(0.3)
+
+        def connected() -> bool:
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                return False
+            conn.close()
+            return True
+
+        yield f"http://127.0.0.1:{server.getsockname()[1]}", connected

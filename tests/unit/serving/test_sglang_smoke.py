@@ -25,7 +25,7 @@ from ansible.module_utils.gpuhost.serving.sglang_smoke import (
     setting_problems,
 )
 from tests.unit.modules import run_module
-from tests.unit.standin import KEY, running_standin
+from tests.unit.standin import KEY, listening, running_standin
 
 
 def answer(text: Any, finish: Any = "length", logprobs: Any = None, tokens: Any = 8) -> dict[str, Any]:
@@ -372,3 +372,18 @@ def test_mask_with_a_key_that_meets_the_placeholder(key: str) -> None:
     edge beside the text around it."""
     masked = mask(f'"{key}"{key!r}', key)
     assert masked.replace("<api key>", "") in ('""', '""' + "''")
+
+
+def test_check_mode_sends_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    with listening() as (url, connected):
+        result = run_module(sglang_smoke.main, {"url": url, "api_key": KEY, "model": "GLM-5-NVFP4", "timeout": 2},
+                            capsys, check_mode=True)
+        assert not connected(), "check mode connected to the server"
+    assert result["skipped"] is True and result["changed"] is False and result["ok"] is None
+    assert result["msg"] == f"check mode: no request sent to {url}; the server was not tested"
+
+
+def test_check_mode_still_refuses_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_module(sglang_smoke.main, {"url": "http://localhost:1", "api_key": KEY, "model": "m", "runs": 0},
+                        capsys, check_mode=True)
+    assert result["failed"] is True and "Nothing was sent" in result["msg"]

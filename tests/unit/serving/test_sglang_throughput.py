@@ -15,7 +15,7 @@ from ansible.module_utils.gpuhost.serving import bench_serving, throughput_clien
 from ansible.module_utils.gpuhost.serving.throughput_breakdown import breakdown, breakdown_text, judge
 from ansible.module_utils.gpuhost.serving.throughput_client import ClientError, measure, read_events
 from tests.unit.modules import run_module
-from tests.unit.standin import KEY, running_standin
+from tests.unit.standin import KEY, listening, running_standin
 
 # 20 ms per decode step: one stream makes at most 50 tok/s, 2 slots at most 100 tok/s in total.
 DELAY = 0.02
@@ -247,3 +247,13 @@ def test_a_wave_that_does_not_finish_in_time_is_an_error(monkeypatch) -> None:
             throughput_client.measure("http://127.0.0.1:1", KEY, "m", "p", 4, 0, 2, 0.2)
     finally:
         release.set()
+
+
+def test_check_mode_sends_nothing(capsys) -> None:
+    with listening() as (url, connected):
+        result = run_module(sglang_throughput.main, {"url": url, "api_key": KEY, "model": "GLM-5-NVFP4",
+                                                     "single_requests": 1, "concurrency": 2, "timeout": 2},
+                            capsys, check_mode=True)
+        assert not connected(), "check mode connected to the server"
+    assert result["skipped"] is True and result["changed"] is False and not result.get("failed")
+    assert result["msg"] == f"check mode: no request sent to {url}; nothing was measured"
