@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from ansible.module_utils.gpuhost.findings.catalog import make
-from ansible.module_utils.gpuhost.findings.finding import with_findings
+from ansible.module_utils.gpuhost.findings.finding import findings_named, with_findings
 from ansible.module_utils.gpuhost.report.bench_shape import check_bench, finite
 from ansible.module_utils.gpuhost.report.bundle_md import bundle_section
 from ansible.module_utils.gpuhost.report.drift_md import drift_section, fleet_drift_lines
@@ -359,13 +359,12 @@ def _fleet_row(host: str, audit: str, facts: dict[str, Any]) -> list[Any]:
 
 def verdict_line(host: str, facts: dict[str, Any], link: dict[str, Any] | None, report: str,
                  not_written: bool = False) -> str:
-    """The one line the audit prints per host: verdict, what it runs on, the worst finding, the report
-    (``not_written``: check mode left that file absent or out of date, and the line says so)."""
+    """The one line the audit prints per host: verdict, what it runs on, every critical and warning finding
+    (findings/finding.py findings_named), the report (``not_written``: check mode left that file absent or out
+    of date, and the line says so)."""
     summary = facts.get("summary") or {}
-    worst = summary.get("worst_finding")
-    worst_text = f"{worst.get('severity')}: {worst.get('id')}" if worst else "no findings"
     line = (f"{host}: {summary.get('verdict')} ({summary.get('virtualization')}; {summary.get('gpu_count')} GPU(s); "
-            f"P2P {summary.get('p2p')}) - {worst_text}.")
+            f"P2P {summary.get('p2p')}) - {findings_named(facts)}.")
     if link:
         line += f" Runs as VM {link.get('vmid')} on {link.get('proxmox_host')}, which holds the fix (see the report)."
     return f"{line} Check mode: would write {report}" if not_written else f"{line} Report: {report}"
