@@ -72,7 +72,7 @@ def _gpu_line(summary: dict[str, Any], gpus: dict[str, Any], pci_devices: list[d
         return "none found"
     models_listed = summary.get("gpu_models") if isinstance(summary.get("gpu_models"), list) else []
     models = (", ".join(str(model) for model in models_listed if model)
-              or f"NVIDIA GPU (model unknown: {_why_unknown(gpus, pci_devices)})")
+              or f"NVIDIA GPU ({_why_unknown(gpus, pci_devices)})")
     driver = gpus.get("driver_version")
     cuda = gpus.get("cuda_driver_version")
     extra = ", ".join(x for x in (driver and f"driver {driver}", cuda and f"CUDA {cuda}") if x)
@@ -80,12 +80,19 @@ def _gpu_line(summary: dict[str, Any], gpus: dict[str, Any], pci_devices: list[d
 
 
 def _why_unknown(gpus: dict[str, Any], pci_devices: list[dict[str, Any]] | None) -> str:
-    """Why no GPU model is known: no driver, or a bound driver that NVML and nvidia-smi could not read."""
-    bound = any(isinstance(d, dict) and d.get("kind") == "gpu" and d.get("driver") == "nvidia"
-                for d in pci_devices or [])
-    if bound or gpus.get("kernel_module_version"):
-        return "the nvidia driver is loaded but NVML and nvidia-smi cannot read the GPUs"
-    return "no driver"
+    """Why no GPU model is known, as far as the evidence goes: a bound driver that NVML and nvidia-smi could not
+    read; GPUs seen on the PCI bus with no driver, or with another one (vfio-pci on a passthrough host); or,
+    when nothing read shows the GPUs' PCI functions (a pasted matrix counts GPUs and names none), that the
+    material does not say, which is no sign of a driver fault."""
+    gpu_functions = [d for d in pci_devices or [] if isinstance(d, dict) and d.get("kind") == "gpu"]
+    if any(d.get("driver") == "nvidia" for d in gpu_functions) or gpus.get("kernel_module_version"):
+        return "model unknown: the nvidia driver is loaded but NVML and nvidia-smi cannot read the GPUs"
+    if not gpu_functions:
+        return "model not stated in the material"
+    others = sorted({str(d["driver"]) for d in gpu_functions if d.get("driver")})
+    if others:
+        return f"model unknown: bound to {', '.join(others)}, not to the nvidia driver"
+    return "model unknown: no driver"
 
 
 def _iommu_line(iommu: dict[str, Any]) -> str:

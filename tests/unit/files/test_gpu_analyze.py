@@ -162,3 +162,15 @@ def test_a_gpu_host_facts_task_with_a_bundle_runs_gpu_material_facts(tmp_path: P
                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "kind: nvidia-bug-report" in run.stdout and "save_capture is ignored" in run.stdout + run.stderr
+
+
+def test_a_pasted_matrix_that_names_no_model_says_so_not_no_driver(tmp_path: Path, capsys) -> None:
+    """A topo -p2p r paste counts two GPUs and names no model: nothing read shows a driver fault, so the report
+    says the material does not state the model (it said "model unknown: no driver")."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "p2p.txt").write_text("$ nvidia-smi topo -p2p r\n" + (FIXTURES / "nvidia-smi" /
+                                            "topo-p2p-r_2gpu-NS.txt").read_text())
+    analyse(capsys, tmp_path, ["m"])
+    text = (tmp_path / "reports" / "m.md").read_text()
+    assert "| GPUs | 2 x NVIDIA GPU (model not stated in the material) |" in text
+    assert "no driver" not in text

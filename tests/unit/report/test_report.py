@@ -280,3 +280,21 @@ def test_a_benchmark_that_could_not_run_says_why_in_the_markdown() -> None:
     assert "### warning: bench_probe_not_run" in text and "### warning: bench_nccl_not_run" in text
     assert "The NCCL benchmark could not run: no benchmark engine can run here: no all_reduce_perf in PATH" in text
     assert "The P2P probe could not run: cannot import torch with /venv/bin/python" in text
+
+
+@pytest.mark.parametrize(("devices", "said"), [
+    ([], "model not stated in the material"),
+    ([{"bdf": "0000:01:00.0", "kind": "gpu", "driver": None}], "model unknown: no driver"),
+    ([{"bdf": "0000:01:00.0", "kind": "gpu", "driver": "vfio-pci"}],
+     "model unknown: bound to vfio-pci, not to the nvidia driver"),
+    ([{"bdf": "0000:01:00.0", "kind": "gpu", "driver": "nvidia"}],
+     "model unknown: the nvidia driver is loaded but NVML and nvidia-smi cannot read the GPUs"),
+    # An audio function without a driver is no evidence about the GPU.
+    ([{"bdf": "0000:01:00.1", "kind": "audio", "driver": None}], "model not stated in the material"),
+])
+def test_gpu_line_says_why_no_model_is_known_from_the_evidence(devices, said) -> None:
+    facts = json.loads(json.dumps(FACTS))
+    facts["summary"].update(gpu_count=1, gpu_models=[])
+    facts["gpus"] = {}
+    facts["pci"] = {"nvidia_devices": devices}
+    assert f"| GPUs | 1 x NVIDIA GPU ({said}) |" in report.host_markdown("h", facts)
