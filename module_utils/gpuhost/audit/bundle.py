@@ -87,7 +87,8 @@ _KEPT_FILE_PREFIXES = ("/proc/", "/sys/", "/etc/modprobe.d/", "/lib/modprobe.d/"
 _BUG_REPORT_SMI_Q = ("nvidia-smi --query", "nvidia-smi -q")  # --query is -q's long name: the same output
 _BENCH_KINDS = {
     "nccl-tests": "gpu_bench_nccl_log", "nccl-tests-json": "gpu_bench_nccl_log", "nccl-debug": "gpu_bench_nccl_log",
-    "p2p-bandwidth-latency-test": "gpu_bench_probe_log", "nvbandwidth": "gpu_bench_probe_log",
+    "p2p-bandwidth-latency-test": "gpu_bench_probe_log", "simple-p2p": "gpu_bench_probe_log",
+    "nvbandwidth": "gpu_bench_probe_log",
     "nvbandwidth-json": "gpu_bench_probe_log",
 }
 _P2P_COMMAND_RE = re.compile(r"^nvidia-smi topo -p2p (?P<letter>[rwnap])$")

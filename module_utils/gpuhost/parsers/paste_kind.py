@@ -22,7 +22,9 @@ kinds, the more specific one wins, in this order (the first that matches):
    ``nccl-debug``. A log is known by its records (``host:pid:tid [0] NCCL INFO``; ``[0] NCCL INFO`` with
    the host cut; NCCL 2.0 to 2.2's ``host:pid:tid [0] INFO``), its ``NCCL version 2.7.8+cuda10.1`` line or
    its connection lines (``Channel 00 : 0[18000] -> 1[1a000] via P2P/IPC``), behind any prefix but a quote.
-5. ``p2p-bandwidth-latency-test`` over ``nvbandwidth`` (the order of parsers/p2p_bandwidth.py).
+5. ``simple-p2p`` (parsers/simple_p2p.py), then ``p2p-bandwidth-latency-test`` (its banner, titles and
+   headers, or only its ``Device: 0, NAME, pciBusID:`` and ``Device=0 CAN Access Peer Device=1`` lines when a
+   paste was cut early) over ``nvbandwidth`` (the order of parsers/p2p_bandwidth.py).
 6. ``nvidia-smi-topo-p2p`` (GPU rows holding only the codes OK, NS, CNS, GNS, TNS, DR, U, X) and
    ``nvidia-smi-topo-m`` (GPU rows with link labels SYS, NODE, PHB, PXB, PIX, SOC, NV#, or affinity
    columns). The capability of a ``topo -p2p`` matrix (r, w, n, a, p) is not in its output:
@@ -45,6 +47,7 @@ from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import looks_like_bu
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import strip_ansi
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import INVALID_FIELD_RE
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_topo import P2P_STATUS_MEANING
+from ansible.module_utils.gpuhost.parsers.simple_p2p import MARK_RE as _SIMPLE_P2P_RE
 
 KINDS = {
     "nvidia-bug-report": "nvidia-bug-report.log, NVIDIA's support bundle (gunzipped)",
@@ -55,6 +58,7 @@ KINDS = {
     "nccl-tests": "an nccl-tests run (all_reduce_perf and the others)",
     "nccl-debug": "an NCCL_DEBUG=INFO log",
     "p2p-bandwidth-latency-test": "p2pBandwidthLatencyTest (CUDA samples)",
+    "simple-p2p": "simpleP2P (CUDA samples)",
     "nvbandwidth": "nvbandwidth",
     "nvidia-smi-topo-p2p": "nvidia-smi topo -p2p r|w|n|a|p",
     "nvidia-smi-topo-m": "nvidia-smi topo -m",
@@ -100,7 +104,10 @@ _NCCL_RECORD_RE = re.compile(r"(?:^|[\s|\]>:])[A-Za-z0-9<>._-]{1,255}:\d{1,12}:\
 _P2P_TEST_RE = re.compile(r"^\s*(?:\d{1,6}\s+)?(?:\[?P2P \(Peer-to-Peer\) GPU Bandwidth Latency Test|"
                           r"P2P Connectivity Matrix|(?:Uni|Bi)directional P2P=(?:Enabled|Disabled)|"
                           r"P2P=(?:Enabled|Disabled) Latency|"
-                          r"D\\D(?:\s+\d+)+\s*$)")
+                          r"D\\D(?:\s+\d+)+\s*$|"
+                          # its device and peer-access lines, all a paste cut early holds
+                          r"Device: \d{1,4}, .*, pciBusID: [0-9a-fA-F]+, pciDeviceID: |"
+                          r"Device=\d{1,4} (?:CAN|CANNOT) Access Peer Device=\d{1,4}\s*$)")
 _NVBANDWIDTH_RE = re.compile(r"^\s*nvbandwidth Version:|^\s*Running [a-z][a-z0-9_]*\.\s*$|"
                              r"^\s*[A-Za-z][^`|]*(?:GPU|CPU)\(row\)[^`|]*(?:GPU|CPU)\(column\)[^`|]*$")
 # A row starts with its GPU and a cell; a header goes on with device names or affinity titles.
@@ -212,6 +219,8 @@ def _unquoted(pattern: re.Pattern[str], line: str) -> bool:
 
 
 def _p2p_tool_kind(lines: list[str]) -> str | None:
+    if any(_SIMPLE_P2P_RE.match(line) for line in lines):
+        return "simple-p2p"
     if any(_P2P_TEST_RE.match(line) for line in lines):
         return "p2p-bandwidth-latency-test"
     if any(_NVBANDWIDTH_RE.search(line) for line in lines):

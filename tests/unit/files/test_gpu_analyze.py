@@ -174,3 +174,34 @@ def test_a_pasted_matrix_that_names_no_model_says_so_not_no_driver(tmp_path: Pat
     text = (tmp_path / "reports" / "m.md").read_text()
     assert "| GPUs | 2 x NVIDIA GPU (model not stated in the material) |" in text
     assert "no driver" not in text
+
+
+@pytest.mark.parametrize(("name", "denied"), [
+    # Cut inside the peer-access lines: 13 of the 21 pairs are told, all refused (before: bench_probe_not_run,
+    # "expected its matrices ... found none").
+    ("p2pBandwidthLatencyTest_7gpu-mixed-4090-5090-A6000-3090_cut-in-peer-access_excerpt.txt", "13 of 21 GPU pairs"),
+    # simpleP2P, not read at all before.
+    ("simpleP2P_6x2080Ti_no-peer-access_excerpt.txt", "9 of 15 GPU pairs"),
+])
+def test_pastes_cut_short_or_from_simple_p2p_settle_peer_access(tmp_path: Path, capsys, name, denied) -> None:
+    (tmp_path / "m").mkdir()
+    shutil.copy(FIXTURES / "p2p" / name, tmp_path / "m" / "p2p.txt")
+    result = analyse(capsys, tmp_path, ["m"])
+    report = json.loads((tmp_path / "reports" / "m.json").read_text())
+    found = {f["id"]: f for f in report["findings"]}
+    assert "bench_probe_not_run" not in found
+    assert found["p2p_peer_access_unavailable"]["summary"].startswith(denied)
+    assert "p2p_peer_access_unavailable" in result["lines"][0]
+    assert schemas.validator("report").is_valid(report)
+
+
+def test_a_whole_simple_p2p_run_keeps_its_copy_figure(tmp_path: Path, capsys) -> None:
+    (tmp_path / "m").mkdir()
+    shutil.copy(FIXTURES / "p2p" / "simpleP2P_2xL4_peer-yes_bandwidth_passed.txt", tmp_path / "m" / "p2p.txt")
+    analyse(capsys, tmp_path, ["m"])
+    report = json.loads((tmp_path / "reports" / "m.json").read_text())
+    probe = report["bench"]["probe"]
+    assert (probe["tool"], probe["memcpy_peer"], probe["passed"]) == ("simpleP2P", {"pair": [0, 1], "gb_per_s": 19.87},
+                                                                     True)
+    assert "p2p_peer_access_unavailable" not in {f["id"] for f in report["findings"]}
+    assert schemas.validator("report").is_valid(report)

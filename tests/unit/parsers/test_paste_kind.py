@@ -36,6 +36,7 @@ FIXTURE_KINDS = [
     ("p2p/nvbandwidth-j_*.json", "nvbandwidth-json"),
     ("p2p/nvbandwidth_*", "nvbandwidth"),
     ("p2p/p2pBandwidthLatencyTest_*", "p2p-bandwidth-latency-test"),
+    ("p2p/simpleP2P_*", "simple-p2p"),
     ("p2p/p2p-probe_*.jsonl", None),
     ("p2p/*.py", None),
     ("pci/lspci/*", "lspci-vvv"),
