@@ -13,7 +13,8 @@ Noise around the output (a greeting, a prompt, a signature) does not change the 
 kinds, the more specific one wins, in this order (the first that matches):
 
 1. ``nvidia-bug-report``: the bundle holds ``nvidia-smi -q``, lspci and dmesg, and is the whole of them.
-2. ``nvidia-smi-q-xml`` (``<nvidia_smi_log``), then ``nvidia-smi-q`` (the ``NVSMI LOG`` banner or
+2. ``nvidia-smi-q-xml`` (``<nvidia_smi_log``), then ``nccl-topo-xml`` (``<system version="1">`` and its
+   ``<cpu>`` or ``<pci>``, parsers/nccl_topo_xml.py), then ``nvidia-smi-q`` (the ``NVSMI LOG`` banner or
    ``Attached GPUs :``).
 3. ``nvbandwidth-json`` and ``nccl-tests-json``: a JSON document with their keys.
 4. ``nccl-tests`` over ``nccl-debug``: an nccl-tests run (its table header, ``Avg bus bandwidth``,
@@ -43,6 +44,7 @@ import re
 from typing import Any
 
 from ansible.module_utils.gpuhost.parsers._common import normalize_paste, strip_launcher_prefix, strip_line_numbers
+from ansible.module_utils.gpuhost.parsers.nccl_topo_xml import MARK_RE as _NCCL_TOPO_RE
 from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import looks_like_bug_report
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import strip_ansi
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import INVALID_FIELD_RE
@@ -53,6 +55,7 @@ KINDS = {
     "nvidia-bug-report": "nvidia-bug-report.log, NVIDIA's support bundle (gunzipped)",
     "nvidia-smi-q-xml": "nvidia-smi -q -x",
     "nvidia-smi-q": "nvidia-smi -q",
+    "nccl-topo-xml": "an NCCL topology dump (NCCL_TOPO_DUMP_FILE)",
     "nvbandwidth-json": "nvbandwidth -j",
     "nccl-tests-json": "an nccl-tests run written with -J",
     "nccl-tests": "an nccl-tests run (all_reduce_perf and the others)",
@@ -153,6 +156,8 @@ def detect_kind(data: Any) -> str | None:
     lines = clean_lines(text)
     if "<nvidia_smi_log" in text:
         return "nvidia-smi-q-xml"
+    if _NCCL_TOPO_RE.search(text):
+        return "nccl-topo-xml"
     if any(_SMI_BANNER_RE.match(line) or _ATTACHED_RE.match(line) for line in lines):
         return "nvidia-smi-q"
     kind = _json_kind(text)

@@ -205,3 +205,36 @@ def test_a_whole_simple_p2p_run_keeps_its_copy_figure(tmp_path: Path, capsys) ->
                                                                      True)
     assert "p2p_peer_access_unavailable" not in {f["id"] for f in report["findings"]}
     assert schemas.validator("report").is_valid(report)
+
+
+def test_an_nccl_topology_dump_of_a_flat_emulated_bus_names_a_virtual_machine(tmp_path: Path, capsys) -> None:
+    """GPUs on bus 00 vote for a VM, with the dump named as the source; its weak signs are listed beside."""
+    (tmp_path / "m").mkdir()
+    shutil.copy(FIXTURES / "nccl" / "nccl-topo-dump_2xRTXPRO6000-q35-flat-bus-vm_constructed.xml",
+                tmp_path / "m" / "system.xml")
+    analyse(capsys, tmp_path, ["m"])
+    report = json.loads((tmp_path / "reports" / "m.json").read_text())
+    virt = report["virtualization"]
+    assert virt["type"] == "vm"
+    assert [(e["signal"], e["weight"]) for e in virt["evidence"]] == [("NCCL topology dump", "strong"),
+                                                                     ("NCCL topology dump", "weak"),
+                                                                     ("NCCL topology dump", "weak")]
+    assert "GPU 0 at 0000:00:10.0, GPU 1 at 0000:00:11.0" in virt["evidence"][0]["value"]
+    assert {"what": "NCCL topology dump (GPU placement, links, NUMA; virtualization signs)",
+            "from": ["system.xml"]} in report["bundle"]["seen"]
+    assert schemas.validator("report").is_valid(report)
+
+
+@pytest.mark.parametrize(("name", "notes"), [
+    # The real guest's dump: NUMA unknown, a weak note only; the verdict stays "unknown", never bare metal.
+    ("nccl-topo-dump_2.2x_H200-vm-numaid-minus1_excerpt.xml", ['NUMA node unknown (numaid="-1")']),
+    # The bare-metal host's dump shows no sign at all.
+    ("nccl-topo-dump_2.2x_8xH200-baremetal-switch-nic_excerpt.xml", []),
+])
+def test_weak_or_no_topology_signs_decide_nothing(tmp_path: Path, capsys, name, notes) -> None:
+    (tmp_path / "m").mkdir()
+    shutil.copy(FIXTURES / "nccl" / name, tmp_path / "m" / "system.xml")
+    analyse(capsys, tmp_path, ["m"])
+    virt = json.loads((tmp_path / "reports" / "m.json").read_text())["virtualization"]
+    assert virt["type"] is None
+    assert [e["value"].split(":")[0] for e in virt["evidence"]] == notes

@@ -24,6 +24,7 @@ FIXTURE_KINDS = [
     ("bundles/*.log", "nvidia-bug-report"),
     ("nccl/*.json", "nccl-tests-json"),
     ("nccl/nccl-debug_*", "nccl-debug"),
+    ("nccl/nccl-topo-dump_*", "nccl-topo-xml"),
     ("nccl/*_perf_*", "nccl-tests"),
     # Transfer-test figures laid out as all_reduce_perf prints: by content an nccl-tests log, which is the trap.
     ("nccl/transfer-test-in-all_reduce_perf-layout_*", "nccl-tests"),
