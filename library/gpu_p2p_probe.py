@@ -14,10 +14,11 @@ description:
     proof; on some GPUs a granted P2P window is a private mirror and the peer reads zeros (NVIDIA/nccl#2335).
   - Times copies per message size (8 B to 256 MiB, 4 KiB to 1 MiB densely) by the peer path and by the
     host-memory path (through a pinned host buffer), and returns them as matrices.
-  - Given O(log), reads the output of cuda-samples C(p2pBandwidthLatencyTest) or of C(nvbandwidth) (text, or
-    JSON from C(-j)) instead, or the probe's own output saved with O(save_log) on an earlier run, told apart by
-    content. Only the probe's own output carries the proof (data checked at the destination); the tools' logs
-    show access and timings, not that the data arrived.
+  - Given O(log), reads the output of cuda-samples C(p2pBandwidthLatencyTest) (a paste cut short too, whose
+    peer-access lines and connectivity settle access per pair) or C(simpleP2P) (peer access per pair, its copy
+    figure), or of C(nvbandwidth) (text, or JSON from C(-j)) instead, or the probe's own output saved with
+    O(save_log) on an earlier run, told apart by content. Only the probe's own output carries the proof (data
+    checked at the destination); the tools' logs show access and timings, not that the data arrived.
   - Findings in the audit's shape (C(id), C(severity), C(summary), C(evidence), C(remedy)).
   - "Every option is checked before anything runs; a timeout that is not a positive finite number, a negative size
     or GPU index fails the task with what was expected, and never becomes a finding."
@@ -33,8 +34,9 @@ options:
     type: path
   log:
     description:
-      - Output to read instead of probing; p2pBandwidthLatencyTest or nvbandwidth (text or C(-j) JSON, whole or
-        a matrix cut out of it, C([...]) where rows were cut), or the probe's own JSON lines kept with O(save_log).
+      - Output to read instead of probing; p2pBandwidthLatencyTest, simpleP2P or nvbandwidth (text or C(-j)
+        JSON, whole or a matrix cut out of it, C([...]) where rows were cut), or the probe's own JSON lines
+        kept with O(save_log).
     type: path
   save_log:
     description:
@@ -112,9 +114,25 @@ source:
   returned: always
   type: str
 tool:
-  description: What measured, C(torch), C(p2pBandwidthLatencyTest) or C(nvbandwidth).
+  description: What measured, C(torch), C(p2pBandwidthLatencyTest), C(simpleP2P) or C(nvbandwidth).
   returned: always
   type: str
+cut:
+  description:
+    - p2pBandwidthLatencyTest logs only. Where a paste cut short ends (C(matrix), C(rows) printed, C(of) GPUs);
+      its peer access and the rows printed are used, the rest is null. Null for a whole output.
+  returned: when a p2pBandwidthLatencyTest log was read
+  type: dict
+memcpy_peer:
+  description:
+    - simpleP2P logs only. Its C(cudaMemcpyPeer / cudaMemcpy between GPU0 and GPU1) figure (C(pair),
+      C(gb_per_s)), copies both ways with peer access on; null when the paste does not show it.
+  returned: when a simpleP2P log was read
+  type: dict
+passed:
+  description: simpleP2P logs only. Its C(Test passed) line; null when the paste ends before its result.
+  returned: when a simpleP2P log was read
+  type: bool
 status:
   description: C(ok), C(timeout) or C(error).
   returned: always

@@ -63,6 +63,7 @@ from ansible.module_utils.gpuhost.audit.commands import (
 )
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR
 from ansible.module_utils.gpuhost.audit.proxmox_probe import QEMU_SERVER_DIR
+from ansible.module_utils.gpuhost.audit.virt import NCCL_TOPO_MATERIAL
 from ansible.module_utils.gpuhost.parsers._common import normalize_paste
 from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import BugReportParseError, parse_bug_report
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import HEALTH_QUERY_FIELDS, HEALTH_QUERY_FIELDS_OLD
@@ -87,8 +88,8 @@ _KEPT_FILE_PREFIXES = ("/proc/", "/sys/", "/etc/modprobe.d/", "/lib/modprobe.d/"
 _BUG_REPORT_SMI_Q = ("nvidia-smi --query", "nvidia-smi -q")  # --query is -q's long name: the same output
 _BENCH_KINDS = {
     "nccl-tests": "gpu_bench_nccl_log", "nccl-tests-json": "gpu_bench_nccl_log", "nccl-debug": "gpu_bench_nccl_log",
-    "p2p-bandwidth-latency-test": "gpu_bench_probe_log", "nvbandwidth": "gpu_bench_probe_log",
-    "nvbandwidth-json": "gpu_bench_probe_log",
+    "p2p-bandwidth-latency-test": "gpu_bench_probe_log", "simple-p2p": "gpu_bench_probe_log",
+    "nvbandwidth": "gpu_bench_probe_log", "nvbandwidth-json": "gpu_bench_probe_log",
 }
 _P2P_COMMAND_RE = re.compile(r"^nvidia-smi topo -p2p (?P<letter>[rwnap])$")
 _VM_COMMAND_RE = re.compile(r"^(?:qm config (?P<vmid>\d{1,9})|"
@@ -120,6 +121,7 @@ class _Bundle:
     commands: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: dict[str, Any] = field(default_factory=dict)
     dirs: dict[str, list[str]] = field(default_factory=dict)
+    material: dict[str, str] = field(default_factory=dict)  # what no gatherer reads on a live host (virt.py)
     sources: dict[str, list[str]] = field(default_factory=dict)  # capture entry -> inputs that gave it
     inputs: list[dict[str, Any]] = field(default_factory=list)
     unmapped: list[dict[str, Any]] = field(default_factory=list)
@@ -153,6 +155,7 @@ def build_capture(inputs: Iterable[BundleInput | tuple[str, bytes]], note: str |
         "commands": bundle.commands,
         "files": bundle.files,
         "dirs": bundle.dirs,
+        **({"material": bundle.material} if bundle.material else {}),
     }
     capture["bundle"] = {
         "inputs": bundle.inputs,
@@ -346,6 +349,8 @@ _HANDLERS: dict[str, Callable[[_Bundle, str, str | None, str, dict[str, Any]], N
     "proxmox-vm-config": _take_vm_config,
     "dmesg": _command(DMESG_KEY),
     "proc-cmdline": _take_cmdline,
+    "nccl-topo-xml": lambda bundle, name, _command, output, entry: bundle.put("material", NCCL_TOPO_MATERIAL, output,
+                                                                             name, entry),
 }
 
 
@@ -455,6 +460,7 @@ _READS = (
     _Read(f"Proxmox VM configs ({QEMU_SERVER_DIR})", _under("dirs", QEMU_SERVER_DIR)),
     _read(PVEVERSION),
 )
+_MATERIAL_READS = {NCCL_TOPO_MATERIAL: "NCCL topology dump (GPU placement, links, NUMA; virtualization signs)"}
 
 
 def _coverage(capture: dict[str, Any], sources: dict[str, list[str]]) -> dict[str, Any]:
@@ -474,6 +480,10 @@ def _coverage(capture: dict[str, Any], sources: dict[str, list[str]]) -> dict[st
             unread.append({"what": read.what, "why": why, "from": origins})
         else:
             seen.append({"what": read.what, "from": origins})
+    for key, what in _MATERIAL_READS.items():  # seen when given, never missed (a live host has none)
+        if f"material:{key}" in sources:
+            claimed.add(f"material:{key}")
+            seen.append({"what": what, "from": sorted(sources[f"material:{key}"])})
     # The VM configs in the listing are read with it.
     claimed.update(f"files:{QEMU_SERVER_DIR}/{name}" for name in capture["dirs"].get(QEMU_SERVER_DIR, []))
     kept = sorted(entry for entry in sources if entry not in claimed)

@@ -97,6 +97,11 @@ class Source:
     def nvml(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    def material(self, name: str) -> str | None:
+        """What only support material holds, by name (``virt.NCCL_TOPO_MATERIAL``: an NCCL topology dump a
+        user pasted); a live host has none of it."""
+        return None
+
     # Helpers shared by both.
     def read_text(self, path: str) -> str | None:
         data = self.read_bytes(path)
@@ -276,6 +281,10 @@ class ReplaySource(Source):
         if not isinstance(section, dict):
             raise CaptureError(f"capture section {name!r} must be a mapping, found {type(section).__name__}")
         return section
+
+    def material(self, name: str) -> str | None:
+        value = self._section("material").get(name)
+        return value if isinstance(value, str) else None
 
     def read_bytes(self, path: str) -> bytes | None:
         value = self._section("files").get(path)

@@ -17,6 +17,11 @@ from typing import Any
 
 from ansible.module_utils.gpuhost.audit.commands import DETECT_VIRT, DMESG
 from ansible.module_utils.gpuhost.audit.source import Source
+from ansible.module_utils.gpuhost.parsers.nccl_topo_xml import NcclTopoParseError, emulated_signs, parse_nccl_topo_xml
+
+# The name support material files an NCCL topology dump under (audit/bundle.py); Source.material reads it.
+NCCL_TOPO_MATERIAL = "nccl-topo-dump"
+_NCCL_TOPO_SOURCE = "NCCL topology dump"
 
 DMI_DIR = "/sys/class/dmi/id"
 DMI_FIELDS = ("sys_vendor", "product_name", "product_version", "product_uuid", "bios_vendor",
@@ -242,6 +247,10 @@ def gather_virtualization(source: Source, pci_ids: list[tuple[str, str, str]],
         virt.evidence.append(evidence)
         vm_votes.append(evidence)
 
+    topology_votes, topology_notes = _nccl_topology_signals(source)
+    virt.evidence.extend(topology_votes)
+    vm_votes.extend(topology_votes)
+
     detected_vm = _detect_virt(source, "--vm")
     if detected_vm and detected_vm != "none":
         name = SYSTEMD_DETECT_VIRT_NAMES.get(detected_vm, detected_vm)
@@ -270,12 +279,42 @@ def gather_virtualization(source: Source, pci_ids: list[tuple[str, str, str]],
     elif not (virt.evidence or pci_ids or any(virt.dmi.values())):
         virt.type = None  # no signal was read: bare metal would be a guess
 
+    # Weak signs vote for nothing and come after the verdict: alone they must not turn "unknown" into bare metal.
+    virt.evidence.extend(topology_notes)
     virt.virtual_iommu = virt.type == "vm" and (iommu_group_count > 0 or bool(iommu_hardware))
     virt.numa_nodes = parse_node_names(source.listdir("/sys/devices/system/node") or [])
     meminfo = source.read_text("/proc/meminfo")
     virt.hugepages = parse_meminfo_hugepages(meminfo) if meminfo else {}
     virt.summary = describe(virt)
     return virt
+
+
+def _nccl_topology_signals(source: Source) -> tuple[list[Evidence], list[Evidence]]:
+    """The signs of an emulated topology in an NCCL topology dump the material holds (parsers/nccl_topo_xml.py
+    emulated_signs): GPUs on the root bus vote for a VM; no PCIe link speed and an unknown NUMA node are weak
+    notes, each named with the dump as its source."""
+    text = source.material(NCCL_TOPO_MATERIAL)
+    if not text:
+        return [], []
+    try:
+        signs = emulated_signs(parse_nccl_topo_xml(text))
+    except NcclTopoParseError as exc:
+        source.note_problem(_NCCL_TOPO_SOURCE, str(exc)[:300])
+        return [], []
+    where = ", ".join(signs["gpus"])
+    votes = []
+    if signs["gpus_on_root_bus"]:
+        votes.append(Evidence(_NCCL_TOPO_SOURCE, f"every GPU on PCI bus 00, as on a flat bus a hypervisor emulates "
+                                                 f"({where})", "vm"))
+    notes = []
+    if signs["no_link_speed"]:
+        notes.append(Evidence(_NCCL_TOPO_SOURCE, "no PCIe link speed for any GPU (conventional PCI as emulated, or "
+                                                 "no /sys)", "vm", weight="weak"))
+    if signs["numa_unknown"]:
+        notes.append(Evidence(_NCCL_TOPO_SOURCE, 'NUMA node unknown (numaid="-1"): no NUMA layout given, as in a '
+                                                 "guest without one or on some single-socket hosts",
+                              "vm", weight="weak"))
+    return votes, notes
 
 
 def _container_verdict(votes: list[Evidence]) -> str | None:

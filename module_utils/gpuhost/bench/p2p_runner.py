@@ -62,8 +62,8 @@ def read_log(path: str) -> dict[str, Any]:
     try:
         parsed = parse_p2p_log(text)
     except P2PToolParseError as exc:
-        raise ProbeFailure(f"{path} is not readable as p2pBandwidthLatencyTest or nvbandwidth output, nor as the "
-                           f"probe's own output (save_log): {exc}") from None
+        raise ProbeFailure(f"{path} is not readable as p2pBandwidthLatencyTest, simpleP2P or nvbandwidth output, "
+                           f"nor as the probe's own output (save_log): {exc}") from None
     parsed.setdefault("access", None)
     parsed.setdefault("devices", [])
     return {"source": "log", "status": "ok", "hung_at": None, "proof": None, **parsed}

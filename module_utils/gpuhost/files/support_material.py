@@ -32,7 +32,7 @@ from ansible.module_utils.gpuhost.audit.capture_format import CAPTURE_FORMAT
 # nccl_bench to judge, so it is not among them: it stays unmapped.
 BENCH_LOG_KINDS = {
     "nccl-tests": "nccl", "nccl-tests-json": "nccl",
-    "p2p-bandwidth-latency-test": "probe", "nvbandwidth": "probe", "nvbandwidth-json": "probe",
+    "p2p-bandwidth-latency-test": "probe", "simple-p2p": "probe", "nvbandwidth": "probe", "nvbandwidth-json": "probe",
 }
 STEP_NAMES = {"nccl": "nccl_bench", "probe": "gpu_p2p_probe"}
 

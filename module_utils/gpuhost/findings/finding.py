@@ -74,6 +74,28 @@ def judgement(findings: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             "counts": counts(findings)}
 
 
+# The verdict line names at most this many findings; past it, their counts and the worst.
+_NAMED_AT_MOST = 6
+
+
+def findings_named(record: Mapping[str, Any]) -> str:
+    """What a one-line verdict says of a record's findings: every critical and warning finding by id, grouped
+    by severity (``critical: a; warning: b, c``), or past a few their counts and the worst; without any, the
+    worst info finding or "no findings". Read from the record's findings, the list its summary's judgement
+    was computed from, so that the line shows all that the verdict rests on, not a selection."""
+    listed = [f for f in record.get("findings") or [] if isinstance(f, Mapping)]
+    serious = [f for f in listed if f.get("severity") in ("critical", "warning")]
+    first = worst(listed)
+    if not serious:
+        return f"{first.get('severity')}: {first.get('id')}" if first else "no findings"
+    by_severity = counts(serious)
+    if len(serious) > _NAMED_AT_MOST:
+        sizes = " and ".join(f"{by_severity[s]} {s}" for s in ("critical", "warning") if by_severity[s])
+        return f"{sizes} findings, the worst {first.get('severity')}: {first.get('id')} (all in the report)"
+    return "; ".join(f"{severity}: " + ", ".join(str(f.get("id")) for f in serious if f.get("severity") == severity)
+                     for severity in ("critical", "warning") if by_severity[severity])
+
+
 def with_findings(record: Mapping[str, Any], added: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The record with ``added`` findings folded in, worst first (stable: equal severities keep their order),
     and its summary's judgement recomputed from them."""

@@ -29,7 +29,9 @@ cannot read it leaves out. The line formats follow NCCL's own sources (``src/tra
   refused, as under WSL), and ``NCCL_P2P_DISABLE set by environment to 1`` / ``NCCL_P2P_LEVEL set by
   environment to LOC`` (P2P off on purpose). Bus ids are NCCL's (``81000`` = ``0000:81:00.0``).
 
-Lines two processes wrote at once hold two records: each record of a line is read.
+Lines two processes wrote at once hold two records: each record of a line is read. The record prefix is
+not needed: lines read the same with ``host:pid:tid [0] NCCL INFO``, with only ``[0] NCCL INFO`` (the host
+cut on the way), behind a timestamp or a launcher's tag, and in NCCL 2.0 to 2.2's ``host:pid:tid [0] INFO``.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import output_lines,
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_q_build import build_gpu, is_unavailable, snake
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_q_result import NvidiaSmiQ
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_q_text import clean_paste_lines
+from ansible.module_utils.gpuhost.parsers.safe_xml import pull_parse
 
 _WHAT = "nvidia-smi -q -x"
 _START_RE = re.compile(r"<\?xml|<!DOCTYPE|<nvidia_smi_log\b")
@@ -102,22 +103,8 @@ def _document(lines: list[str]) -> str:
 
 
 def _parse(document: str) -> tuple[ET.Element, bool]:
-    """The root element and whether the document was whole. Elements read before a break are kept:
-    the pull parser attaches each element to its parent as it starts."""
-    parser = ET.XMLPullParser(events=("start",))
-    root: ET.Element | None = None
-    error: ET.ParseError | None = None
-    try:
-        parser.feed(document)
-        parser.close()
-    except ET.ParseError as exc:
-        error = exc
-    try:
-        for _event, element in parser.read_events():
-            if root is None:
-                root = element
-    except ET.ParseError as exc:
-        error = error or exc
+    """The root element and whether the document was whole (safe_xml: elements read before a break are kept)."""
+    root, error = pull_parse(document)
     if root is None:
         raise smi_error(_WHAT, "an XML document", document,
                         f"The XML could not be read ({error}); pass the output of nvidia-smi -q -x unchanged.")

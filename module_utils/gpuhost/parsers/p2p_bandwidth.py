@@ -11,11 +11,21 @@ Pasted pieces are read too: one matrix cut out of a longer output without the ba
 rows were cut (those rows are None), Markdown quotes, ``cat -n`` numbers, CRLF, e-mail. What the piece
 does not say is None: a matrix without its title line has no name, kind or unit.
 
+A paste cut short is used for what it holds. Cut after the peer-access lines or the connectivity matrix, it
+gives the devices and the access per pair with no matrix; cut inside its last matrix (its title and header
+with fewer rows than GPUs, or a last row cut mid-line), that matrix keeps the rows printed, the others None,
+and ``cut`` says which (``{"matrix": name, "rows": printed, "of": GPUs}``; None for a whole output). A row
+missing before the last matrix is no cut but damage, and an error as before.
+
+``access`` is what ``Device=0 CAN/CANNOT Access Peer Device=1`` said per pair; a pair those lines do not
+cover takes the connectivity matrix's cell, which the sample prints from the same cudaDeviceCanAccessPeer
+call (p2pBandwidthLatencyTest.cu, the loop under "P2P Connectivity Matrix"); None where neither tells.
+
 Every matrix comes back in p2p_common's one shape, whatever the tool. Rows are the source GPU and
 columns the destination, as both tools print them; ``None`` is a cell the tool left out (``N/A``).
 Output schema of ``parse_p2p_bandwidth_latency_test``: ``{"tool": "p2pBandwidthLatencyTest", "devices":
 [{index, name, pci_bus_id}], "access": [[bool | None]], "connectivity": [[bool | None]] | None,
-"matrices": [...]}``.
+"matrices": [...], "cut": {matrix, rows, of} | None}``.
 """
 
 from __future__ import annotations
@@ -33,6 +43,8 @@ from ansible.module_utils.gpuhost.parsers.p2p_common import (
     number,
     p2p_lines,
 )
+from ansible.module_utils.gpuhost.parsers.simple_p2p import MARK_RE as _SIMPLE_P2P_MARK_RE
+from ansible.module_utils.gpuhost.parsers.simple_p2p import parse_simple_p2p
 
 __all__ = ["P2PToolParseError", "latency_us", "off_diagonal", "parse_nvbandwidth_json", "parse_nvbandwidth_text",
            "parse_p2p_bandwidth_latency_test", "parse_p2p_log"]
@@ -71,6 +83,7 @@ class _Reader:
         self.title: str | None = None
         self.columns: list[int] = []
         self.elided = False
+        self.short_row: str | None = None  # a row with too few cells: the cut, unless more lines follow
 
     def header(self, kind: str, columns: str) -> None:
         self.finish()
@@ -85,6 +98,10 @@ class _Reader:
     def row(self, index: int, tokens: list[str], where: str) -> None:
         current = self.current
         assert current is not None
+        if len(tokens) < len(self.columns) and self.short_row is None:
+            self.short_row = (f"{where}: expected {len(self.columns)} values in the row of {current['name']!r}; found "
+                              f"{len(tokens)}. The output is cut or garbled")
+            return
         if len(tokens) != len(self.columns):
             raise P2PToolParseError(f"{where}: expected {len(self.columns)} values in the row of "
                                     f"{current['name']!r}; found {len(tokens)}. The output is cut or garbled")
@@ -112,6 +129,8 @@ def parse_p2p_bandwidth_latency_test(text: str) -> dict[str, Any]:
     reader = _Reader()
     for number_, line in enumerate(p2p_lines(text), start=1):
         where = f"p2pBandwidthLatencyTest line {number_}"
+        if reader.short_row and line.strip():  # the short row was not the paste's last: damage, not a cut
+            raise P2PToolParseError(reader.short_row)
         match = _DEVICE_RE.match(line.strip())
         if match:
             reader.devices.append({"index": int(match.group(1)), "name": match.group(2).strip(),
@@ -150,27 +169,46 @@ def parse_p2p_bandwidth_latency_test(text: str) -> dict[str, Any]:
 
 def _result(reader: _Reader) -> dict[str, Any]:
     matrices, connectivity, devices = reader.matrices, reader.connectivity, reader.devices
-    if not matrices and not connectivity:  # a connectivity header cut off before its rows holds nothing either
-        raise P2PToolParseError("p2pBandwidthLatencyTest: expected its matrices ('Unidirectional P2P=Disabled "
-                                "Bandwidth Matrix (GB/s)' and the others); found none. Pass the complete output")
-    count = len(devices) or (len(connectivity) if connectivity else max(len(m["values"]) for m in matrices))
-    for found in matrices:
+    if not matrices and not connectivity and not reader.access:
+        # A connectivity header cut off before its rows holds nothing either.
+        raise P2PToolParseError("p2pBandwidthLatencyTest: expected its peer-access lines ('Device=0 CAN Access Peer "
+                                "Device=1') or its matrices ('Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)' and "
+                                "the others); found none. Pass the complete output")
+    count = (len(devices) or (len(connectivity) if connectivity else 0)
+             or max((len(m["values"]) for m in matrices), default=0)
+             or max((max(pair) + 1 for pair in reader.access), default=0))
+    cut = None
+    for position, found in enumerate(matrices):
         rows = len(found["values"])
         # Every matrix of the sample is square; a piece without devices says the GPU count by its columns.
         expected = count if devices or connectivity is not None else len(found["values"][0]) if rows else 0
-        if rows != expected:
+        last = position == len(matrices) - 1
+        if rows < expected and last and (rows or devices or connectivity is not None):
+            cut = {"matrix": found["name"], "rows": rows, "of": expected}
+            found["values"] += [[None] * expected for _ in range(expected - rows)]
+        elif rows != expected:
             raise P2PToolParseError(f"p2pBandwidthLatencyTest: {found['name']!r} has {rows} rows for {expected} GPUs. "
                                     "The output is cut: pass all of it, or mark the rows cut out with [...]")
+    if cut and cut["rows"] == 0:  # only its title and header: nothing measured to keep
+        matrices = matrices[:-1]
     access: list[list[bool | None]] = [
-        [None if i == j else reader.access.get((i, j)) for j in range(count)] for i in range(count)]
+        [None if i == j else reader.access.get((i, j), _connected(connectivity, i, j)) for j in range(count)]
+        for i in range(count)]
     return {"tool": "p2pBandwidthLatencyTest", "devices": devices, "access": access,
             "connectivity": [[bool(v) if v is not None else None for v in row] for row in connectivity]
-            if connectivity else None, "matrices": matrices}
+            if connectivity else None, "matrices": matrices, "cut": cut}
+
+
+def _connected(connectivity: list[list[float | None]] | None, i: int, j: int) -> bool | None:
+    if not connectivity or i >= len(connectivity) or j >= len(connectivity[i]) or connectivity[i][j] is None:
+        return None
+    return bool(connectivity[i][j])
 
 
 # Lines only p2pBandwidthLatencyTest prints: its banner, its matrix titles, its D\D / GPU / CPU headers.
 _P2P_MARK_RE = re.compile(r"(?m)^\s*(?:\[?P2P \(Peer-to-Peer\)|P2P Connectivity Matrix|(?:Uni|Bi)directional P2P=|"
-                          r"P2P=(?:Enabled|Disabled) Latency|(?:D\\D|GPU|CPU)(?:\s+\d+)+\s*$)")
+                          r"P2P=(?:Enabled|Disabled) Latency|(?:D\\D|GPU|CPU)(?:\s+\d+)+\s*$|"
+                          r"Device=\d{1,4} (?:CAN|CANNOT) Access Peer Device=\d{1,4}\s*$)")
 # Lines only nvbandwidth prints.
 _NVB_MARK_RE = re.compile(r"(?m)nvbandwidth|^\s*Running \S+\.\s*$|^\s*(?:SUM|&&&& PERF) \S+ [\d.]+|"
                           r"(?:GPU|CPU)\(row\)|\(column\)")
@@ -178,13 +216,15 @@ _BARE_COLUMNS_RE = re.compile(r"(?m)^\s*\d+(?:\s+\d+)+\s*$")
 
 
 def parse_p2p_log(text: str) -> dict[str, Any]:
-    """Any of the three formats, told apart by content; a piece of one (a matrix without the banner)
-    too."""
+    """Any of the formats (and simpleP2P's peer-access lines), told apart by content; a piece of one (a matrix
+    without the banner) too."""
     if not isinstance(text, str):
         raise P2PToolParseError("expected text")
     if text.lstrip().startswith("{"):
         return parse_nvbandwidth_json(text)
     clean = "\n".join(p2p_lines(text))
+    if any(_SIMPLE_P2P_MARK_RE.match(line) for line in clean.split("\n")):
+        return parse_simple_p2p(text)
     if _BANNER in clean or _P2P_MARK_RE.search(clean):
         return parse_p2p_bandwidth_latency_test(text)
     if _NVB_MARK_RE.search(clean) or _BARE_COLUMNS_RE.search(clean):

@@ -13,14 +13,19 @@ Noise around the output (a greeting, a prompt, a signature) does not change the 
 kinds, the more specific one wins, in this order (the first that matches):
 
 1. ``nvidia-bug-report``: the bundle holds ``nvidia-smi -q``, lspci and dmesg, and is the whole of them.
-2. ``nvidia-smi-q-xml`` (``<nvidia_smi_log``), then ``nvidia-smi-q`` (the ``NVSMI LOG`` banner or
+2. ``nvidia-smi-q-xml`` (``<nvidia_smi_log``), then ``nccl-topo-xml`` (``<system version="1">`` and its
+   ``<cpu>`` or ``<pci>``, parsers/nccl_topo_xml.py), then ``nvidia-smi-q`` (the ``NVSMI LOG`` banner or
    ``Attached GPUs :``).
 3. ``nvbandwidth-json`` and ``nccl-tests-json``: a JSON document with their keys.
 4. ``nccl-tests`` over ``nccl-debug``: an nccl-tests run (its table header, ``Avg bus bandwidth``,
    ``nccl-tests version``) often carries ``NCCL_DEBUG=INFO`` lines, and bench/ reads both from it; an
    ``NCCL INFO`` log with only the ``# nThread ... nGpus`` line of a run that printed no table stays
-   ``nccl-debug``.
-5. ``p2p-bandwidth-latency-test`` over ``nvbandwidth`` (the order of parsers/p2p_bandwidth.py).
+   ``nccl-debug``. A log is known by its records (``host:pid:tid [0] NCCL INFO``; ``[0] NCCL INFO`` with
+   the host cut; NCCL 2.0 to 2.2's ``host:pid:tid [0] INFO``), its ``NCCL version 2.7.8+cuda10.1`` line or
+   its connection lines (``Channel 00 : 0[18000] -> 1[1a000] via P2P/IPC``), behind any prefix but a quote.
+5. ``simple-p2p`` (parsers/simple_p2p.py), then ``p2p-bandwidth-latency-test`` (its banner, titles and
+   headers, or only its ``Device: 0, NAME, pciBusID:`` and ``Device=0 CAN Access Peer Device=1`` lines when a
+   paste was cut early) over ``nvbandwidth`` (the order of parsers/p2p_bandwidth.py).
 6. ``nvidia-smi-topo-p2p`` (GPU rows holding only the codes OK, NS, CNS, GNS, TNS, DR, U, X) and
    ``nvidia-smi-topo-m`` (GPU rows with link labels SYS, NODE, PHB, PXB, PIX, SOC, NV#, or affinity
    columns). The capability of a ``topo -p2p`` matrix (r, w, n, a, p) is not in its output:
@@ -39,20 +44,24 @@ import re
 from typing import Any
 
 from ansible.module_utils.gpuhost.parsers._common import normalize_paste, strip_launcher_prefix, strip_line_numbers
+from ansible.module_utils.gpuhost.parsers.nccl_topo_xml import MARK_RE as _NCCL_TOPO_RE
 from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import looks_like_bug_report
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import strip_ansi
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import INVALID_FIELD_RE
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_topo import P2P_STATUS_MEANING
+from ansible.module_utils.gpuhost.parsers.simple_p2p import MARK_RE as _SIMPLE_P2P_RE
 
 KINDS = {
     "nvidia-bug-report": "nvidia-bug-report.log, NVIDIA's support bundle (gunzipped)",
     "nvidia-smi-q-xml": "nvidia-smi -q -x",
     "nvidia-smi-q": "nvidia-smi -q",
+    "nccl-topo-xml": "an NCCL topology dump (NCCL_TOPO_DUMP_FILE)",
     "nvbandwidth-json": "nvbandwidth -j",
     "nccl-tests-json": "an nccl-tests run written with -J",
     "nccl-tests": "an nccl-tests run (all_reduce_perf and the others)",
     "nccl-debug": "an NCCL_DEBUG=INFO log",
     "p2p-bandwidth-latency-test": "p2pBandwidthLatencyTest (CUDA samples)",
+    "simple-p2p": "simpleP2P (CUDA samples)",
     "nvbandwidth": "nvbandwidth",
     "nvidia-smi-topo-p2p": "nvidia-smi topo -p2p r|w|n|a|p",
     "nvidia-smi-topo-m": "nvidia-smi topo -m",
@@ -73,6 +82,23 @@ _NCCL_TABLE_RE = re.compile(r"^#?\s*size\s+count\s+type\s")
 _NCCL_TESTS_MARK_RE = re.compile(r"^#?\s*(?:Avg bus bandwidth\s*:|nccl-tests version\s|Collective test starting:|"
                                  r"Out of bounds values\s*:)")
 _NTHREAD_RE = re.compile(r"^#?\s*nThread:? \d+ nGpus:? \d+")
+# Records without "host:pid:tid": only the device bracket left ("[0] NCCL INFO ...", as logs reach us with the
+# host cut, or behind a timestamp or a launcher's tag), or NCCL 2.0 to 2.2, whose records said "INFO" without
+# "NCCL" ("node07:2451:2473 [0] INFO NET/IB: [0] mlx4_0:1/IB"; tests/fixtures/nccl/SOURCES.md).
+_NCCL_RANK_RECORD_RE = re.compile(r"(?:^|[\s|\]>:])\[\d{1,6}\] (?:\S{1,64}:\d{1,9} )?"
+                                  r"NCCL (?:INFO|WARN|ERROR|TRACE|ABORT) \S")
+_NCCL_OLD_RECORD_RE = re.compile(r"(?:^|[\s|\]>:])[A-Za-z0-9<>._-]{1,255}:\d{1,12}:\d{1,12} \[\d{1,6}\] "
+                                 r"(?:\S{1,64}:\d{1,9} )?(?:INFO|WARN) \S")
+# Rank 0 prints "NCCL version 2.7.8+cuda11.0" alone on its line (src/init.cc, showVersion), behind a prefix
+# too; an error message quoting the version ("unhandled system error, NCCL version 2.7.8") has no "+cuda".
+_NCCL_VERSION_LINE_RE = re.compile(r"^\s*NCCL version \d{1,3}\.\d{1,3}\.\d{1,3}(?:\+cuda\d{1,3}\.\d{1,3})?\s*$|"
+                                   r"(?:^|[\s|\]>:])NCCL version \d{1,3}\.\d{1,3}\.\d{1,3}\+cuda\d{1,3}\.\d{1,3}\s*$")
+# A connection line whose record prefix was cut or went to another line with a concurrent writer
+# ("Channel 00 : 0[18000] -> 1[1a000] via P2P/IPC"), at the start of a line or behind a launcher's prefix.
+_NCCL_CONNECTION_RE = re.compile(r"(?:^|[\s|\]>:])(?:Ring|Channel) \d{1,6}(?:/\d{1,6})? : "
+                                 r"\d{1,9}(?:\[[0-9a-fA-F]{1,16}\])? -> "
+                                 r"\d{1,9}(?:\[[0-9a-fA-F]{1,16}\])? (?:\[(?:send|receive)\] )?via "
+                                 r"(?:P2P/|SHM|NET/|COLLNET/|direct shared memory)")
 # host:pid:tid [device] NCCL INFO, the host as NCCL prints it (parsers/nccl_debug.py reads the same).
 _NCCL_RECORD_RE = re.compile(r"(?:^|[\s|\]>:])[A-Za-z0-9<>._-]{1,255}:\d{1,12}:\d{1,12} \[\d{1,6}\] "
                              r"(?:\S{1,64}:\d{1,9} )?NCCL (?:INFO|WARN|ERROR|TRACE|ABORT)\b")
@@ -81,7 +107,10 @@ _NCCL_RECORD_RE = re.compile(r"(?:^|[\s|\]>:])[A-Za-z0-9<>._-]{1,255}:\d{1,12}:\
 _P2P_TEST_RE = re.compile(r"^\s*(?:\d{1,6}\s+)?(?:\[?P2P \(Peer-to-Peer\) GPU Bandwidth Latency Test|"
                           r"P2P Connectivity Matrix|(?:Uni|Bi)directional P2P=(?:Enabled|Disabled)|"
                           r"P2P=(?:Enabled|Disabled) Latency|"
-                          r"D\\D(?:\s+\d+)+\s*$)")
+                          r"D\\D(?:\s+\d+)+\s*$|"
+                          # its device and peer-access lines, all a paste cut early holds
+                          r"Device: \d{1,4}, .*, pciBusID: [0-9a-fA-F]+, pciDeviceID: |"
+                          r"Device=\d{1,4} (?:CAN|CANNOT) Access Peer Device=\d{1,4}\s*$)")
 _NVBANDWIDTH_RE = re.compile(r"^\s*nvbandwidth Version:|^\s*Running [a-z][a-z0-9_]*\.\s*$|"
                              r"^\s*[A-Za-z][^`|]*(?:GPU|CPU)\(row\)[^`|]*(?:GPU|CPU)\(column\)[^`|]*$")
 # A row starts with its GPU and a cell; a header goes on with device names or affinity titles.
@@ -127,6 +156,8 @@ def detect_kind(data: Any) -> str | None:
     lines = clean_lines(text)
     if "<nvidia_smi_log" in text:
         return "nvidia-smi-q-xml"
+    if _NCCL_TOPO_RE.search(text):
+        return "nccl-topo-xml"
     if any(_SMI_BANNER_RE.match(line) or _ATTACHED_RE.match(line) for line in lines):
         return "nvidia-smi-q"
     kind = _json_kind(text)
@@ -176,14 +207,25 @@ def _json_kind(text: str) -> str | None:
 def _nccl_kind(lines: list[str]) -> str | None:
     if any(_NCCL_TABLE_RE.match(line) or _NCCL_TESTS_MARK_RE.match(line) for line in lines):
         return "nccl-tests"
-    if any(_NCCL_RECORD_RE.search(line) for line in lines):
+    if any(_NCCL_RECORD_RE.search(line) or _NCCL_OLD_RECORD_RE.search(line)
+           or any(_unquoted(pattern, line) for pattern in (_NCCL_RANK_RECORD_RE, _NCCL_VERSION_LINE_RE,
+                                                           _NCCL_CONNECTION_RE)) for line in lines):
         return "nccl-debug"
     if any(_NTHREAD_RE.match(line) for line in lines):
         return "nccl-tests"
     return None
 
 
+def _unquoted(pattern: re.Pattern[str], line: str) -> bool:
+    """``pattern`` found in ``line`` at its start or after a prefix (a timestamp, a launcher's or a log
+    collector's columns), never inside a quote (a backtick before it) in prose."""
+    match = pattern.search(line)
+    return bool(match) and "`" not in line[:match.start() + 1]
+
+
 def _p2p_tool_kind(lines: list[str]) -> str | None:
+    if any(_SIMPLE_P2P_RE.match(line) for line in lines):
+        return "simple-p2p"
     if any(_P2P_TEST_RE.match(line) for line in lines):
         return "p2p-bandwidth-latency-test"
     if any(_NVBANDWIDTH_RE.search(line) for line in lines):

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from ansible.module_utils.gpuhost.findings.catalog import make
-from ansible.module_utils.gpuhost.findings.finding import with_findings
+from ansible.module_utils.gpuhost.findings.finding import findings_named, with_findings
 from ansible.module_utils.gpuhost.report.bench_shape import check_bench, finite
 from ansible.module_utils.gpuhost.report.bundle_md import bundle_section
 from ansible.module_utils.gpuhost.report.drift_md import drift_section, fleet_drift_lines
@@ -73,7 +73,7 @@ def _gpu_line(summary: dict[str, Any], gpus: dict[str, Any], pci_devices: list[d
         return "none found"
     models_listed = summary.get("gpu_models") if isinstance(summary.get("gpu_models"), list) else []
     models = (", ".join(str(model) for model in models_listed if model)
-              or f"NVIDIA GPU (model unknown: {_why_unknown(gpus, pci_devices)})")
+              or f"NVIDIA GPU ({_why_unknown(gpus, pci_devices)})")
     driver = gpus.get("driver_version")
     cuda = gpus.get("cuda_driver_version")
     extra = ", ".join(x for x in (driver and f"driver {driver}", cuda and f"CUDA {cuda}") if x)
@@ -81,12 +81,19 @@ def _gpu_line(summary: dict[str, Any], gpus: dict[str, Any], pci_devices: list[d
 
 
 def _why_unknown(gpus: dict[str, Any], pci_devices: list[dict[str, Any]] | None) -> str:
-    """Why no GPU model is known: no driver, or a bound driver that NVML and nvidia-smi could not read."""
-    bound = any(isinstance(d, dict) and d.get("kind") == "gpu" and d.get("driver") == "nvidia"
-                for d in pci_devices or [])
-    if bound or gpus.get("kernel_module_version"):
-        return "the nvidia driver is loaded but NVML and nvidia-smi cannot read the GPUs"
-    return "no driver"
+    """Why no GPU model is known, as far as the evidence goes: a bound driver that NVML and nvidia-smi could not
+    read; GPUs seen on the PCI bus with no driver, or with another one (vfio-pci on a passthrough host); or,
+    when nothing read shows the GPUs' PCI functions (a pasted matrix counts GPUs and names none), that the
+    material does not say, which is no sign of a driver fault."""
+    gpu_functions = [d for d in pci_devices or [] if isinstance(d, dict) and d.get("kind") == "gpu"]
+    if any(d.get("driver") == "nvidia" for d in gpu_functions) or gpus.get("kernel_module_version"):
+        return "model unknown: the nvidia driver is loaded but NVML and nvidia-smi cannot read the GPUs"
+    if not gpu_functions:
+        return "model not stated in the material"
+    others = sorted({str(d["driver"]) for d in gpu_functions if d.get("driver")})
+    if others:
+        return f"model unknown: bound to {', '.join(others)}, not to the nvidia driver"
+    return "model unknown: no driver"
 
 
 def _iommu_line(iommu: dict[str, Any]) -> str:
@@ -360,13 +367,12 @@ def _fleet_row(host: str, audit: str, facts: dict[str, Any]) -> list[Any]:
 
 def verdict_line(host: str, facts: dict[str, Any], link: dict[str, Any] | None, report: str,
                  not_written: bool = False) -> str:
-    """The one line the audit prints per host: verdict, what it runs on, the worst finding, the report
-    (``not_written``: check mode left that file absent or out of date, and the line says so)."""
+    """The one line the audit prints per host: verdict, what it runs on, every critical and warning finding
+    (findings/finding.py findings_named), the report (``not_written``: check mode left that file absent or out
+    of date, and the line says so)."""
     summary = facts.get("summary") or {}
-    worst = summary.get("worst_finding")
-    worst_text = f"{worst.get('severity')}: {worst.get('id')}" if worst else "no findings"
     line = (f"{host}: {summary.get('verdict')} ({summary.get('virtualization')}; {summary.get('gpu_count')} GPU(s); "
-            f"P2P {summary.get('p2p')}) - {worst_text}.")
+            f"P2P {summary.get('p2p')}) - {findings_named(facts)}.")
     if link:
         line += f" Runs as VM {link.get('vmid')} on {link.get('proxmox_host')}, which holds the fix (see the report)."
     return f"{line} Check mode: would write {report}" if not_written else f"{line} Report: {report}"

@@ -195,11 +195,61 @@ def test_pieces_of_the_logs_raise_only_their_own_error(data):
         parse_p2p_log("\n".join([*lines[:start], "[...]", *lines[end:]]))
 
 
-def test_cut_output_fails_clearly():
+def test_output_cut_in_its_last_matrix_keeps_what_it_printed():
+    """Cut after two rows of its first matrix, the paste keeps the peer access, the connectivity and those two
+    rows; the rows not printed are None, and ``cut`` says where the paste ends."""
     text = read("p2pBandwidthLatencyTest_4xA100-PCIe-nvlink-pairs.txt")
-    cut = text[: text.index("     2  21.46")]
-    with pytest.raises(P2PToolParseError, match="has 2 rows for 4 GPUs"):
-        parse_p2p_log(cut)
+    parsed = parse_p2p_log(text[: text.index("     2  21.46")])
+    first = parsed["matrices"][-1]
+    assert parsed["cut"] == {"matrix": first["name"], "rows": 2, "of": 4}
+    assert first["values"][2:] == [[None] * 4] * 2 and None not in first["values"][0]
+    assert parsed["access"][0][1] is True and parsed["access"][0][2] is False
+
+
+def test_real_pastes_cut_short_give_peer_access_per_pair():
+    """Real pastes that end early: after the connectivity matrix (4 V100, all peers), inside the peer-access
+    lines (7 mixed GPUs: 4090 pair and 5090 pair only; GPU3..6's own lines cut), inside the last matrix (2 4090)."""
+    v100 = parse_p2p_log(read("p2pBandwidthLatencyTest_4xV100-SXM2_cut-after-connectivity_excerpt.txt"))
+    assert v100["matrices"] == [] and v100["cut"] is None and len(v100["devices"]) == 4
+    assert all(cell is True for i, row in enumerate(v100["access"]) for j, cell in enumerate(row) if i != j)
+    mixed = parse_p2p_log(read("p2pBandwidthLatencyTest_7gpu-mixed-4090-5090-A6000-3090_cut-in-peer-access_"
+                               "excerpt.txt"))
+    assert mixed["matrices"] == [] and mixed["connectivity"] is None
+    assert mixed["access"][0] == [None, True, False, False, False, False, False]
+    assert mixed["access"][2] == [False, False, None, True, False, False, False]
+    assert mixed["access"][3] == [None] * 7  # its lines were cut: not told
+    pair = parse_p2p_log(read("p2pBandwidthLatencyTest_2xRTX4090_cut-in-last-matrix_excerpt.txt"))
+    assert pair["cut"] == {"matrix": "Bidirectional P2P=Enabled Bandwidth Matrix (GB/s)", "rows": 1, "of": 2}
+    assert pair["matrices"][-1]["values"] == [[1016.92, 12.88], [None, None]] and len(pair["matrices"]) == 4
+
+
+def test_a_paste_cut_after_the_next_title_and_header_drops_that_empty_matrix():
+    # The 4 V100 paste with the next two lines the sample prints (title and header), no row: "has 0 rows for 4
+    # GPUs" before; now the access stands and the empty matrix is left out, with the cut said.
+    text = read("p2pBandwidthLatencyTest_4xV100-SXM2_cut-after-connectivity_excerpt.txt")
+    text += "Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)\n   D\\D     0      1      2      3 \n"
+    parsed = parse_p2p_log(text)
+    assert parsed["matrices"] == []
+    assert parsed["cut"] == {"matrix": "Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)", "rows": 0, "of": 4}
+    assert parsed["access"][0] == [None, True, True, True]
+
+
+def test_a_short_last_row_is_the_cut_and_a_short_row_with_more_after_it_is_damage():
+    text = read("p2pBandwidthLatencyTest_2xRTX4090_cut-in-last-matrix_excerpt.txt")
+    assert parse_p2p_log(text + "     1  12.88\n")["cut"]["rows"] == 1
+    with pytest.raises(P2PToolParseError, match="expected 2 values"):
+        parse_p2p_log(text.replace("     1   6.34 926.75 \n", "     1   6.34\n", 1))
+
+
+def test_a_row_missing_before_the_last_matrix_is_damage_not_a_cut():
+    text = read("p2pBandwidthLatencyTest_4xA100-PCIe-nvlink-pairs.txt")
+    row = text[text.index("     3  21.49"):]  # the first matrix's last row; seven matrices follow it
+    damaged = text.replace(row[: row.index("\n") + 1], "", 1)
+    with pytest.raises(P2PToolParseError, match="has 3 rows for 4 GPUs"):
+        parse_p2p_log(damaged)
+
+
+def test_cut_output_fails_clearly():
     with pytest.raises(P2PToolParseError, match="found none of their markers"):
         parse_p2p_log("Segmentation fault (core dumped)\n")
 
@@ -383,9 +433,13 @@ def test_save_log_writes_nothing_in_check_mode(tmp_path, capsys, monkeypatch):
     assert not saved.exists()
 
 
-def test_a_piece_cut_after_the_connectivity_header_is_refused_with_its_own_error():
-    # Found by the property above: the peer-access lines and a "P2P Connectivity Matrix" header whose rows
-    # were cut off hold no matrix; that is the parser's error, not a ValueError from inside it.
+def test_a_piece_cut_after_the_connectivity_header_gives_its_peer_access():
+    # Found by the property above (then refused): the peer-access lines and a "P2P Connectivity Matrix" header
+    # whose rows were cut off hold no matrix, but the lines settle access per pair.
     lines = read("p2pBandwidthLatencyTest_4xA100-PCIe-nvlink-pairs.txt").split("\n")
+    parsed = parse_p2p_log("\n".join(lines[5:23]))
+    assert parsed["matrices"] == [] and parsed["connectivity"] is None
+    assert parsed["access"] == [[None, True, False, False], [True, None, False, False],
+                                [False, False, None, True], [False, False, True, None]]
     with pytest.raises(P2PToolParseError, match="found none"):
-        parse_p2p_log("\n".join(lines[5:23]))
+        parse_p2p_log("\n".join(lines[20:23]))

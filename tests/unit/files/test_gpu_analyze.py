@@ -162,3 +162,79 @@ def test_a_gpu_host_facts_task_with_a_bundle_runs_gpu_material_facts(tmp_path: P
                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "kind: nvidia-bug-report" in run.stdout and "save_capture is ignored" in run.stdout + run.stderr
+
+
+def test_a_pasted_matrix_that_names_no_model_says_so_not_no_driver(tmp_path: Path, capsys) -> None:
+    """A topo -p2p r paste counts two GPUs and names no model: nothing read shows a driver fault, so the report
+    says the material does not state the model (it said "model unknown: no driver")."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "p2p.txt").write_text("$ nvidia-smi topo -p2p r\n" + (FIXTURES / "nvidia-smi" /
+                                            "topo-p2p-r_2gpu-NS.txt").read_text())
+    analyse(capsys, tmp_path, ["m"])
+    text = (tmp_path / "reports" / "m.md").read_text()
+    assert "| GPUs | 2 x NVIDIA GPU (model not stated in the material) |" in text
+    assert "no driver" not in text
+
+
+@pytest.mark.parametrize(("name", "denied"), [
+    # Cut inside the peer-access lines: 13 of the 21 pairs are told, all refused (before: bench_probe_not_run,
+    # "expected its matrices ... found none").
+    ("p2pBandwidthLatencyTest_7gpu-mixed-4090-5090-A6000-3090_cut-in-peer-access_excerpt.txt", "13 of 21 GPU pairs"),
+    # simpleP2P, not read at all before.
+    ("simpleP2P_6x2080Ti_no-peer-access_excerpt.txt", "9 of 15 GPU pairs"),
+])
+def test_pastes_cut_short_or_from_simple_p2p_settle_peer_access(tmp_path: Path, capsys, name, denied) -> None:
+    (tmp_path / "m").mkdir()
+    shutil.copy(FIXTURES / "p2p" / name, tmp_path / "m" / "p2p.txt")
+    result = analyse(capsys, tmp_path, ["m"])
+    report = json.loads((tmp_path / "reports" / "m.json").read_text())
+    found = {f["id"]: f for f in report["findings"]}
+    assert "bench_probe_not_run" not in found
+    assert found["p2p_peer_access_unavailable"]["summary"].startswith(denied)
+    assert "p2p_peer_access_unavailable" in result["lines"][0]
+    assert schemas.validator("report").is_valid(report)
+
+
+def test_a_whole_simple_p2p_run_keeps_its_copy_figure(tmp_path: Path, capsys) -> None:
+    (tmp_path / "m").mkdir()
+    shutil.copy(FIXTURES / "p2p" / "simpleP2P_2xL4_peer-yes_bandwidth_passed.txt", tmp_path / "m" / "p2p.txt")
+    analyse(capsys, tmp_path, ["m"])
+    report = json.loads((tmp_path / "reports" / "m.json").read_text())
+    probe = report["bench"]["probe"]
+    assert (probe["tool"], probe["memcpy_peer"], probe["passed"]) == ("simpleP2P", {"pair": [0, 1], "gb_per_s": 19.87},
+                                                                     True)
+    assert "p2p_peer_access_unavailable" not in {f["id"] for f in report["findings"]}
+    assert schemas.validator("report").is_valid(report)
+
+
+def test_an_nccl_topology_dump_of_a_flat_emulated_bus_names_a_virtual_machine(tmp_path: Path, capsys) -> None:
+    """GPUs on bus 00 vote for a VM, with the dump named as the source; its weak signs are listed beside."""
+    (tmp_path / "m").mkdir()
+    shutil.copy(FIXTURES / "nccl" / "nccl-topo-dump_2xRTXPRO6000-q35-flat-bus-vm_constructed.xml",
+                tmp_path / "m" / "system.xml")
+    analyse(capsys, tmp_path, ["m"])
+    report = json.loads((tmp_path / "reports" / "m.json").read_text())
+    virt = report["virtualization"]
+    assert virt["type"] == "vm"
+    assert [(e["signal"], e["weight"]) for e in virt["evidence"]] == [("NCCL topology dump", "strong"),
+                                                                     ("NCCL topology dump", "weak"),
+                                                                     ("NCCL topology dump", "weak")]
+    assert "GPU 0 at 0000:00:10.0, GPU 1 at 0000:00:11.0" in virt["evidence"][0]["value"]
+    assert {"what": "NCCL topology dump (GPU placement, links, NUMA; virtualization signs)",
+            "from": ["system.xml"]} in report["bundle"]["seen"]
+    assert schemas.validator("report").is_valid(report)
+
+
+@pytest.mark.parametrize(("name", "notes"), [
+    # The real guest's dump: NUMA unknown, a weak note only; the verdict stays "unknown", never bare metal.
+    ("nccl-topo-dump_2.2x_H200-vm-numaid-minus1_excerpt.xml", ['NUMA node unknown (numaid="-1")']),
+    # The bare-metal host's dump shows no sign at all.
+    ("nccl-topo-dump_2.2x_8xH200-baremetal-switch-nic_excerpt.xml", []),
+])
+def test_weak_or_no_topology_signs_decide_nothing(tmp_path: Path, capsys, name, notes) -> None:
+    (tmp_path / "m").mkdir()
+    shutil.copy(FIXTURES / "nccl" / name, tmp_path / "m" / "system.xml")
+    analyse(capsys, tmp_path, ["m"])
+    virt = json.loads((tmp_path / "reports" / "m.json").read_text())["virtualization"]
+    assert virt["type"] is None
+    assert [e["value"].split(":")[0] for e in virt["evidence"]] == notes

@@ -33,6 +33,19 @@ EXPECTED = {
         None, None, {"P2P/IPC": 17}, {}, True, Connection(4, "ring", 3, 2, "P2P/IPC", "P2P/IPC")),
     "nccl-debug_2.5.6_ring-busid_rank-prefixed.log": (
         None, None, {"P2P/IPC": 3}, {}, True, Connection(0, "ring", 155, 157, "P2P/IPC", "P2P/IPC")),
+    # NCCL 2.0 to 2.2: "host:pid:tid [0] INFO ..." without "NCCL"; nothing in them tells the version or a transport.
+    "nccl-debug_2.2-era_info-without-nccl-word_horovod-4node-ib_excerpt.log": (None, None, {}, {}, None, None),
+    "nccl-debug_2.2-era_info-without-nccl-word_tensorflow-around_excerpt.log": (None, None, {}, {}, None, None),
+    # "Ring 00 : 1 -> 4 [receive] via NET/IB/1/GDRDMA": network connections named by rank only, behind mpirun tags.
+    "nccl-debug_2.4-era_ring-rank-only-net-ib_mpirun-tagged_excerpt.log": (
+        None, None, {"P2P/IPC": 5, "NET/IB": 3}, {}, True, Connection(0, "ring", 3, 1, "P2P/IPC", "P2P/IPC")),
+    "nccl-debug_2.7.8_channel-busid-p2p-ipc-shm-net-socket_2x4gpu_excerpt.log": (
+        "2.7.8", 8, {"NET/Socket": 8, "P2P/IPC": 8, "SHM": 4}, {}, True,
+        Connection(0, "channel", 3, 4, "NET/Socket", "NET/Socket/0")),
+    # The same records with "host:pid:tid" cut, as logs reach us: "[0] NCCL INFO ..." reads the same.
+    "nccl-debug_2.7.8_rank-only-prefix_constructed-from-excerpt.log": (
+        "2.7.8", 8, {"NET/Socket": 8, "P2P/IPC": 8, "SHM": 4}, {}, True,
+        Connection(0, "channel", 3, 4, "NET/Socket", "NET/Socket/0")),
     "nccl-debug_2.8.3_p2p-disabled-by-env_2xT4.log": (
         "2.8.3", None, {}, {"NCCL_P2P_LEVEL": "LOC"}, None, None),
     "nccl-debug_2.7-2.12_busid-p2p-direct-read_net-ib.log": (

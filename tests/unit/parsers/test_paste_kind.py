@@ -24,6 +24,7 @@ FIXTURE_KINDS = [
     ("bundles/*.log", "nvidia-bug-report"),
     ("nccl/*.json", "nccl-tests-json"),
     ("nccl/nccl-debug_*", "nccl-debug"),
+    ("nccl/nccl-topo-dump_*", "nccl-topo-xml"),
     ("nccl/*_perf_*", "nccl-tests"),
     # Transfer-test figures laid out as all_reduce_perf prints: by content an nccl-tests log, which is the trap.
     ("nccl/transfer-test-in-all_reduce_perf-layout_*", "nccl-tests"),
@@ -36,6 +37,7 @@ FIXTURE_KINDS = [
     ("p2p/nvbandwidth-j_*.json", "nvbandwidth-json"),
     ("p2p/nvbandwidth_*", "nvbandwidth"),
     ("p2p/p2pBandwidthLatencyTest_*", "p2p-bandwidth-latency-test"),
+    ("p2p/simpleP2P_*", "simple-p2p"),
     ("p2p/p2p-probe_*.jsonl", None),
     ("p2p/*.py", None),
     ("pci/lspci/*", "lspci-vvv"),
@@ -150,6 +152,34 @@ def test_an_nccl_tests_run_with_debug_lines_is_nccl_tests_and_a_debug_log_with_i
     header_only = FIXTURES / "nccl" / "nccl-debug_2.8.3_p2p-disabled-by-env_2xT4.log"
     assert "# nThread" in header_only.read_text() and detect_kind(header_only.read_bytes()) == "nccl-debug"
     assert detect_kind("# nThread 1 nGpus 2 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5\n") == "nccl-tests"
+
+
+CUT_HOST = FIXTURES / "nccl" / "nccl-debug_2.7.8_rank-only-prefix_constructed-from-excerpt.log"
+
+
+@pytest.mark.parametrize("prefix", [
+    "", "2021-03-04 10:11:12,345 - INFO - ", "[1,0]<stdout>:", "[1,mpirank:0,algo-1]<stdout>:", "0: ",
+    "worker-0: ", "[rank0]: ", "  | 2024-05-01T10:00:00Z | ",
+])
+def test_nccl_records_without_host_pid_tid_are_a_debug_log_behind_any_prefix(prefix) -> None:
+    """``[0] NCCL INFO ...`` (the host cut), its version line and its connection lines, each alone and behind
+    the prefixes launchers and log collectors add, are an NCCL_DEBUG=INFO log."""
+    lines = CUT_HOST.read_text().splitlines()
+    for line in ("[0] NCCL INFO Using network Socket", "NCCL version 2.7.8+cuda10.1",
+                 "Channel 00 : 0[18000] -> 1[1a000] via P2P/IPC", "Ring 04 : 6[6] -> 5[5] via P2P/IPC"):
+        assert detect_kind(prefix + line + "\n") == "nccl-debug", prefix + line
+    assert detect_kind("\n".join(prefix + line for line in lines)) == "nccl-debug"
+
+
+@pytest.mark.parametrize("text", [
+    # PyTorch's error quotes the version at the end of its message: no log of NCCL's own.
+    "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version 2.7.8\n",
+    # Prose that quotes a record between backticks.
+    "NCCL says so (`lab:14075:14865 [3] NCCL INFO Could not enable P2P ...`).\n",
+    "The format is `Channel 00/0 : 0[0] -> 1[1] via P2P/IPC/read` from 2.14.\n",
+])
+def test_text_that_only_quotes_nccl_is_no_debug_log(text) -> None:
+    assert detect_kind(text) is None
 
 
 @pytest.mark.parametrize(("text", "kind"), [

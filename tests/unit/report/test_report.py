@@ -96,7 +96,36 @@ def test_verdict_line_names_the_vm_and_the_report() -> None:
         "Runs as VM 120 on pve-1, which holds the fix (see the report). Report: reports/g.md")
     fit = json.loads(json.dumps(FACTS))
     fit["summary"].update(verdict="fit", worst_finding=None)
+    fit["findings"] = []
     assert report.verdict_line("h", fit, None, "r/h.md").endswith(") - no findings. Report: r/h.md")
+
+
+def _finding(identifier: str, severity: str) -> dict:
+    return {"id": identifier, "severity": severity, "summary": "", "evidence": {}, "remedy": ""}
+
+
+def test_verdict_line_names_every_critical_and_warning_finding() -> None:
+    """A paste dropped for lack of a probe (bench_probe_not_run) is named beside audit_not_judged: the line
+    showed only the worst before."""
+    facts = json.loads(json.dumps(FACTS))
+    facts["findings"] = [_finding("audit_not_judged", "warning"), _finding("bench_probe_not_run", "warning"),
+                         _finding("material_context", "info")]
+    facts["summary"].update(verdict="not judged", worst_finding={"id": "audit_not_judged", "severity": "warning"})
+    assert " - warning: audit_not_judged, bench_probe_not_run. Report: r/h.md" in report.verdict_line(
+        "h", facts, None, "r/h.md")
+    facts["findings"].insert(0, _finding("p2p_not_supported", "critical"))
+    assert " - critical: p2p_not_supported; warning: audit_not_judged, bench_probe_not_run. " in report.verdict_line(
+        "h", facts, None, "r/h.md")
+    facts["findings"] = [_finding("material_context", "info")]
+    assert " - info: material_context. " in report.verdict_line("h", facts, None, "r/h.md")
+
+
+def test_verdict_line_with_many_findings_gives_their_counts_and_the_worst() -> None:
+    facts = json.loads(json.dumps(FACTS))
+    facts["findings"] = ([_finding(f"c{n}", "critical") for n in range(2)]
+                         + [_finding(f"w{n}", "warning") for n in range(5)])
+    assert (" - 2 critical and 5 warning findings, the worst critical: c0 (all in the report). "
+            in report.verdict_line("h", facts, None, "r/h.md"))
 
 
 def test_module_writes_once_then_reports_no_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -251,3 +280,21 @@ def test_a_benchmark_that_could_not_run_says_why_in_the_markdown() -> None:
     assert "### warning: bench_probe_not_run" in text and "### warning: bench_nccl_not_run" in text
     assert "The NCCL benchmark could not run: no benchmark engine can run here: no all_reduce_perf in PATH" in text
     assert "The P2P probe could not run: cannot import torch with /venv/bin/python" in text
+
+
+@pytest.mark.parametrize(("devices", "said"), [
+    ([], "model not stated in the material"),
+    ([{"bdf": "0000:01:00.0", "kind": "gpu", "driver": None}], "model unknown: no driver"),
+    ([{"bdf": "0000:01:00.0", "kind": "gpu", "driver": "vfio-pci"}],
+     "model unknown: bound to vfio-pci, not to the nvidia driver"),
+    ([{"bdf": "0000:01:00.0", "kind": "gpu", "driver": "nvidia"}],
+     "model unknown: the nvidia driver is loaded but NVML and nvidia-smi cannot read the GPUs"),
+    # An audio function without a driver is no evidence about the GPU.
+    ([{"bdf": "0000:01:00.1", "kind": "audio", "driver": None}], "model not stated in the material"),
+])
+def test_gpu_line_says_why_no_model_is_known_from_the_evidence(devices, said) -> None:
+    facts = json.loads(json.dumps(FACTS))
+    facts["summary"].update(gpu_count=1, gpu_models=[])
+    facts["gpus"] = {}
+    facts["pci"] = {"nvidia_devices": devices}
+    assert f"| GPUs | 1 x NVIDIA GPU ({said}) |" in report.host_markdown("h", facts)
