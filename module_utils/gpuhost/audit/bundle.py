@@ -8,9 +8,11 @@ where the audit's gatherers read it, in the ``gpuhost-capture/1`` format that ``
 replays: ``commands`` keyed by the exact command the gatherers run, ``files``, ``dirs``; no ``nvml``.
 
 Only what is faithful is written: the output of a command under that command (``topo -p2p r`` under
-``nvidia-smi topo -p2p r``, never under another letter; a ``--query-gpu`` CSV only when its header, or
-the command the caller names, shows the audit's own field list), a file's content under its path, a
-``*** /path does not exist`` of the bug report as an absent file. Nothing is derived: no sysfs file is
+``nvidia-smi topo -p2p r``, never under another letter; a matrix of several capabilities under its own
+command, ``topo -p2p rw``; one whose capability neither its command line nor its file name states (the
+matrix cannot) under ``nvidia-smi topo -p2p``, read as such: audit/p2p_material.py; a ``--query-gpu`` CSV
+only when its header, or the command the caller names, shows the audit's own field list), a file's content
+under its path, a ``*** /path does not exist`` of the bug report as an absent file. Nothing is derived: no sysfs file is
 made from lspci or dmidecode text, no command output from another command's.
 
 The capture's ``bundle`` section says what came of the material:
@@ -27,7 +29,7 @@ The capture's ``bundle`` section says what came of the material:
 * ``kept``: capture entries no gatherer reads today (``/proc/driver/nvidia/version``), kept for the reader
   of the capture.
 * ``unmapped``: inputs or bug-report sections not written, and why (a benchmark log, a ``topo -p2p``
-  matrix whose capability letter nothing says, a conflict with another input).
+  matrix pasted with a command of no capability nvidia-smi takes, a conflict with another input).
 * ``warnings``: what makes the capture doubtful as one host (GPU outputs and a hypervisor's VM config in
   one bundle).
 
@@ -59,8 +61,10 @@ from ansible.module_utils.gpuhost.audit.commands import (
     SMI_Q_XML,
     TOPO_MATRIX,
     TOPO_P2P,
+    TOPO_P2P_MATERIAL,
     Command,
 )
+from ansible.module_utils.gpuhost.audit.p2p_material import p2p_command
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR
 from ansible.module_utils.gpuhost.audit.proxmox_probe import QEMU_SERVER_DIR
 from ansible.module_utils.gpuhost.parsers._common import normalize_paste
@@ -90,7 +94,6 @@ _BENCH_KINDS = {
     "p2p-bandwidth-latency-test": "gpu_bench_probe_log", "nvbandwidth": "gpu_bench_probe_log",
     "nvbandwidth-json": "gpu_bench_probe_log",
 }
-_P2P_COMMAND_RE = re.compile(r"^nvidia-smi topo -p2p (?P<letter>[rwnap])$")
 _VM_COMMAND_RE = re.compile(r"^(?:qm config (?P<vmid>\d{1,9})|"
                             r"cat " + re.escape(QEMU_SERVER_DIR) + r"/(?P<file_vmid>\d{1,9})\.conf)$")
 _VM_NAME_RE = re.compile(r"^(?:.*/)?(?P<vmid>\d{1,9})\.conf$")
@@ -271,13 +274,12 @@ def _command(key: str) -> Callable[[_Bundle, str, str | None, str, dict[str, Any
 
 
 def _take_p2p(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
-    match = _P2P_COMMAND_RE.match(command or "")
-    if not match:
-        bundle.skip(name, "an nvidia-smi topo -p2p matrix, but its output does not say which capability (r, w, n, "
-                          "a, p): paste it with its command line, or name the input after the command "
-                          "('nvidia-smi topo -p2p r')")
+    matrix, capability = p2p_command(command, name)  # the capability from its command line or file name
+    if matrix is None:
+        bundle.skip(name, str(capability))
         return
-    bundle.put("commands", P2P_KEYS[match.group("letter")], _ran(output), name, entry)
+    entry["capability"] = capability
+    bundle.put("commands", matrix.key, _ran(output), name, entry)
 
 
 def _take_query(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
@@ -381,6 +383,8 @@ class _Read:
     what: str
     entries: Callable[[dict[str, Any]], list[str]]  # the capture entries (section:key) that answer it
     needs: Callable[[dict[str, Any]], str | None] = lambda capture: None  # why it goes unread, or None
+    # False for what only support material can hold: its absence is nothing the audit missed.
+    listed_when_absent: bool = True
 
 
 def _commands(*keys: str) -> Callable[[dict[str, Any]], list[str]]:
@@ -432,6 +436,7 @@ _READS = (
     _Read("NVML (GPU facts, P2P and topology from the driver's library)", lambda capture: []),
     _read(QUERY_GPU),
     *(_read(TOPO_P2P[letter]) for letter in P2P_LETTERS.values()),
+    *(_Read(command.reads, _commands(command.key), listed_when_absent=False) for command in TOPO_P2P_MATERIAL.values()),
     _read(TOPO_MATRIX),
     _Read(HEALTH_QUERY.reads, _commands(*HEALTH_KEYS), _needs_gpus),
     _read(SMI_Q_XML),
@@ -466,7 +471,8 @@ def _coverage(capture: dict[str, Any], sources: dict[str, list[str]]) -> dict[st
         entries = read.entries(capture)
         claimed.update(entries)
         if not entries:
-            not_seen.append(read.what)
+            if read.listed_when_absent:
+                not_seen.append(read.what)
             continue
         origins = sorted({origin for entry in entries for origin in sources.get(entry, [])})
         why = read.needs(capture)

@@ -14,6 +14,7 @@ from ansible.module_utils.gpuhost.audit.source import Source
 from ansible.module_utils.gpuhost.audit.virt import gather_virtualization
 from ansible.module_utils.gpuhost.findings.finding import judgement
 from ansible.module_utils.gpuhost.rules import engine
+from ansible.module_utils.gpuhost.rules.p2p_evidence import p2p_evidence
 from ansible.module_utils.gpuhost.rules.views import (
     RuleOptions,
     gpu_devices,
@@ -53,7 +54,8 @@ def resolve_subsets(requested: list[str]) -> list[str]:
 
 
 def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
-    read = (facts.get("p2p") or {}).get("read") or []
+    decided = p2p_evidence(facts)
+    read = decided.matrix if decided else []
     pairs = matrix_pairs(read, group)
     unread = len(unread_pairs(read, group))
     if not group:
@@ -63,7 +65,10 @@ def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
         return "n/a (one GPU)"
     if not pairs:
         return "unknown"
-    ok = sum(1 for _i, _j, label in pairs if label == "OK")
+    states = [decided.state(label) for _i, _j, label in pairs] if decided else []
+    ok = states.count("ok")
+    if "unknown" in states and "none" not in states:
+        return "unknown"  # cells of a capability that says nothing of peer access (rules/p2p_evidence.py)
     if ok == len(pairs):
         # What was read is fine; pairs with a GPU NVML could not open are not claimed.
         return f"unknown ({unread} of {len(pairs) + unread} pairs not read)" if unread else "ok"

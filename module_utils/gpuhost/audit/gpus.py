@@ -14,11 +14,19 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.gpuhost.audit import nvml
-from ansible.module_utils.gpuhost.audit.commands import LIST_GPUS, P2P_LETTERS, QUERY_GPU, TOPO_MATRIX, TOPO_P2P
+from ansible.module_utils.gpuhost.audit.commands import (
+    LIST_GPUS,
+    P2P_LETTERS,
+    QUERY_GPU,
+    TOPO_MATRIX,
+    TOPO_P2P,
+    TOPO_P2P_MATERIAL,
+)
 from ansible.module_utils.gpuhost.audit.source import Source
 from ansible.module_utils.gpuhost.parsers import nvidia_smi_list, nvidia_smi_query, nvidia_smi_topo
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import nvidia_smi_failure
+from ansible.module_utils.gpuhost.parsers.p2p_capability import NOT_STATED, capability_name
 
 NOT_INSTALLED = "nvidia-smi is not installed"
 # A command partial material holds no output of: nothing is said of the host.
@@ -181,6 +189,16 @@ def _p2p_matrices(source: Source) -> dict[str, list[list[str]]]:
             p2p[name] = nvidia_smi_topo.parse_topo_p2p(out).matrix
         except NvidiaSmiParseError as exc:
             source.note_problem(TOPO_P2P[letter].key, str(exc))
+    if source.partial:
+        # Support material's matrices of several capabilities, or of one it does not state (audit/bundle.py).
+        for letters, command in TOPO_P2P_MATERIAL.items():
+            out, _ = _smi(source, command.argv) if source.seen("commands", command.key) else (None, None)
+            if out is None:
+                continue
+            try:
+                p2p[capability_name(letters) if letters else NOT_STATED] = nvidia_smi_topo.parse_topo_p2p(out).matrix
+            except NvidiaSmiParseError as exc:
+                source.note_problem(command.key, str(exc))
     return p2p
 
 

@@ -7,7 +7,9 @@ One input is one host, in one of three forms:
 - a directory of pasted outputs: every regular file directly in it (subdirectories are not read, and said
   so: a directory is one host, and a folder inside it is more likely another host's material than more of
   this one's). Each file's kind comes from its content (audit/bundle.py, parsers/paste_kind.py), never from
-  its name; a file name that spells out the command (``nvidia-smi topo -p2p r``) is used as that command.
+  its name; a file name that spells out the command (``nvidia-smi topo -p2p r``) is used as that command, and
+  the name of a ``topo -p2p`` matrix (``p2p_read.txt``) tells its capability when no command line does
+  (audit/p2p_material.py).
 
 Benchmark logs in the material (nccl-tests output, p2pBandwidthLatencyTest, nvbandwidth, the probe's own
 output) are not read by the audit: bundle.py lists them under ``unmapped``, and ``bench_logs`` gives their

@@ -162,3 +162,18 @@ def test_a_gpu_host_facts_task_with_a_bundle_runs_gpu_material_facts(tmp_path: P
                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "kind: nvidia-bug-report" in run.stdout and "save_capture is ignored" in run.stdout + run.stderr
+
+
+# ---------------------------------------------------------------------------
+# A matrix named the way users name it
+
+
+def test_the_incident_matrix_saved_as_p2p_read_alone_is_unfit_with_8_gpus(tmp_path: Path, capsys) -> None:
+    # The incident's own topo -p2p r output, without its command line, as a user saves it.
+    (tmp_path / "pastes").mkdir()
+    (tmp_path / "pastes" / "p2p_read.txt").write_text(P2P_NS.read_text())
+    analyse(capsys, tmp_path, ["pastes"])
+    report = json.loads((tmp_path / "reports" / "pastes.json").read_text())
+    assert report["summary"]["verdict"] == "unfit"
+    assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
+    assert report["summary"]["gpu_count"] == 8
