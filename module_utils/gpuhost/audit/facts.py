@@ -25,7 +25,7 @@ from ansible.module_utils.gpuhost.rules.views import (
     unread_pairs,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
 
 

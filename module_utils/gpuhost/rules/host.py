@@ -17,7 +17,7 @@ from ansible.module_utils.gpuhost.findings.remedies import P2P_CAUSES_BARE_METAL
 from ansible.module_utils.gpuhost.gpu_pairs import pair_count_text
 from ansible.module_utils.gpuhost.parsers.pci_common import same_slot
 from ansible.module_utils.gpuhost.rules.gpu_usable import driver_without_pci
-from ansible.module_utils.gpuhost.rules.p2p_evidence import p2p_evidence
+from ansible.module_utils.gpuhost.rules.p2p_evidence import p2p_evidence, rule_p2p_capability_not_stated
 from ansible.module_utils.gpuhost.rules.views import (
     NOT_SEEN,
     RuleOptions,
@@ -388,6 +388,7 @@ HOST_RULES = (
     rule_nouveau,
     rule_gpu_count,
     rule_p2p,
+    rule_p2p_capability_not_stated,
     rule_i440fx,
     rule_numa,
     rule_link,

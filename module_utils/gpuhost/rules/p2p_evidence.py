@@ -1,7 +1,7 @@
 """Which P2P matrix of the facts decides GPU peer access, and what each of its cells proves.
 
 One judgement, read by the P2P rule (rules/host.py), the summary's P2P verdict (audit/facts.py) and the
-capability-not-stated rule, so that they never disagree.
+capability-not-stated rule (here), so that they never disagree.
 
 A cell proves no peer access when the matrix's capability is the one peer access needs (read, write, or
 both at once as ``topo -p2p rw`` prints them): any status but OK is the driver refusing it. GNS (GPU not
@@ -17,7 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ansible.module_utils.gpuhost.findings.catalog import make
+from ansible.module_utils.gpuhost.findings.finding import Finding
+from ansible.module_utils.gpuhost.gpu_pairs import pair_count_text
 from ansible.module_utils.gpuhost.parsers.p2p_capability import CAPABILITIES, NOT_STATED, PEER_ACCESS_LETTERS
+from ansible.module_utils.gpuhost.rules.views import RuleOptions, matrix_pairs, pairs_text, tp_group
 
 NO_P2P_WHATEVER_CAPABILITY = frozenset({"GNS", "CNS"})
 _PEER_ACCESS_NAMES = frozenset(CAPABILITIES[letter] for letter in PEER_ACCESS_LETTERS)
@@ -64,3 +68,29 @@ def p2p_evidence(facts: dict[str, Any]) -> P2PEvidence | None:
                if label not in (None, "X")):
             return evidence
     return candidates[0]
+
+
+def rule_p2p_capability_not_stated(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
+    """The matrix that decides is of a capability the material does not state, and some pairs of the group show a
+    status that only its capability could give a meaning: say both meanings and judge neither (GNS and CNS
+    pairs are rules/host.py rule_p2p's, proved whatever the capability)."""
+    decided = p2p_evidence(facts)
+    group = tp_group(facts, options)
+    if decided is None or decided.capability != NOT_STATED or len(group) < 2:
+        return []
+    unknown = [(i, j, label) for i, j, label in matrix_pairs(decided.matrix, group)
+               if decided.state(label) == "unknown"]
+    if not unknown:
+        return []
+    labels = sorted({label for _i, _j, label in unknown})
+    counted = pair_count_text([(i, j) for i, j, _label in unknown], len(group))
+    return [make(
+        "p2p_capability_not_stated",
+        f"A pasted nvidia-smi topo -p2p matrix shows {'/'.join(labels)} between {counted}, but nothing in the "
+        "material says which capability it is of (no command line, no telling file name). Under read or write, NS "
+        "means no GPU peer-to-peer; under NVLink it is the normal answer of PCIe cards. Neither is assumed: P2P is "
+        "not judged from it.",
+        {"group": [f"GPU{i}" for i in group], "statuses": labels, "pairs_unknown": len(unknown),
+         "matrix": [" ".join(str(cell) for cell in row) for row in decided.matrix], "examples": pairs_text(unknown),
+         "meaning": {"read or write": "no GPU peer-to-peer: every all-reduce goes through host memory",
+                     "nvlink": "no NVLink between the pair: normal for PCIe cards, nothing about P2P over PCIe"}})]

@@ -23,10 +23,13 @@ from tests.unit import schemas
 #    basis (measured all-reduce or estimate from the pair copy latency), source, assumptions and estimate.
 # 4: the kernel's release and command line, each GPU's VBIOS version; in reports the drift since the previous
 #    report (report/drift.py) and the proof: when the benchmark was measured and the facts it was measured on.
+# 5: P2P matrices of several capabilities at once (read+write ...) and of a capability not stated (not_stated),
+#    from support material; a bundle input's capability (its letters and what told them).
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
     4: "0c9feec2a7edddbc",
+    5: "0cb1d1e4fb037ce1",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 
