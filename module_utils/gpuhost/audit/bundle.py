@@ -423,6 +423,8 @@ def _needs_no_xml(capture: dict[str, Any]) -> str | None:
 
 
 def _needs_nvml(capture: dict[str, Any]) -> str | None:
+    if not any(key in capture["commands"] for key in (QUERY_KEY, SMI_Q_XML_KEY, SMI_Q_KEY)):
+        return None  # the GPUs' names and UUIDs where no other output names them (audit/gpus.py)
     return "the audit compares nvidia-smi -L with NVML's GPU count, and reads it only when NVML answered"
 
 

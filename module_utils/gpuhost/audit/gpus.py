@@ -60,6 +60,8 @@ def gather_gpus(source: Source, pci_facts: dict[str, Any]) \
             # Imported here: only hosts without NVML read -q -x, and its reader is most of the audit's code.
             from ansible.module_utils.gpuhost.audit import smi_q_gather
             smi_health = smi_q_gather.complete_from_smi_q(source, gpus)
+        if source.partial:
+            _complete_from_list(source, gpus)
     module_version = source.read_value(KERNEL_MODULE_VERSION) if "nvidia" in (source.listdir("/sys/module") or []) \
         else None
     if module_version:
@@ -238,6 +240,27 @@ def _devices_from_matrices(gpus: dict[str, Any], p2p: dict[str, Any], topology: 
     unknown = {field: None for field in nvidia_smi_query.QUERY_GPU_FIELDS}
     gpus.update({"source": "nvidia-smi", "count": len(indexes),
                  "devices": [smi_device_facts({**unknown, "index": index}) for index in indexes]})
+    gpus.pop("nvidia_smi_error", None)
+
+
+def _complete_from_list(source: Source, gpus: dict[str, Any]) -> None:
+    """Support material whose only GPU names are in ``nvidia-smi -L``: its GPUs, or the names and UUIDs of the
+    GPUs the matrices showed by index (the same GPU0, GPU1 ... order). Nothing when another output named them."""
+    devices = gpus.get("devices") or []
+    if any(device.get("name") for device in devices) or not source.seen("commands", LIST_GPUS.key):
+        return
+    result = source.run(LIST_GPUS.argv)
+    try:
+        listed = nvidia_smi_list.parse_list_gpus(result.stdout) if result.ok else []
+    except NvidiaSmiParseError as exc:
+        source.note_problem(LIST_GPUS.key, str(exc))
+        return
+    if not listed or (devices and [d.get("index") for d in devices] != [gpu.index for gpu in listed]):
+        return  # GPUs the matrices show otherwise than -L: neither is taken for the other
+    unknown = {field: None for field in nvidia_smi_query.QUERY_GPU_FIELDS}
+    gpus.update({"source": "nvidia-smi", "count": len(listed),
+                 "devices": [smi_device_facts({**unknown, "index": gpu.index, "name": gpu.name, "uuid": gpu.uuid})
+                             for gpu in listed]})
     gpus.pop("nvidia_smi_error", None)
 
 

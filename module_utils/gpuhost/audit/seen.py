@@ -11,6 +11,7 @@ from ansible.module_utils.gpuhost.audit.commands import (
     DMESG,
     GPU_LISTS,
     JOURNAL,
+    LIST_GPUS,
     P2P_LETTERS,
     TOPO_P2P,
     TOPO_P2P_MATERIAL,
@@ -34,7 +35,7 @@ def material_not_seen(source: Source, facts: dict[str, Any]) -> list[str]:
     dmesg = source.seen("commands", DMESG.key) or source.seen("commands", JOURNAL.key)
     missing = {
         "nvml": not nvml,
-        "gpus": not nvml and not any(source.seen("commands", command.key) for command in GPU_LISTS),
+        "gpus": not nvml and not any(source.seen("commands", command.key) for command in (*GPU_LISTS, LIST_GPUS)),
         "p2p": not nvml and not any(source.seen("commands", key) for key in P2P_JUDGED_FROM),
         "pci": not source.seen("dirs", PCI_DIR),
         "iommu": not (source.seen("dirs", GROUPS_DIR) or source.seen("dirs", IOMMU_CLASS_DIR)),

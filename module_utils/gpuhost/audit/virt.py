@@ -306,3 +306,27 @@ def describe(virt: Virtualization) -> str:
     if virt.container:
         text += f", inside a {virt.container} container"
     return text
+
+
+# NVML virtualization modes (audit/nvml.py VIRTUALIZATION_MODES) that only a guest's GPU reports: passed through
+# whole, or a vGPU. The hypervisor's own modes (host_vgpu, host_vsga) say this is the host, not a guest.
+GUEST_GPU_MODES = {"passthrough": "Pass-Through", "vgpu": "VGPU"}
+
+
+def note_gpu_modes(virt: Virtualization, gpus: dict[str, Any], iommu_seen: bool) -> None:
+    """The driver's word on each GPU (``GPU Virtualization Mode`` of ``nvidia-smi -q``, NVML's mode): a GPU
+    passed through or a vGPU is in a virtual machine, whatever else was read. Read after the GPUs, so the
+    verdict is made again here when it changes. ``iommu_seen``: IOMMU groups or hardware were found, which in a
+    guest is a virtual IOMMU."""
+    guests = [(device.get("index"), device["virtualization_mode"]) for device in gpus.get("devices") or []
+              if device.get("virtualization_mode") in GUEST_GPU_MODES]
+    if not guests:
+        return
+    modes = sorted({mode for _index, mode in guests})
+    signal = "NVML" if gpus.get("source") == "nvml" else "nvidia-smi -q"
+    virt.evidence.append(Evidence(f"{signal} GPU Virtualization Mode",
+                                  f"{', '.join(GUEST_GPU_MODES[m] for m in modes)} on {len(guests)} GPU(s)", "vm"))
+    if virt.type != "vm":
+        virt.type, virt.hypervisor = "vm", "unknown"
+        virt.virtual_iommu = iommu_seen
+        virt.summary = describe(virt)
