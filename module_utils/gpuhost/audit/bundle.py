@@ -457,7 +457,8 @@ _READS = (
     _Read(DETECT_VIRT["--vm"].reads, _commands(*(command.key for command in DETECT_VIRT.values()))),
     _Read("container markers (/run/.containerenv, /run/systemd/container, /proc/1/cgroup, /.dockerenv)",
           _files("/run/.containerenv", "/run/systemd/container", "/proc/1/cgroup", "/.dockerenv")),
-    _read(LSPCI, _needs_pci),
+    # Without sysfs, lspci is read for what it shows of a hypervisor (audit/virt.py lspci_signals).
+    _read(LSPCI),
     _read(FABRIC_MANAGER, _needs_pci),
     _Read(f"Proxmox VM configs ({QEMU_SERVER_DIR})", _under("dirs", QEMU_SERVER_DIR)),
     _read(PVEVERSION),

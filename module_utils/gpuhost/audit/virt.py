@@ -15,8 +15,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ansible.module_utils.gpuhost.audit.commands import DETECT_VIRT, DMESG
+from ansible.module_utils.gpuhost.audit.commands import DETECT_VIRT, DMESG, LSPCI
 from ansible.module_utils.gpuhost.audit.source import Source
+from ansible.module_utils.gpuhost.parsers.lspci import parse_lspci_vvv
+from ansible.module_utils.gpuhost.parsers.pci_common import PciParseError
 
 DMI_DIR = "/sys/class/dmi/id"
 DMI_FIELDS = ("sys_vendor", "product_name", "product_version", "product_uuid", "bios_vendor",
@@ -235,6 +237,12 @@ def gather_virtualization(source: Source, pci_ids: list[tuple[str, str, str]],
         virt.evidence.append(evidence)
         vm_votes.append(evidence)
 
+    if source.partial and not pci_ids:
+        signals, machine = lspci_signals(source)
+        virt.evidence += signals
+        vm_votes += signals
+        virt.machine_type = virt.machine_type or machine
+
     cmdline = source.read_value("/proc/cmdline") or ""
     if "firecracker" in cmdline:
         virt.platform = "firecracker"  # more precise than the rust-vmm host bridge
@@ -330,3 +338,39 @@ def note_gpu_modes(virt: Virtualization, gpus: dict[str, Any], iommu_seen: bool)
         virt.type, virt.hypervisor = "vm", "unknown"
         virt.virtual_iommu = iommu_seen
         virt.summary = describe(virt)
+
+
+# Device names lspci prints (without -nn) for what only a hypervisor emulates: the host bridges of
+# EMULATED_HOST_BRIDGES and the Red Hat (QEMU, virtio) vendor. tests/fixtures/pci/lspci/q35-guest.*.txt
+_EMULATED_BRIDGE_NAMES = (("82G33/G31/P35/P31 Express DRAM Controller", "q35"), ("440FX - 82441FX PMC", "i440fx"))
+_VIRTUAL_VENDOR_NAME = re.compile(r"^(?:Red Hat, Inc\.|Red Hat, Inc)\s")
+
+
+def lspci_signals(source: Source) -> tuple[list[Evidence], str | None]:
+    """What a pasted ``lspci -vvv`` shows of a hypervisor, where the material has no sysfs PCI tree: emulated host
+    bridges and QEMU's virtual devices, by id (``-nn``) or by name. Nothing from a healthy host's lspci: a paste
+    may hold only some devices, so no device proves bare metal. With them, the QEMU machine type the bridge
+    tells."""
+    result = source.run(LSPCI.argv)
+    if not result.ok:
+        return [], None
+    try:
+        devices = parse_lspci_vvv(result.stdout)
+    except PciParseError:
+        return [], None  # the PCI gatherer reports what does not read
+    found: list[Evidence] = []
+    machine_type = None
+    virtual = 0
+    for bdf, device in sorted(devices.items()):
+        ids = (f"0x{device.vendor_id}", f"0x{device.device_id}") if device.vendor_id and device.device_id else None
+        bridge = EMULATED_HOST_BRIDGES.get(ids) if ids else next(
+            ((machine, None) for name, machine in _EMULATED_BRIDGE_NAMES if name in device.description), None)
+        if bridge:
+            machine_type = machine_type or bridge[0]
+            found.append(Evidence(f"lspci {bdf}", f"{device.description}: {bridge[0] or bridge[1]} host bridge",
+                                  "kvm"))
+        if (ids and ids[0] in ("0x1af4", "0x1b36")) or (not ids and _VIRTUAL_VENDOR_NAME.match(device.description)):
+            virtual += 1
+    if virtual:
+        found.append(Evidence("lspci", f"{virtual} x Red Hat / QEMU virtual device", "kvm"))
+    return found, machine_type

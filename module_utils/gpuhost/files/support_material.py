@@ -52,6 +52,7 @@ class Material:
     bench_logs: dict[str, tuple[str, str]] = field(default_factory=dict)
     notes: list[dict[str, str]] = field(default_factory=list)  # {name, why}: what was not read, beyond the bundle
     reasons: dict[str, str] = field(default_factory=dict)  # bundle input name -> why, replacing the bundle's
+    read_as: dict[str, str] = field(default_factory=dict)  # bundle input name -> the step that read it (bench:...)
 
 
 def resolve(path: str, base_dir: str | None = None) -> str:
@@ -161,7 +162,7 @@ def _bundle(path: str, form: str, files: list[tuple[str, str, bytes]], notes: li
 
 
 def judged(material: Material) -> None:
-    """Say, in the bundle's unmapped reasons, that the material's benchmark logs were read."""
+    """Say, in the bundle's inputs, that the material's benchmark logs were read, by the step that reads each: they
+    leave the unused inputs, as their values are in the report's benchmark section."""
     for step, (name, _) in material.bench_logs.items():
-        material.reasons[name] = (f"a benchmark log, read as {STEP_NAMES[step]} reads it: see the report's benchmark "
-                                  "section")
+        material.read_as[name] = f"bench:{STEP_NAMES[step]}"

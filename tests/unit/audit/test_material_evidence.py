@@ -4,6 +4,8 @@ over captures built from single pasted outputs."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ansible.module_utils.gpuhost.audit.bundle import build_capture
@@ -60,4 +62,35 @@ def test_a_passed_through_gpu_makes_a_virtual_machine_with_its_source() -> None:
                                   "q_550_2xH100-HBM3_fabric.xml"])
 def test_virtualization_mode_none_makes_no_claim(name) -> None:
     virt = audited(name)["virtualization"]
+    assert virt["type"] is None and virt["evidence"] == []
+
+
+LSPCI = FIXTURES / "pci" / "lspci"
+
+
+@pytest.mark.parametrize(("name", "machine"), [("q35-guest.lspci-3.14.0.vvv-nn-D.root.txt", "q35"),
+                                               ("q35-guest.lspci-3.9.0.vvv-nn-D.user.txt", "q35"),
+                                               ("i440fx-guest.lspci-3.9.0.vvv-nn-D.root.txt", "i440fx")])
+def test_a_pasted_lspci_of_a_guest_shows_the_hypervisor_with_its_source(name, machine) -> None:
+    capture = build_capture([(name, (LSPCI / name).read_bytes())])
+    virt = audit(capture)["virtualization"]
+    assert virt["type"] == "vm" and virt["hypervisor"] == "kvm" and virt["machine_type"] == machine
+    assert any(e["signal"] == "lspci 0000:00:00.0" and f"{machine} host bridge" in e["value"] for e in virt["evidence"])
+    assert "lspci -vvv -D (ACS and port types when config space is unreadable)" in {
+        s["what"] for s in capture["bundle"]["seen"]}
+
+
+def test_lspci_without_ids_names_the_emulated_devices() -> None:
+    # The q35 guest's lspci with its [vendor:device] ids taken out (as lspci prints without -nn).
+    text = (LSPCI / "q35-guest.lspci-3.14.0.vvv-nn-D.root.txt").read_text()
+    plain = re.sub(r" \[[0-9a-f]{4}:[0-9a-f]{4}\]", "", text)
+    assert plain != text
+    virt = audit(build_capture([("lspci.txt", plain.encode())]))["virtualization"]
+    assert virt["type"] == "vm" and virt["machine_type"] == "q35"
+    assert any(e["signal"] == "lspci" and "Red Hat / QEMU" in e["value"] for e in virt["evidence"])
+
+
+@pytest.mark.parametrize("name", ["host.lspci-3.14.0.vvv-nn-D.root.txt", "host.lspci-3.7.0.vvv-nn-D.root.txt"])
+def test_a_hosts_lspci_makes_no_virtualization_claim(name) -> None:
+    virt = audit(build_capture([(name, (LSPCI / name).read_bytes())]))["virtualization"]
     assert virt["type"] is None and virt["evidence"] == []

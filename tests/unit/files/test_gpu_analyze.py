@@ -83,8 +83,13 @@ def test_the_incidents_pastes_give_the_critical_p2p_finding_and_their_benchmark(
     assert any(row["size_bytes"] == 12288 and row["out_of_place"]["time_us"] == pytest.approx(13.7) for row in rows)
     assert "comm_floor" in report["summary"]
     assert result["inputs"][0]["bench_logs"] == {"nccl": str(tmp_path / "incident" / "all_reduce_perf.log")}
-    why = {e["name"]: e["why"] for e in report["bundle"]["unmapped"]}["all_reduce_perf.log"]
-    assert "read as nccl_bench reads it" in why
+    # Its values are in the report: it is listed as read, by nccl_bench, and not among the inputs not used.
+    gave = {i["name"]: i["as"] for i in report["bundle"]["inputs"]}
+    assert gave["all_reduce_perf.log"] == ["bench:nccl_bench"]
+    assert "all_reduce_perf.log" not in {e["name"] for e in report["bundle"]["unmapped"]}
+    markdown = (tmp_path / "reports" / "incident.md").read_text()
+    assert "| all_reduce_perf.log | nccl-tests | bench:nccl_bench |" in markdown
+    assert "| nothing read |" not in markdown
 
 
 def test_without_bench_logs_the_logs_stay_unmapped(tmp_path: Path, capsys) -> None:
