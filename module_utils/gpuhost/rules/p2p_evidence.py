@@ -50,9 +50,10 @@ class P2PEvidence:
 
 
 def p2p_evidence(facts: dict[str, Any]) -> P2PEvidence | None:
-    """The matrix that decides P2P for these facts, or None when they hold none."""
-    matrices = {name: matrix for name, matrix in (facts.get("p2p") or {}).items()
-                if isinstance(matrix, list) and matrix}
+    """The matrix that decides P2P for these facts, or None when they hold none (or hold no mapping of them)."""
+    p2p = facts.get("p2p") if isinstance(facts, dict) else None
+    matrices = {name: matrix for name, matrix in (p2p.items() if isinstance(p2p, dict) else [])
+                if isinstance(name, str) and isinstance(matrix, list) and matrix}
     if not matrices:
         return None
     names = [name for name in _ORDER if name in matrices]

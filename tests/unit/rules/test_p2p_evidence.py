@@ -94,3 +94,21 @@ def test_a_matrix_that_proves_something_decides_before_one_that_proves_nothing()
 ])
 def test_what_one_cell_proves(capability, label, state) -> None:
     assert P2PEvidence(capability, []).state(label) == state
+
+
+def test_the_gate_blocks_on_the_same_matrix_the_audit_judged() -> None:
+    from ansible.module_utils.gpuhost.gate import decide as gate
+
+    facts, _ = findings(("peer.txt", b"$ nvidia-smi topo -p2p rw\n" + GNS_RW))
+    result = gate.decide(facts, {"name": "some-model", "tensor_parallel_size": 2}, sglang_version="0.5.9")
+    assert result["verdict"] == "block"
+    assert "p2p_not_supported" in [r["id"] for r in result["reasons"]]
+    nvlink_ns, _ = findings(("p2p_nvlink.txt", NS_8))
+    unknown = gate.decide(nvlink_ns, {"name": "some-model", "tensor_parallel_size": 8}, sglang_version="0.5.9")
+    assert "p2p_not_supported" not in [r["id"] for r in unknown["reasons"]]
+
+
+@pytest.mark.parametrize("p2p", [None, [], "read", {"read": "NS"}, {1: [["X"]]}, {"read": [None, ["X", 3]]}])
+def test_odd_p2p_facts_give_no_matrix_or_one_without_raising(p2p) -> None:
+    evidence = p2p_evidence({"p2p": p2p})
+    assert evidence is None or isinstance(evidence.matrix, list)
