@@ -112,3 +112,16 @@ def test_the_gate_blocks_on_the_same_matrix_the_audit_judged() -> None:
 def test_odd_p2p_facts_give_no_matrix_or_one_without_raising(p2p) -> None:
     evidence = p2p_evidence({"p2p": p2p})
     assert evidence is None or isinstance(evidence.matrix, list)
+
+
+@pytest.mark.parametrize(("name", "label", "title"), [
+    ("p2p_read.txt", "| P2P (read) | none |", "## P2P read matrix"),
+    ("topo_p2p_rw.txt", "| P2P (read+write) | none |", "## P2P read+write matrix"),
+    ("p2p.txt", "| P2P (capability not stated) | unknown |", "## P2P matrix (capability not stated in the material)"),
+])
+def test_the_report_names_the_capability_its_p2p_line_was_judged_from(name, label, title) -> None:
+    from ansible.module_utils.gpuhost.report.render import host_markdown
+
+    facts, _ = findings((name, NS_8))
+    markdown = host_markdown("host", facts)
+    assert label in markdown and title in markdown
