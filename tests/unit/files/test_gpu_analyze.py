@@ -182,3 +182,23 @@ def test_the_incident_matrix_saved_as_p2p_read_alone_is_unfit_with_8_gpus(tmp_pa
     assert report["summary"]["verdict"] == "unfit"
     assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
     assert report["summary"]["gpu_count"] == 8
+
+
+def test_a_healthy_bare_metal_hosts_pastes_give_no_p2p_finding_and_no_virtualization_claim(tmp_path: Path,
+                                                                                          capsys) -> None:
+    # Negative control: a read matrix of OK, an nccl-tests run whose NCCL_DEBUG lines show P2P transports
+    # (2x A100), its all-reduce read as nccl_bench reads it.
+    pastes = tmp_path / "healthy"
+    pastes.mkdir()
+    (pastes / "p2p_read.txt").write_text(" \tGPU0\tGPU1\t\n GPU0\tX\tOK\t\n GPU1\tOK\tX\t\n")
+    shutil.copy(FIXTURES / "nccl" / "all_reduce_perf_2.13-2.14_nccl2.20.5_debug-info-interleaved_2xA100.txt",
+                pastes / "all_reduce.log")
+    analyse(capsys, tmp_path, ["healthy"])
+    report = json.loads((tmp_path / "reports" / "healthy.json").read_text())
+    ids = {f["id"] for f in report["findings"]}
+    assert not {i for i in ids if "p2p" in i}, ids
+    assert report["summary"]["p2p"] == "ok"
+    assert report["virtualization"]["type"] is None
+    assert report["summary"]["virtualization"].startswith("unknown (")
+    assert report["summary"]["verdict"] != "unfit"
+    assert report["bench"]["nccl"] is not None
