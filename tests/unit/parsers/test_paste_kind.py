@@ -22,6 +22,8 @@ FIXTURE_KINDS = [
     ("*/SOURCES.md", None),
     ("model_configs/*.json", None),  # a model's config.json: no tool output
     ("bundles/*.log", "nvidia-bug-report"),
+    ("kernel-log/dmesg*", "dmesg"),
+    ("kernel-log/journal-k*", "journal-kernel"),
     ("nccl/*.json", "nccl-tests-json"),
     ("nccl/nccl-debug_*", "nccl-debug"),
     ("nccl/*_perf_*", "nccl-tests"),
