@@ -68,6 +68,7 @@ from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import BugReportPars
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import HEALTH_QUERY_FIELDS, HEALTH_QUERY_FIELDS_OLD
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
 from ansible.module_utils.gpuhost.parsers.paste_kind import KINDS, clean_lines, detect_kind, pasted_command
+from ansible.module_utils.gpuhost.parsers.paste_split import split_paste
 
 # Pasted outputs are filed under the keys of the commands the gatherers run (audit/commands.py).
 P2P_KEYS = {letter: command.key for letter, command in TOPO_P2P.items()}
@@ -208,6 +209,8 @@ def _take(bundle: _Bundle, item: BundleInput) -> None:
         gzipped = True
     text = data.decode("utf-8", errors="replace")
     kind = detect_kind(text)
+    if kind != "nvidia-bug-report" and item.command is None and _took_pieces(bundle, item, text):
+        return
     entry: dict[str, Any] = {"name": item.name, "kind": kind, "gzip": gzipped, "truncated": not whole, "as": []}
     bundle.inputs.append(entry)
     if gzipped and not whole and not text:
@@ -227,6 +230,17 @@ def _take(bundle: _Bundle, item: BundleInput) -> None:
     output = _tool_output(text)
     handler = _HANDLERS[kind]
     handler(bundle, item.name, command, output, entry)
+
+
+def _took_pieces(bundle: _Bundle, item: BundleInput, text: str) -> bool:
+    """A paste of several outputs (parsers/paste_split.py) taken as one input per output, each named after the
+    paste and the line it starts at, with the command its shell line or heading names; False for one output."""
+    pieces = split_paste(text)
+    if len(pieces) < 2:
+        return False
+    for piece in pieces:
+        _take(bundle, BundleInput(f"{item.name}, line {piece.start + 1}", piece.text.encode("utf-8"), piece.command))
+    return True
 
 
 def _declared(item: BundleInput, text: str) -> str | None:

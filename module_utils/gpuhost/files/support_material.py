@@ -151,6 +151,10 @@ def _bundle(path: str, form: str, files: list[tuple[str, str, bytes]], notes: li
         if entry.get("gzip"):
             # The benchmark's log readers take a plain file.
             material.reasons[entry["name"]] = "a gzip-compressed benchmark log, not judged: give it uncompressed"
+        elif entry["name"] not in full_path:
+            # A piece of a paste of several outputs (audit/bundle.py): the log readers take a file of one.
+            material.reasons[entry["name"]] = ("a benchmark log inside a paste of several outputs, not judged: save "
+                                               "it as a file of its own in the material")
         elif step in material.bench_logs:
             first = material.bench_logs[step][0]
             material.reasons[entry["name"]] = (f"a benchmark log not judged: {first} is this host's {STEP_NAMES[step]} "
