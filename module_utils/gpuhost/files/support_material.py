@@ -151,18 +151,23 @@ def _bundle(path: str, form: str, files: list[tuple[str, str, bytes]], notes: li
         if entry.get("gzip"):
             # The benchmark's log readers take a plain file.
             material.reasons[entry["name"]] = "a gzip-compressed benchmark log, not judged: give it uncompressed"
-        elif entry["name"] not in full_path:
-            # A piece of a paste of several outputs (audit/bundle.py): the log readers take a file of one.
-            material.reasons[entry["name"]] = ("a benchmark log inside a paste of several outputs, not judged: save "
-                                               "it as a file of its own in the material")
+        elif _file_of(entry["name"], full_path) is None:
+            material.reasons[entry["name"]] = "a benchmark log of no file of the material, not judged"
         elif step in material.bench_logs:
             first = material.bench_logs[step][0]
             material.reasons[entry["name"]] = (f"a benchmark log not judged: {first} is this host's {STEP_NAMES[step]} "
                                                "log (one per host, the first by name); give this one with its own "
                                                "host's material")
         else:
-            material.bench_logs[step] = (entry["name"], full_path[entry["name"]])
+            # A piece of a paste of several outputs (audit/bundle.py) is read in its file: the log readers skip
+            # the other outputs as they skip any text around a log.
+            material.bench_logs[step] = (entry["name"], str(_file_of(entry["name"], full_path)))
     return material
+
+
+def _file_of(name: str, full_path: dict[str, str]) -> str | None:
+    """The file an input of the bundle came from: itself, or the paste a piece ``<file>, line <n>`` was cut from."""
+    return full_path.get(name) or full_path.get(name.rsplit(", line ", 1)[0])
 
 
 def judged(material: Material) -> None:

@@ -18,10 +18,13 @@ from dataclasses import dataclass
 
 # A shell line that runs one of the tools whose output the audit reads (the commands paste_kind.pasted_command
 # looks for), after a prompt that ends in $ or # (user@host:~$, root@pve:~#, a bare $).
+# The benchmark programs too: their logs are read by the benchmark's readers, and a log after another output
+# would otherwise take that output in.
+_BENCH = r"(?:\S*/)?(?:[a-z_]+_perf|nvbandwidth|p2pBandwidthLatencyTest|simpleP2P)"
 _SHELL_RE = re.compile(r"^\s{0,4}(?:>\s?)?(?:[^\s$#]{0,80}[$#]\s*)(?:sudo\s+)?(?P<command>(?:nvidia-smi|qm|lspci|dmesg|"
-                       r"journalctl)(?:\s+\S.*?)?)\s*$")
+                       r"journalctl|" + _BENCH + r")(?:\s+\S.*?)?)\s*$")
 # A heading that names an output: Markdown (#, ##, **bold**) or an HTML summary, holding a command's words.
-_HEADING_RE = re.compile(r"^\s{0,3}(?:#{1,6}\s+|\*\*|<summary>|<details>\s*<summary>)(?P<title>.{1,200}?)"
+_HEADING_RE = re.compile(r"^\s{0,3}(?P<mark>#{1,6}\s+|\*\*|<summary>|<details>\s*<summary>)(?P<title>.{1,200}?)"
                          r"(?:\*\*|</summary>)?\s*$")
 # What a heading may name, and the command each stands for.
 _NAMED_RE = (
@@ -31,6 +34,9 @@ _NAMED_RE = (
     (re.compile(r"\bnvidia-smi\s+(?:-q|--query)\b(?!\s+-)"), "nvidia-smi -q"),
     (re.compile(r"\bnvidia-smi\s+-L\b"), "nvidia-smi -L"),
 )
+# A benchmark program named by a heading; not after a lone "#", which starts every comment line nccl-tests prints
+# ("# Collective test concluded: broadcast_perf").
+_BENCH_NAMED_RE = re.compile(r"(?<![\w/])(?P<program>" + _BENCH + r")\b")
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,9 @@ def _starts_output(line: str) -> str | None:
         return " ".join(shell.group("command").split())
     heading = _HEADING_RE.match(line)
     if heading:
+        program = _BENCH_NAMED_RE.search(heading.group("title"))
+        if program and heading.group("mark").strip() != "#":
+            return program.group("program")
         for pattern, command in _NAMED_RE:
             found = pattern.search(heading.group("title"))
             if found:

@@ -202,3 +202,19 @@ def test_a_healthy_bare_metal_hosts_pastes_give_no_p2p_finding_and_no_virtualiza
     assert report["summary"]["virtualization"].startswith("unknown (")
     assert report["summary"]["verdict"] != "unfit"
     assert report["bench"]["nccl"] is not None
+
+
+def test_a_benchmark_log_pasted_after_other_outputs_is_read_from_its_file(tmp_path: Path, capsys) -> None:
+    # One file: the incident's matrix under its shell line, topo -m and the nccl-tests log under their headings.
+    pastes = tmp_path / "one-file"
+    pastes.mkdir()
+    (pastes / "session.md").write_text("$ nvidia-smi topo -p2p r\n" + P2P_NS.read_text() + "\n## nvidia-smi topo -m\n"
+                                       + TOPO_M.decode() + "\n## all_reduce_perf -g 8\n" + NCCL_LOG.read_text())
+    result = analyse(capsys, tmp_path, ["one-file"])
+    report = json.loads((tmp_path / "reports" / "one-file.json").read_text())
+    assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
+    assert result["inputs"][0]["bench_logs"] == {"nccl": str(pastes / "session.md")}
+    assert any(row["size_bytes"] == 12288 for row in report["bench"]["nccl"]["results"])
+    gave = [(i["kind"], i["as"]) for i in report["bundle"]["inputs"]]
+    assert gave == [("nvidia-smi-topo-p2p", ["commands:nvidia-smi topo -p2p r"]),
+                    ("nvidia-smi-topo-m", ["commands:nvidia-smi topo -m"]), ("nccl-tests", ["bench:nccl_bench"])]

@@ -69,3 +69,18 @@ def test_cutting_never_raises_and_loses_no_line(lines) -> None:
         assert [line for p in pieces for line in p.text.split("\n") if line.strip()] == \
             [line for line in lines if line.strip()]
         assert [p.start for p in pieces] == sorted({p.start for p in pieces})
+
+
+SINGLE = sorted(path for path in FIXTURES.rglob("*") if path.is_file() and path.parent.name != "pastes"
+                and path.name != "SOURCES.md" and path.suffix not in (".gz", ".py"))
+
+
+@pytest.mark.parametrize("path", SINGLE, ids=[str(p.relative_to(FIXTURES)) for p in SINGLE])
+def test_no_fixture_of_one_output_is_cut(path) -> None:
+    # nccl-tests' own "# Collective test concluded: broadcast_perf" is no heading.
+    assert len(split_paste(path.read_text(errors="replace"))) == 1
+
+
+def test_a_heading_naming_a_benchmark_program_starts_its_log() -> None:
+    text = "## nvidia-smi topo -m\n" + (SMI / "topo-m_2xRTX5090-PHB.txt").read_text() + "**all_reduce_perf -g 2**\n#x\n"
+    assert [(p.command, p.start) for p in split_paste(text)][-1][0] == "all_reduce_perf"
