@@ -14,8 +14,10 @@ description:
     directory of pasted outputs (C(nvidia-smi topo -m), C(topo -p2p r), C(-q), C(lspci -vvv), nccl-tests and
     C(NCCL_DEBUG=INFO) logs, C(qm config) ...). A directory is read flat, every regular file directly in it and
     never its subdirectories (each is listed as not read; give another host's material as an input of its own).
-  - Each file's kind is told from its content, not its name. A pasted C(topo -p2p) matrix needs its command, a
-    shell line above it in the paste (C($ nvidia-smi topo -p2p r)), or a file named after the command.
+  - Each file's kind is told from its content, not its name. A pasted C(topo -p2p) matrix, whose output does not
+    say its capability, takes it from a shell line above it in the paste (C($ nvidia-smi topo -p2p r)), else from
+    its file name (C(p2p_read.txt), C(p2p-w.txt), C(nvlink.txt), C(topo_p2p_rw.txt)); else it is judged as a
+    matrix of a capability not stated, and a finding says what its cells can and cannot tell.
   - Benchmark logs in a directory (nccl-tests output, p2pBandwidthLatencyTest, nvbandwidth, the probe's own
     saved output) are read as the C(gpu_bench) role reads C(gpu_bench_nccl_log) and C(gpu_bench_probe_log),
     the same readers and judges as M(nccl_bench) and M(gpu_p2p_probe) with O(nccl_bench#module:log), one log of

@@ -8,16 +8,18 @@ where the audit's gatherers read it, in the ``gpuhost-capture/1`` format that ``
 replays: ``commands`` keyed by the exact command the gatherers run, ``files``, ``dirs``; no ``nvml``.
 
 Only what is faithful is written: the output of a command under that command (``topo -p2p r`` under
-``nvidia-smi topo -p2p r``, never under another letter; a ``--query-gpu`` CSV only when its header, or
-the command the caller names, shows the audit's own field list), a file's content under its path, a
-``*** /path does not exist`` of the bug report as an absent file. Nothing is derived: no sysfs file is
+``nvidia-smi topo -p2p r``, never under another letter; a matrix of several capabilities under its own
+command, ``topo -p2p rw``; one whose capability neither its command line nor its file name states (the
+matrix cannot) under ``nvidia-smi topo -p2p``, read as such: audit/p2p_material.py; a ``--query-gpu`` CSV
+only when its header, or the command the caller names, shows the audit's own field list), a file's content
+under its path, a ``*** /path does not exist`` of the bug report as an absent file. Nothing is derived: no sysfs file is
 made from lspci or dmidecode text, no command output from another command's.
 
 The capture's ``bundle`` section says what came of the material:
 
 * ``inputs``: each input's ``name``, ``kind`` (None when unknown), ``gzip``, ``truncated`` and the
   capture entries it gave (``as``).
-* ``seen``: what the audit will read, each ``{what, from}``.
+* ``seen``: what the audit will read, each ``{what, from}`` (these four lists: audit/bundle_reads.py).
 * ``unread``: entries the capture holds that the audit will not read, and why (``{what, why, from}``):
   ``nvidia-smi -L`` without NVML, ``nvidia-smi -q`` beside ``-q -x``, lspci without sysfs.
 * ``not_seen``: what the audit reads that the material did not hold, named plainly ("NVML", "PCI
@@ -27,7 +29,7 @@ The capture's ``bundle`` section says what came of the material:
 * ``kept``: capture entries no gatherer reads today (``/proc/driver/nvidia/version``), kept for the reader
   of the capture.
 * ``unmapped``: inputs or bug-report sections not written, and why (a benchmark log, a ``topo -p2p``
-  matrix whose capability letter nothing says, a conflict with another input).
+  matrix pasted with a command of no capability nvidia-smi takes, a conflict with another input).
 * ``warnings``: what makes the capture doubtful as one host (GPU outputs and a hypervisor's VM config in
   one bundle).
 
@@ -42,26 +44,24 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible.module_utils.gpuhost.audit.bundle_reads import (
+    CMDLINE_FILE,
+    HEALTH_KEYS,
+    QUERY_KEY,
+    SMI_Q_KEY,
+    SMI_Q_XML_KEY,
+    coverage,
+)
 from ansible.module_utils.gpuhost.audit.capture_format import CAPTURE_FORMAT, encode_bytes
 from ansible.module_utils.gpuhost.audit.commands import (
-    DETECT_VIRT,
     DMESG,
-    FABRIC_MANAGER,
-    GPU_LISTS,
-    HEALTH_QUERY,
-    HEALTH_QUERY_OLD,
+    JOURNAL,
     LIST_GPUS,
     LSPCI,
-    P2P_LETTERS,
-    PVEVERSION,
-    QUERY_GPU,
-    SMI_Q_TEXT,
-    SMI_Q_XML,
     TOPO_MATRIX,
     TOPO_P2P,
-    Command,
 )
-from ansible.module_utils.gpuhost.audit.pci import PCI_DIR
+from ansible.module_utils.gpuhost.audit.p2p_material import p2p_command
 from ansible.module_utils.gpuhost.audit.proxmox_probe import QEMU_SERVER_DIR
 from ansible.module_utils.gpuhost.audit.virt import NCCL_TOPO_MATERIAL
 from ansible.module_utils.gpuhost.parsers._common import normalize_paste
@@ -69,18 +69,14 @@ from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import BugReportPars
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import HEALTH_QUERY_FIELDS, HEALTH_QUERY_FIELDS_OLD
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
 from ansible.module_utils.gpuhost.parsers.paste_kind import KINDS, clean_lines, detect_kind, pasted_command
+from ansible.module_utils.gpuhost.parsers.paste_split import split_paste
 
 # Pasted outputs are filed under the keys of the commands the gatherers run (audit/commands.py).
-QUERY_KEY = QUERY_GPU.key
-HEALTH_KEYS = (HEALTH_QUERY.key, HEALTH_QUERY_OLD.key)
 P2P_KEYS = {letter: command.key for letter, command in TOPO_P2P.items()}
 TOPO_KEY = TOPO_MATRIX.key
 LIST_KEY = LIST_GPUS.key
-SMI_Q_KEY = SMI_Q_TEXT.key
-SMI_Q_XML_KEY = SMI_Q_XML.key
 LSPCI_KEY = LSPCI.key
 DMESG_KEY = DMESG.key
-CMDLINE_FILE = "/proc/cmdline"
 # Files of a bug report worth keeping: what the gatherers read (/proc, /sys) and the driver's configuration.
 # X logs, installer logs and application profiles stay out.
 _KEPT_FILE_PREFIXES = ("/proc/", "/sys/", "/etc/modprobe.d/", "/lib/modprobe.d/", "/usr/lib/modprobe.d/",
@@ -91,7 +87,6 @@ _BENCH_KINDS = {
     "p2p-bandwidth-latency-test": "gpu_bench_probe_log", "simple-p2p": "gpu_bench_probe_log",
     "nvbandwidth": "gpu_bench_probe_log", "nvbandwidth-json": "gpu_bench_probe_log",
 }
-_P2P_COMMAND_RE = re.compile(r"^nvidia-smi topo -p2p (?P<letter>[rwnap])$")
 _VM_COMMAND_RE = re.compile(r"^(?:qm config (?P<vmid>\d{1,9})|"
                             r"cat " + re.escape(QEMU_SERVER_DIR) + r"/(?P<file_vmid>\d{1,9})\.conf)$")
 _VM_NAME_RE = re.compile(r"^(?:.*/)?(?P<vmid>\d{1,9})\.conf$")
@@ -159,7 +154,7 @@ def build_capture(inputs: Iterable[BundleInput | tuple[str, bytes]], note: str |
     }
     capture["bundle"] = {
         "inputs": bundle.inputs,
-        **_coverage(capture, bundle.sources),
+        **coverage(capture, bundle.sources),
         "unmapped": bundle.unmapped,
         "warnings": _warnings(bundle),
     }
@@ -217,6 +212,8 @@ def _take(bundle: _Bundle, item: BundleInput) -> None:
         gzipped = True
     text = data.decode("utf-8", errors="replace")
     kind = detect_kind(text)
+    if kind != "nvidia-bug-report" and item.command is None and _took_pieces(bundle, item, text):
+        return
     entry: dict[str, Any] = {"name": item.name, "kind": kind, "gzip": gzipped, "truncated": not whole, "as": []}
     bundle.inputs.append(entry)
     if gzipped and not whole and not text:
@@ -236,6 +233,17 @@ def _take(bundle: _Bundle, item: BundleInput) -> None:
     output = _tool_output(text)
     handler = _HANDLERS[kind]
     handler(bundle, item.name, command, output, entry)
+
+
+def _took_pieces(bundle: _Bundle, item: BundleInput, text: str) -> bool:
+    """A paste of several outputs (parsers/paste_split.py) taken as one input per output, each named after the
+    paste and the line it starts at, with the command its shell line or heading names; False for one output."""
+    pieces = split_paste(text)
+    if len(pieces) < 2:
+        return False
+    for piece in pieces:
+        _take(bundle, BundleInput(f"{item.name}, line {piece.start + 1}", piece.text.encode("utf-8"), piece.command))
+    return True
 
 
 def _declared(item: BundleInput, text: str) -> str | None:
@@ -274,13 +282,12 @@ def _command(key: str) -> Callable[[_Bundle, str, str | None, str, dict[str, Any
 
 
 def _take_p2p(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
-    match = _P2P_COMMAND_RE.match(command or "")
-    if not match:
-        bundle.skip(name, "an nvidia-smi topo -p2p matrix, but its output does not say which capability (r, w, n, "
-                          "a, p): paste it with its command line, or name the input after the command "
-                          "('nvidia-smi topo -p2p r')")
+    matrix, capability = p2p_command(command, name)  # the capability from its command line or file name
+    if matrix is None:
+        bundle.skip(name, str(capability))
         return
-    bundle.put("commands", P2P_KEYS[match.group("letter")], _ran(output), name, entry)
+    entry["capability"] = capability
+    bundle.put("commands", matrix.key, _ran(output), name, entry)
 
 
 def _take_query(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
@@ -348,6 +355,7 @@ _HANDLERS: dict[str, Callable[[_Bundle, str, str | None, str, dict[str, Any]], N
     "lspci-vvv": _take_lspci,
     "proxmox-vm-config": _take_vm_config,
     "dmesg": _command(DMESG_KEY),
+    "journal-kernel": _command(JOURNAL.key),
     "proc-cmdline": _take_cmdline,
     "nccl-topo-xml": lambda bundle, name, _command, output, entry: bundle.put("material", NCCL_TOPO_MATERIAL, output,
                                                                              name, entry),
@@ -375,119 +383,6 @@ def _take_bug_report(bundle: _Bundle, name: str, text: str, entry: dict[str, Any
                 bundle.skip(origin, "the report's dmesg section is empty (dmesg refused or printed nothing)")
         elif section.kind == "command" and section.name in _BUG_REPORT_SMI_Q:
             bundle.put("commands", SMI_Q_KEY, _ran(section.text), origin, entry)
-
-
-# --------------------------------------------------------------------------------------------------
-# What the audit reads, and what the material gave of it
-
-
-@dataclass(frozen=True)
-class _Read:
-    what: str
-    entries: Callable[[dict[str, Any]], list[str]]  # the capture entries (section:key) that answer it
-    needs: Callable[[dict[str, Any]], str | None] = lambda capture: None  # why it goes unread, or None
-
-
-def _commands(*keys: str) -> Callable[[dict[str, Any]], list[str]]:
-    return lambda capture: [f"commands:{key}" for key in keys if key in capture["commands"]]
-
-
-def _files(*paths: str) -> Callable[[dict[str, Any]], list[str]]:
-    return lambda capture: [f"files:{path}" for path in paths if path in capture["files"]]
-
-
-def _read(command: Command, needs: Callable[[dict[str, Any]], str | None] = lambda capture: None) -> _Read:
-    return _Read(command.reads, _commands(command.key), needs)
-
-
-def _under(section: str, prefix: str) -> Callable[[dict[str, Any]], list[str]]:
-    return lambda capture: [f"{section}:{key}" for key in capture[section] if key == prefix or
-                            key.startswith(prefix + "/")]
-
-
-_GPU_LISTS = tuple(command.key for command in GPU_LISTS)
-
-
-def _needs_gpus(capture: dict[str, Any]) -> str | None:
-    if SMI_Q_XML_KEY in capture["commands"] or SMI_Q_KEY in capture["commands"]:
-        return "the audit takes GPU health from nvidia-smi -q (-x), which the material holds"
-    if any(key in capture["commands"] for key in _GPU_LISTS):
-        return None
-    return ("the audit reads GPU health for the GPUs a GPU list shows (--query-gpu, -q or the topology "
-            "matrices), and the material holds none")
-
-
-def _needs_no_xml(capture: dict[str, Any]) -> str | None:
-    if SMI_Q_XML_KEY in capture["commands"]:
-        return f"the audit reads {SMI_Q_KEY} only where {SMI_Q_XML_KEY} is missing, and the material holds it"
-    return None
-
-
-def _needs_nvml(capture: dict[str, Any]) -> str | None:
-    return "the audit compares nvidia-smi -L with NVML's GPU count, and reads it only when NVML answered"
-
-
-def _needs_pci(capture: dict[str, Any]) -> str | None:
-    if PCI_DIR in capture["dirs"]:
-        return None
-    return "the audit reads lspci only for the bridges above GPUs it found in sysfs, which the material lacks"
-
-
-_READS = (
-    _Read("NVML (GPU facts, P2P and topology from the driver's library)", lambda capture: []),
-    _read(QUERY_GPU),
-    *(_read(TOPO_P2P[letter]) for letter in P2P_LETTERS.values()),
-    _read(TOPO_MATRIX),
-    _Read(HEALTH_QUERY.reads, _commands(*HEALTH_KEYS), _needs_gpus),
-    _read(SMI_Q_XML),
-    _read(SMI_Q_TEXT, _needs_no_xml),
-    _read(LIST_GPUS, _needs_nvml),
-    _read(DMESG),
-    _Read(f"kernel command line ({CMDLINE_FILE})", _files(CMDLINE_FILE)),
-    _Read("CPU flags (/proc/cpuinfo)", _files("/proc/cpuinfo")),
-    _Read("memory and huge pages (/proc/meminfo)", _files("/proc/meminfo")),
-    _Read(f"PCI devices from sysfs ({PCI_DIR})", _under("dirs", PCI_DIR)),
-    _Read("IOMMU groups from sysfs (/sys/kernel/iommu_groups)", _under("dirs", "/sys/kernel/iommu_groups")),
-    _Read("IOMMU hardware (/sys/class/iommu)", _under("dirs", "/sys/class/iommu")),
-    _Read("loaded kernel modules (/sys/module)", _under("dirs", "/sys/module")),
-    _Read("NUMA nodes (/sys/devices/system/node)", _under("dirs", "/sys/devices/system/node")),
-    _Read("DMI from sysfs (/sys/class/dmi/id)", _under("files", "/sys/class/dmi/id")),
-    _Read(DETECT_VIRT["--vm"].reads, _commands(*(command.key for command in DETECT_VIRT.values()))),
-    _Read("container markers (/run/.containerenv, /run/systemd/container, /proc/1/cgroup, /.dockerenv)",
-          _files("/run/.containerenv", "/run/systemd/container", "/proc/1/cgroup", "/.dockerenv")),
-    _read(LSPCI, _needs_pci),
-    _read(FABRIC_MANAGER, _needs_pci),
-    _Read(f"Proxmox VM configs ({QEMU_SERVER_DIR})", _under("dirs", QEMU_SERVER_DIR)),
-    _read(PVEVERSION),
-)
-_MATERIAL_READS = {NCCL_TOPO_MATERIAL: "NCCL topology dump (GPU placement, links, NUMA; virtualization signs)"}
-
-
-def _coverage(capture: dict[str, Any], sources: dict[str, list[str]]) -> dict[str, Any]:
-    seen: list[dict[str, Any]] = []
-    unread: list[dict[str, Any]] = []
-    not_seen: list[str] = []
-    claimed: set[str] = set()
-    for read in _READS:
-        entries = read.entries(capture)
-        claimed.update(entries)
-        if not entries:
-            not_seen.append(read.what)
-            continue
-        origins = sorted({origin for entry in entries for origin in sources.get(entry, [])})
-        why = read.needs(capture)
-        if why:
-            unread.append({"what": read.what, "why": why, "from": origins})
-        else:
-            seen.append({"what": read.what, "from": origins})
-    for key, what in _MATERIAL_READS.items():  # seen when given, never missed (a live host has none)
-        if f"material:{key}" in sources:
-            claimed.add(f"material:{key}")
-            seen.append({"what": what, "from": sorted(sources[f"material:{key}"])})
-    # The VM configs in the listing are read with it.
-    claimed.update(f"files:{QEMU_SERVER_DIR}/{name}" for name in capture["dirs"].get(QEMU_SERVER_DIR, []))
-    kept = sorted(entry for entry in sources if entry not in claimed)
-    return {"seen": seen, "unread": unread, "not_seen": not_seen, "kept": kept}
 
 
 def _warnings(bundle: _Bundle) -> list[str]:

@@ -19,19 +19,27 @@ class MaterialNotes(Protocol):
 
     reasons: dict[str, str]  # bundle input name -> why, replacing the bundle's
     notes: list[dict[str, str]]  # {name, why}: what was not read, beyond the bundle
+    read_as: dict[str, str]  # bundle input name -> what read it outside the capture (bench:nccl_bench)
 
 
 def with_bundle(facts: dict[str, Any], capture: dict[str, Any],
                 material: MaterialNotes | None = None) -> dict[str, Any]:
     """The facts with the capture's ``bundle`` section (what the material held and what it did not show), when
     the capture was built from support material; the facts unchanged otherwise. The ``material``'s own reasons
-    replace the bundle's for the same input, and its notes (what was not read at all) join ``unmapped``."""
+    replace the bundle's for the same input, and its notes (what was not read at all) join ``unmapped``. An input
+    the material's reader read outside the capture (a benchmark log) says so in its ``as`` and leaves
+    ``unmapped``: its values are in the report, so it is no input left unused."""
     bundle = capture.get("bundle")
     if not isinstance(bundle, dict):
         return facts
     reasons, notes = (material.reasons, material.notes) if material else ({}, [])
+    read_as = getattr(material, "read_as", None) or {}
     section = {key: list(bundle.get(key) or []) for key in BUNDLE_KEYS}
+    section["inputs"] = [dict(entry, **{"as": [*entry.get("as", []), read_as[entry["name"]]]})
+                         if isinstance(entry, dict) and entry.get("name") in read_as else entry
+                         for entry in section["inputs"]]
     section["unmapped"] = [dict(entry, why=reasons[entry["name"]])
                            if isinstance(entry, dict) and entry.get("name") in reasons else entry
-                           for entry in section["unmapped"]] + notes
+                           for entry in section["unmapped"]
+                           if not (isinstance(entry, dict) and entry.get("name") in read_as)] + notes
     return {**facts, "bundle": section}

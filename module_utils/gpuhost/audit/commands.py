@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ansible.module_utils.gpuhost.audit.capture_format import command_key
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import HEALTH_QUERY_FIELDS, HEALTH_QUERY_FIELDS_OLD
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
+from ansible.module_utils.gpuhost.parsers.p2p_capability import COMBINATIONS, capability_name
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,13 @@ P2P_LETTERS = {"read": "r", "write": "w", "nvlink": "n", "atomics": "a"}
 TOPO_P2P = {letter: Command(["nvidia-smi", "topo", "-p2p", letter],
                             f"P2P {name} matrix (nvidia-smi topo -p2p {letter})")
             for name, letter in {**P2P_LETTERS, "prop": "p"}.items()}
+# Matrices only support material holds: several capabilities at once (topo -p2p rw prints one matrix), and one
+# whose capability the material does not state, filed under the command without one, which nvidia-smi refuses
+# and so no live audit ever records (audit/bundle.py files them, audit/gpus.py reads them).
+TOPO_P2P_MATERIAL = {letters: Command(["nvidia-smi", "topo", "-p2p", *([letters] if letters else [])],
+                                      f"P2P matrix of {capability_name(letters)} (nvidia-smi topo -p2p {letters})"
+                                      if letters else "P2P matrix of a capability not stated (nvidia-smi topo -p2p)")
+                     for letters in (*COMBINATIONS, "")}
 LSPCI = Command(["lspci", "-vvv", "-D"], "lspci -vvv -D (ACS and port types when config space is unreadable)")
 DMESG = Command(["dmesg"], "kernel log (dmesg)")
 # The kernel's messages of this boot from the journal, read when dmesg is refused (dmesg_restrict):

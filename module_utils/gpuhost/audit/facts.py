@@ -11,9 +11,10 @@ from ansible.module_utils.gpuhost.audit.kernel import gather_kernel
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR, gather_pci, read_ids
 from ansible.module_utils.gpuhost.audit.proxmox_probe import is_proxmox_node
 from ansible.module_utils.gpuhost.audit.source import Source
-from ansible.module_utils.gpuhost.audit.virt import gather_virtualization
+from ansible.module_utils.gpuhost.audit.virt import gather_virtualization, note_gpu_modes
 from ansible.module_utils.gpuhost.findings.finding import judgement
 from ansible.module_utils.gpuhost.rules import engine
+from ansible.module_utils.gpuhost.rules.p2p_evidence import p2p_evidence
 from ansible.module_utils.gpuhost.rules.views import (
     RuleOptions,
     gpu_devices,
@@ -24,7 +25,7 @@ from ansible.module_utils.gpuhost.rules.views import (
     unread_pairs,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
 
 
@@ -53,7 +54,8 @@ def resolve_subsets(requested: list[str]) -> list[str]:
 
 
 def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
-    read = (facts.get("p2p") or {}).get("read") or []
+    decided = p2p_evidence(facts)
+    read = decided.matrix if decided else []
     pairs = matrix_pairs(read, group)
     unread = len(unread_pairs(read, group))
     if not group:
@@ -63,7 +65,10 @@ def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
         return "n/a (one GPU)"
     if not pairs:
         return "unknown"
-    ok = sum(1 for _i, _j, label in pairs if label == "OK")
+    states = [decided.state(label) for _i, _j, label in pairs] if decided else []
+    ok = states.count("ok")
+    if "unknown" in states and "none" not in states:
+        return "unknown"  # cells of a capability that says nothing of peer access (rules/p2p_evidence.py)
     if ok == len(pairs):
         # What was read is fine; pairs with a GPU NVML could not open are not claimed.
         return f"unknown ({unread} of {len(pairs) + unread} pairs not read)" if unread else "ok"
@@ -93,13 +98,16 @@ def audit(source: Source, subsets: list[str], options: RuleOptions) -> dict[str,
                    for bdf in source.listdir(PCI_DIR) or [] for ids in [read_ids(source, bdf)]]
 
     if "virtualization" in subsets:
-        facts["virtualization"] = gather_virtualization(source, pci_ids, len(iommu.groups),
-                                                        iommu.hardware).as_dict()
+        virt = gather_virtualization(source, pci_ids, len(iommu.groups), iommu.hardware)
+        facts["virtualization"] = virt.as_dict()
 
     if "gpus" in subsets:
         # Without NVML, nvidia-smi -q -x is read once, by gather_gpus; its health readings come back with it.
         facts["gpus"], facts["p2p"], facts["topology"], smi_health = gather_gpus(source, pci_facts)
         facts["health"] = gather_health(source, pci_facts, facts["gpus"], source.nvml(), parsed_gpus=smi_health)
+        if "virtualization" in facts:
+            note_gpu_modes(virt, facts["gpus"], bool(iommu.groups) or bool(iommu.hardware))
+            facts["virtualization"] = virt.as_dict()
 
     if proxmox_node:
         # Loaded on Proxmox VE nodes only: a host compiles every module it imports, on every run.

@@ -14,11 +14,19 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.module_utils.gpuhost.audit import nvml
-from ansible.module_utils.gpuhost.audit.commands import LIST_GPUS, P2P_LETTERS, QUERY_GPU, TOPO_MATRIX, TOPO_P2P
+from ansible.module_utils.gpuhost.audit.commands import (
+    LIST_GPUS,
+    P2P_LETTERS,
+    QUERY_GPU,
+    TOPO_MATRIX,
+    TOPO_P2P,
+    TOPO_P2P_MATERIAL,
+)
 from ansible.module_utils.gpuhost.audit.source import Source
 from ansible.module_utils.gpuhost.parsers import nvidia_smi_list, nvidia_smi_query, nvidia_smi_topo
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import nvidia_smi_failure
+from ansible.module_utils.gpuhost.parsers.p2p_capability import NOT_STATED, capability_name
 
 NOT_INSTALLED = "nvidia-smi is not installed"
 # A command partial material holds no output of: nothing is said of the host.
@@ -52,6 +60,8 @@ def gather_gpus(source: Source, pci_facts: dict[str, Any]) \
             # Imported here: only hosts without NVML read -q -x, and its reader is most of the audit's code.
             from ansible.module_utils.gpuhost.audit import smi_q_gather
             smi_health = smi_q_gather.complete_from_smi_q(source, gpus)
+        if source.partial:
+            _complete_from_list(source, gpus)
     module_version = source.read_value(KERNEL_MODULE_VERSION) if "nvidia" in (source.listdir("/sys/module") or []) \
         else None
     if module_version:
@@ -181,6 +191,16 @@ def _p2p_matrices(source: Source) -> dict[str, list[list[str]]]:
             p2p[name] = nvidia_smi_topo.parse_topo_p2p(out).matrix
         except NvidiaSmiParseError as exc:
             source.note_problem(TOPO_P2P[letter].key, str(exc))
+    if source.partial:
+        # Support material's matrices of several capabilities, or of one it does not state (audit/bundle.py).
+        for letters, command in TOPO_P2P_MATERIAL.items():
+            out, _ = _smi(source, command.argv) if source.seen("commands", command.key) else (None, None)
+            if out is None:
+                continue
+            try:
+                p2p[capability_name(letters) if letters else NOT_STATED] = nvidia_smi_topo.parse_topo_p2p(out).matrix
+            except NvidiaSmiParseError as exc:
+                source.note_problem(command.key, str(exc))
     return p2p
 
 
@@ -220,6 +240,27 @@ def _devices_from_matrices(gpus: dict[str, Any], p2p: dict[str, Any], topology: 
     unknown = {field: None for field in nvidia_smi_query.QUERY_GPU_FIELDS}
     gpus.update({"source": "nvidia-smi", "count": len(indexes),
                  "devices": [smi_device_facts({**unknown, "index": index}) for index in indexes]})
+    gpus.pop("nvidia_smi_error", None)
+
+
+def _complete_from_list(source: Source, gpus: dict[str, Any]) -> None:
+    """Support material whose only GPU names are in ``nvidia-smi -L``: its GPUs, or the names and UUIDs of the
+    GPUs the matrices showed by index (the same GPU0, GPU1 ... order). Nothing when another output named them."""
+    devices = gpus.get("devices") or []
+    if any(device.get("name") for device in devices) or not source.seen("commands", LIST_GPUS.key):
+        return
+    result = source.run(LIST_GPUS.argv)
+    try:
+        listed = nvidia_smi_list.parse_list_gpus(result.stdout) if result.ok else []
+    except NvidiaSmiParseError as exc:
+        source.note_problem(LIST_GPUS.key, str(exc))
+        return
+    if not listed or (devices and [d.get("index") for d in devices] != [gpu.index for gpu in listed]):
+        return  # GPUs the matrices show otherwise than -L: neither is taken for the other
+    unknown = {field: None for field in nvidia_smi_query.QUERY_GPU_FIELDS}
+    gpus.update({"source": "nvidia-smi", "count": len(listed),
+                 "devices": [smi_device_facts({**unknown, "index": gpu.index, "name": gpu.name, "uuid": gpu.uuid})
+                             for gpu in listed]})
     gpus.pop("nvidia_smi_error", None)
 
 

@@ -7,13 +7,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.module_utils.gpuhost.audit.commands import DMESG, GPU_LISTS, JOURNAL, P2P_LETTERS, TOPO_P2P
+from ansible.module_utils.gpuhost.audit.commands import (
+    DMESG,
+    GPU_LISTS,
+    JOURNAL,
+    LIST_GPUS,
+    P2P_LETTERS,
+    TOPO_P2P,
+    TOPO_P2P_MATERIAL,
+)
 from ansible.module_utils.gpuhost.audit.iommu import GROUPS_DIR, IOMMU_CLASS_DIR
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR
 from ansible.module_utils.gpuhost.audit.source import Source
 from ansible.module_utils.gpuhost.rules.views import NOT_SEEN
 
 P2P_READ = TOPO_P2P[P2P_LETTERS["read"]].key
+# Matrices the P2P rule can judge from (rules/p2p_evidence.py): read or write, several capabilities at once,
+# or a capability not stated, where GNS and CNS still decide and the rule says what the rest cannot.
+P2P_JUDGED_FROM = (P2P_READ, TOPO_P2P[P2P_LETTERS["write"]].key,
+                   *(command.key for command in TOPO_P2P_MATERIAL.values()))
 
 
 def material_not_seen(source: Source, facts: dict[str, Any]) -> list[str]:
@@ -23,8 +35,8 @@ def material_not_seen(source: Source, facts: dict[str, Any]) -> list[str]:
     dmesg = source.seen("commands", DMESG.key) or source.seen("commands", JOURNAL.key)
     missing = {
         "nvml": not nvml,
-        "gpus": not nvml and not any(source.seen("commands", command.key) for command in GPU_LISTS),
-        "p2p": not nvml and not source.seen("commands", P2P_READ),
+        "gpus": not nvml and not any(source.seen("commands", command.key) for command in (*GPU_LISTS, LIST_GPUS)),
+        "p2p": not nvml and not any(source.seen("commands", key) for key in P2P_JUDGED_FROM),
         "pci": not source.seen("dirs", PCI_DIR),
         "iommu": not (source.seen("dirs", GROUPS_DIR) or source.seen("dirs", IOMMU_CLASS_DIR)),
         "kernel_log": not dmesg,

@@ -15,9 +15,11 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ansible.module_utils.gpuhost.audit.commands import DETECT_VIRT, DMESG
+from ansible.module_utils.gpuhost.audit.commands import DETECT_VIRT, DMESG, LSPCI
 from ansible.module_utils.gpuhost.audit.source import Source
+from ansible.module_utils.gpuhost.parsers.lspci import parse_lspci_vvv
 from ansible.module_utils.gpuhost.parsers.nccl_topo_xml import NcclTopoParseError, emulated_signs, parse_nccl_topo_xml
+from ansible.module_utils.gpuhost.parsers.pci_common import PciParseError
 
 # The name support material files an NCCL topology dump under (audit/bundle.py); Source.material reads it.
 NCCL_TOPO_MATERIAL = "nccl-topo-dump"
@@ -240,6 +242,12 @@ def gather_virtualization(source: Source, pci_ids: list[tuple[str, str, str]],
         virt.evidence.append(evidence)
         vm_votes.append(evidence)
 
+    if source.partial and not pci_ids:
+        signals, machine = lspci_signals(source)
+        virt.evidence += signals
+        vm_votes += signals
+        virt.machine_type = virt.machine_type or machine
+
     cmdline = source.read_value("/proc/cmdline") or ""
     if "firecracker" in cmdline:
         virt.platform = "firecracker"  # more precise than the rust-vmm host bridge
@@ -345,3 +353,63 @@ def describe(virt: Virtualization) -> str:
     if virt.container:
         text += f", inside a {virt.container} container"
     return text
+
+
+# NVML virtualization modes (audit/nvml.py VIRTUALIZATION_MODES) that only a guest's GPU reports: passed through
+# whole, or a vGPU. The hypervisor's own modes (host_vgpu, host_vsga) say this is the host, not a guest.
+GUEST_GPU_MODES = {"passthrough": "Pass-Through", "vgpu": "VGPU"}
+
+
+def note_gpu_modes(virt: Virtualization, gpus: dict[str, Any], iommu_seen: bool) -> None:
+    """The driver's word on each GPU (``GPU Virtualization Mode`` of ``nvidia-smi -q``, NVML's mode): a GPU
+    passed through or a vGPU is in a virtual machine, whatever else was read. Read after the GPUs, so the
+    verdict is made again here when it changes. ``iommu_seen``: IOMMU groups or hardware were found, which in a
+    guest is a virtual IOMMU."""
+    guests = [(device.get("index"), device["virtualization_mode"]) for device in gpus.get("devices") or []
+              if device.get("virtualization_mode") in GUEST_GPU_MODES]
+    if not guests:
+        return
+    modes = sorted({mode for _index, mode in guests})
+    signal = "NVML" if gpus.get("source") == "nvml" else "nvidia-smi -q"
+    virt.evidence.append(Evidence(f"{signal} GPU Virtualization Mode",
+                                  f"{', '.join(GUEST_GPU_MODES[m] for m in modes)} on {len(guests)} GPU(s)", "vm"))
+    if virt.type != "vm":
+        virt.type, virt.hypervisor = "vm", "unknown"
+        virt.virtual_iommu = iommu_seen
+        virt.summary = describe(virt)
+
+
+# Device names lspci prints (without -nn) for what only a hypervisor emulates: the host bridges of
+# EMULATED_HOST_BRIDGES and the Red Hat (QEMU, virtio) vendor. tests/fixtures/pci/lspci/q35-guest.*.txt
+_EMULATED_BRIDGE_NAMES = (("82G33/G31/P35/P31 Express DRAM Controller", "q35"), ("440FX - 82441FX PMC", "i440fx"))
+_VIRTUAL_VENDOR_NAME = re.compile(r"^(?:Red Hat, Inc\.|Red Hat, Inc)\s")
+
+
+def lspci_signals(source: Source) -> tuple[list[Evidence], str | None]:
+    """What a pasted ``lspci -vvv`` shows of a hypervisor, where the material has no sysfs PCI tree: emulated host
+    bridges and QEMU's virtual devices, by id (``-nn``) or by name. Nothing from a healthy host's lspci: a paste
+    may hold only some devices, so no device proves bare metal. With them, the QEMU machine type the bridge
+    tells."""
+    result = source.run(LSPCI.argv)
+    if not result.ok:
+        return [], None
+    try:
+        devices = parse_lspci_vvv(result.stdout)
+    except PciParseError:
+        return [], None  # the PCI gatherer reports what does not read
+    found: list[Evidence] = []
+    machine_type = None
+    virtual = 0
+    for bdf, device in sorted(devices.items()):
+        ids = (f"0x{device.vendor_id}", f"0x{device.device_id}") if device.vendor_id and device.device_id else None
+        bridge = EMULATED_HOST_BRIDGES.get(ids) if ids else next(
+            ((machine, None) for name, machine in _EMULATED_BRIDGE_NAMES if name in device.description), None)
+        if bridge:
+            machine_type = machine_type or bridge[0]
+            found.append(Evidence(f"lspci {bdf}", f"{device.description}: {bridge[0] or bridge[1]} host bridge",
+                                  "kvm"))
+        if (ids and ids[0] in ("0x1af4", "0x1b36")) or (not ids and _VIRTUAL_VENDOR_NAME.match(device.description)):
+            virtual += 1
+    if virtual:
+        found.append(Evidence("lspci", f"{virtual} x Red Hat / QEMU virtual device", "kvm"))
+    return found, machine_type

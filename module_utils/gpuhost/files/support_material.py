@@ -7,7 +7,9 @@ One input is one host, in one of three forms:
 - a directory of pasted outputs: every regular file directly in it (subdirectories are not read, and said
   so: a directory is one host, and a folder inside it is more likely another host's material than more of
   this one's). Each file's kind comes from its content (audit/bundle.py, parsers/paste_kind.py), never from
-  its name; a file name that spells out the command (``nvidia-smi topo -p2p r``) is used as that command.
+  its name; a file name that spells out the command (``nvidia-smi topo -p2p r``) is used as that command, and
+  the name of a ``topo -p2p`` matrix (``p2p_read.txt``) tells its capability when no command line does
+  (audit/p2p_material.py).
 
 Benchmark logs in the material (nccl-tests output, p2pBandwidthLatencyTest, nvbandwidth, the probe's own
 output) are not read by the audit: bundle.py lists them under ``unmapped``, and ``bench_logs`` gives their
@@ -50,6 +52,7 @@ class Material:
     bench_logs: dict[str, tuple[str, str]] = field(default_factory=dict)
     notes: list[dict[str, str]] = field(default_factory=list)  # {name, why}: what was not read, beyond the bundle
     reasons: dict[str, str] = field(default_factory=dict)  # bundle input name -> why, replacing the bundle's
+    read_as: dict[str, str] = field(default_factory=dict)  # bundle input name -> the step that read it (bench:...)
 
 
 def resolve(path: str, base_dir: str | None = None) -> str:
@@ -148,18 +151,27 @@ def _bundle(path: str, form: str, files: list[tuple[str, str, bytes]], notes: li
         if entry.get("gzip"):
             # The benchmark's log readers take a plain file.
             material.reasons[entry["name"]] = "a gzip-compressed benchmark log, not judged: give it uncompressed"
+        elif _file_of(entry["name"], full_path) is None:
+            material.reasons[entry["name"]] = "a benchmark log of no file of the material, not judged"
         elif step in material.bench_logs:
             first = material.bench_logs[step][0]
             material.reasons[entry["name"]] = (f"a benchmark log not judged: {first} is this host's {STEP_NAMES[step]} "
                                                "log (one per host, the first by name); give this one with its own "
                                                "host's material")
         else:
-            material.bench_logs[step] = (entry["name"], full_path[entry["name"]])
+            # A piece of a paste of several outputs (audit/bundle.py) is read in its file: the log readers skip
+            # the other outputs as they skip any text around a log.
+            material.bench_logs[step] = (entry["name"], str(_file_of(entry["name"], full_path)))
     return material
 
 
+def _file_of(name: str, full_path: dict[str, str]) -> str | None:
+    """The file an input of the bundle came from: itself, or the paste a piece ``<file>, line <n>`` was cut from."""
+    return full_path.get(name) or full_path.get(name.rsplit(", line ", 1)[0])
+
+
 def judged(material: Material) -> None:
-    """Say, in the bundle's unmapped reasons, that the material's benchmark logs were read."""
+    """Say, in the bundle's inputs, that the material's benchmark logs were read, by the step that reads each: they
+    leave the unused inputs, as their values are in the report's benchmark section."""
     for step, (name, _) in material.bench_logs.items():
-        material.reasons[name] = (f"a benchmark log, read as {STEP_NAMES[step]} reads it: see the report's benchmark "
-                                  "section")
+        material.read_as[name] = f"bench:{STEP_NAMES[step]}"

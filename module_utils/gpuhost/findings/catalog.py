@@ -239,6 +239,13 @@ CATALOG = _entries(
                                 "GPUs.\nUntil then, run without P2P on purpose: NCCL_P2P_DISABLE=1, SGLang "
                                 "--disable-custom-all-reduce, and fewer GPUs per tensor-parallel group.",
           }),
+    Entry("p2p_capability_not_stated", "p2p", "warning",
+          "a pasted topo -p2p matrix whose capability nothing in the material states: its NS cannot be read",
+          "Say which capability the matrix is of: paste it with its command line (`$ nvidia-smi topo -p2p r`), or "
+          "name the file after it (p2p_read.txt, p2p_write.txt, p2p_nvlink.txt). Better, paste `nvidia-smi topo "
+          "-p2p r`, the matrix that decides P2P. Until then: NS under read or write means no GPU peer-to-peer "
+          "(every all-reduce through host memory, the incident's case); NS under NVLink is the normal answer of "
+          "PCIe cards and says nothing about P2P over PCIe."),
     Entry("consumer_p2p_unproven", "p2p", "warning",
           "P2P granted on GeForce/TITAN GPUs: may be a mirror, prove it",
           "Prove it before serving: run the P2P probe (a write checked at the destination) and a value-checked "

@@ -15,6 +15,7 @@ from typing import Any
 from ansible.module_utils.gpuhost.bench.model_profiles import MODEL_PROFILES
 from ansible.module_utils.gpuhost.gate import versions
 from ansible.module_utils.gpuhost.parsers.known_names import closest, unknown_keys
+from ansible.module_utils.gpuhost.rules.p2p_evidence import p2p_evidence
 from ansible.module_utils.gpuhost.values import as_dict, as_int, as_list, as_number, as_text
 
 GIB_PER_MIB = 1 / 1024
@@ -109,7 +110,7 @@ def read_host(audit: Any) -> Host:
         gpus=gpus,
         driver=as_text(gpus_facts.get("driver_version")),
         cuda=as_text(gpus_facts.get("cuda_driver_version")),
-        p2p_read=[row for row in as_list(as_dict(facts.get("p2p")).get("read")) if isinstance(row, list)],
+        p2p_read=_peer_access(facts),
         topology=[row for row in as_list(topology.get("matrix")) if isinstance(row, list)],
         pci_gpu_count=len(pci_devices),
         vfio_bound=sum(1 for d in pci_devices if d.get("driver") == "vfio-pci"),
@@ -117,6 +118,17 @@ def read_host(audit: Any) -> Host:
         findings=findings,
         p2p_nvlink=[row for row in as_list(as_dict(facts.get("p2p")).get("nvlink")) if isinstance(row, list)],
     )
+
+
+def _peer_access(facts: dict[str, Any]) -> list[list[Any]]:
+    """The matrix the audit judged P2P from (rules/p2p_evidence.py: read, else write, a combined capability, a
+    GNS/CNS matrix of another): its cells that prove something, None where its capability leaves a cell
+    without meaning for peer access (NS under NVLink)."""
+    decided = p2p_evidence(facts)
+    if decided is None:
+        return []
+    return [[label if not isinstance(label, str) or label == "X" or decided.state(label) != "unknown" else None
+             for label in row] for row in decided.matrix if isinstance(row, list)]
 
 
 def cell(matrix: list[list[Any]], i: int, j: int) -> str | None:

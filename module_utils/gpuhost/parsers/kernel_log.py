@@ -122,15 +122,38 @@ def parse_line(line: str) -> GpuKernelEvent | None:
 
 
 def parse_kernel_log(text: str) -> list[GpuKernelEvent]:
-    """Every Xid and bus-loss line of a kernel log, in order; anything else is skipped."""
+    """Every Xid and bus-loss line of a kernel log, in order; anything else is skipped. A message the driver
+    wrote over several ``NVRM:`` lines is read as one (see ``join_continued``)."""
     if not isinstance(text, str):
         return []
     events = []
-    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+    for line in join_continued(text.replace("\r\n", "\n").replace("\r", "\n").split("\n")):
         event = parse_line(line)
         if event is not None:
             events.append(event)
     return events
+
+
+# How a continued NVRM message goes on: lower case or a parenthesis, after a line that did not end a sentence.
+_CONTINUES_RE = re.compile(r"^NVRM:\s+[a-z(]")
+_ENDED_RE = re.compile(r"[.!:]\s*$")
+
+
+def join_continued(lines: list[str]) -> list[str]:
+    """Lines with the driver's multi-line messages joined: newer drivers print a bus loss as ``NVRM: The NVIDIA
+    GPU 0000:b3:00.0`` / ``NVRM: (PCI ID: 10de:26b5) installed in this system has`` / ``NVRM: fallen off the
+    bus and is not responding to commands.`` (tests/fixtures/kernel-log/dmesg_570_fallen-off-bus-three-lines.txt),
+    the later lines indented in dmesg, stamped again in the journal. The first line keeps its stamp."""
+    joined: list[str] = []
+    for line in lines:
+        at = line.find("NVRM:")
+        previous = joined[-1] if joined else ""
+        before = previous.find("NVRM:")
+        if at >= 0 and before >= 0 and _CONTINUES_RE.match(line[at:]) and not _ENDED_RE.search(previous):
+            joined[-1] = previous.rstrip() + " " + line[at + len("NVRM:"):].strip()
+        else:
+            joined.append(line)
+    return joined
 
 
 def summarize_events(events: list[GpuKernelEvent]) -> list[dict[str, Any]]:

@@ -34,7 +34,8 @@ kinds, the more specific one wins, in this order (the first that matches):
    field to query" message), ``nvidia-smi-list`` (``GPU 0: ... (UUID: GPU-...)``), ``lspci-vvv``
    (device lines with their indented ``Control:``, ``Capabilities:``... lines; a bare hex dump is
    none), ``proxmox-vm-config`` (three or more Proxmox VM keys, one of them specific to Proxmox),
-   ``dmesg`` (two or more ``[  12.345678]`` or ``dmesg -T`` stamps), ``proc-cmdline``.
+   ``dmesg`` (two or more ``[  12.345678]`` or ``dmesg -T`` stamps), ``journal-kernel`` (two or more
+   ``Mar 21 21:42:01 [host] kernel:`` or ISO-stamped lines: ``journalctl -k``, a syslog file), ``proc-cmdline``.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ KINDS = {
     "lspci-vvv": "lspci -v, -vv or -vvv",
     "proxmox-vm-config": "qm config <vmid>, or /etc/pve/qemu-server/<vmid>.conf",
     "dmesg": "dmesg",
+    "journal-kernel": "journalctl -k (the kernel's messages from the journal, or a syslog file's)",
     "proc-cmdline": "/proc/cmdline",
 }
 """Every kind ``detect_kind`` names, with the tool output it stands for."""
@@ -136,6 +138,11 @@ _VM_KEYS = frozenset({
 _VM_SPECIFIC = frozenset({"hostpci", "vmgenid", "smbios", "ostype", "scsihw", "efidisk", "bootdisk", "tpmstate"})
 _DMESG_RE = re.compile(r"^\s*(?:[a-z]{2,8}\s*:[a-z]{2,8}\s*:\s*)?\[\s*\d{1,10}\.\d{1,9}\]|"
                        r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d \d{4}\]")
+# journalctl -k's short (with or without the host name) and short-iso stamps, then "kernel:"; a syslog file's
+# lines are the same (tests/fixtures/kernel-log/journal-*.txt).
+_JOURNAL_RE = re.compile(r"^\s*(?:[A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d|"
+                         r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)"
+                         r"(?: [^\s:]{1,255})? kernel: ")
 _CMDLINE_TOKEN_RE = re.compile(r"^[^\s=]{1,200}(?:=\S*)?$")
 _CMDLINE_MARK_RE = re.compile(r"^(?:BOOT_IMAGE|root|initrd|init|console|intel_iommu|amd_iommu|iommu|rd\.[\w.]+|"
                               r"systemd\.[\w.]+|nvidia[\w.-]*|modprobe\.blacklist|pci|hugepages\w*)=|"
@@ -283,6 +290,9 @@ def _line_kind(lines: list[str]) -> str | None:
     stamped = sum(1 for line in filled if _DMESG_RE.match(line))
     if stamped >= 2 or (stamped and stamped == len(filled)):
         return "dmesg"
+    journal = sum(1 for line in filled if _JOURNAL_RE.match(line))
+    if journal >= 2 or (journal and journal == len(filled)):
+        return "journal-kernel"
     if _is_cmdline([line for line in filled if not _PROMPT_COMMAND_RE.match(line)]):
         return "proc-cmdline"
     return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible.module_utils.gpuhost.parsers.p2p_capability import NOT_STATED
 from ansible.module_utils.gpuhost.report.markdown import matrix_table
 
 P2P_ORDER = ("read", "write", "nvlink", "atomics", "pci")
@@ -18,6 +19,13 @@ def _ordered(p2p: dict[str, Any]) -> list[tuple[str, list[list[Any]]]]:
     """The non-empty matrices, in P2P_ORDER; any other name (a newer audit's) after them, by name."""
     names = [n for n in P2P_ORDER if n in p2p] + sorted(n for n in p2p if n not in P2P_ORDER)
     return [(name, p2p[name]) for name in names if isinstance(p2p[name], list) and p2p[name]]
+
+
+def matrix_title(name: str) -> str:
+    """``P2P read matrix``; a pasted matrix of no stated capability says so (rules/p2p_evidence.py)."""
+    if name == NOT_STATED:
+        return "P2P matrix (capability not stated in the material)"
+    return f"P2P {name} matrix"
 
 
 def _spoken(names: list[str]) -> str:
@@ -38,7 +46,7 @@ def p2p_sections(p2p: Any) -> list[str]:
     out: list[str] = []
     for name, matrix, identical in shown:
         # "-" marks pairs with a GPU NVML could not open.
-        out += [f"## P2P {name} matrix", "", *matrix_table([f"GPU{i}" for i in range(len(matrix))], matrix)]
+        out += [f"## {matrix_title(name)}", "", *matrix_table([f"GPU{i}" for i in range(len(matrix))], matrix)]
         if identical:
             out += [f"The {_spoken(identical)} {'matrix is' if len(identical) == 1 else 'matrices are'} identical "
                     f"to {name}.", ""]

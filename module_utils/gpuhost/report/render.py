@@ -11,6 +11,7 @@ from typing import Any
 
 from ansible.module_utils.gpuhost.findings.catalog import make
 from ansible.module_utils.gpuhost.findings.finding import findings_named, with_findings
+from ansible.module_utils.gpuhost.parsers.p2p_capability import NOT_STATED
 from ansible.module_utils.gpuhost.report.bench_shape import check_bench, finite
 from ansible.module_utils.gpuhost.report.bundle_md import bundle_section
 from ansible.module_utils.gpuhost.report.drift_md import drift_section, fleet_drift_lines
@@ -21,6 +22,7 @@ from ansible.module_utils.gpuhost.report.markdown import cell as _cell
 from ansible.module_utils.gpuhost.report.markdown import plain as _plain
 from ansible.module_utils.gpuhost.report.p2p_md import p2p_sections
 from ansible.module_utils.gpuhost.report.scope import verdict_scope
+from ansible.module_utils.gpuhost.rules.p2p_evidence import p2p_evidence
 
 # Probe matrices shown in the Markdown report: the all-reduce range people compare.
 SMALL_PROBE_SIZES = (4096, 16384, 65536)
@@ -96,6 +98,16 @@ def _why_unknown(gpus: dict[str, Any], pci_devices: list[dict[str, Any]] | None)
     return "model unknown: no driver"
 
 
+def _p2p_label(facts: dict[str, Any]) -> str:
+    """``P2P (read)``, or the capability of the matrix the verdict was judged from (rules/p2p_evidence.py)."""
+    decided = p2p_evidence(facts)
+    if decided is None or decided.capability == "read":
+        return "P2P (read)"
+    if decided.capability == NOT_STATED:
+        return "P2P (capability not stated)"
+    return f"P2P ({decided.capability})"
+
+
 def _iommu_line(iommu: dict[str, Any]) -> str:
     if not iommu:
         return "not gathered"
@@ -123,7 +135,7 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
         ["Virtualization", summary.get("virtualization") or "not gathered"],
         ["GPUs", _gpu_line(summary, gpus, (facts.get("pci") or {}).get("nvidia_devices"))],
         ["GPU facts from", gpus.get("source") or "nothing (no NVML, no nvidia-smi)"],
-        ["P2P (read)", summary.get("p2p")],
+        [_p2p_label(facts), summary.get("p2p")],
         ["IOMMU", _iommu_line(facts.get("iommu") or {})],
         *([["Communication ceiling", summary["comm_floor"]]] if summary.get("comm_floor") else []),
     ])

@@ -17,6 +17,7 @@ from ansible.module_utils.gpuhost.findings.remedies import P2P_CAUSES_BARE_METAL
 from ansible.module_utils.gpuhost.gpu_pairs import pair_count_text
 from ansible.module_utils.gpuhost.parsers.pci_common import same_slot
 from ansible.module_utils.gpuhost.rules.gpu_usable import driver_without_pci
+from ansible.module_utils.gpuhost.rules.p2p_evidence import p2p_evidence, rule_p2p_capability_not_stated
 from ansible.module_utils.gpuhost.rules.views import (
     NOT_SEEN,
     RuleOptions,
@@ -117,11 +118,12 @@ def rule_gpu_count(facts: dict[str, Any], options: RuleOptions) -> list[Finding]
 
 
 def rule_p2p(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
-    read = (facts.get("p2p") or {}).get("read") or []
+    decided = p2p_evidence(facts)
     group = tp_group(facts, options)
-    if len(group) < 2 or not read:
+    if len(group) < 2 or decided is None:
         return []
-    bad = [(i, j, label) for i, j, label in matrix_pairs(read, group) if label != "OK"]
+    read = decided.matrix
+    bad = [(i, j, label) for i, j, label in matrix_pairs(read, group) if decided.state(label) == "none"]
     if not bad:
         return []
     virt = facts.get("virtualization") or {}
@@ -129,6 +131,8 @@ def rule_p2p(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
     evidence = {"group": [f"GPU{i}" for i in group], "pairs_without_p2p": len(bad),
                 "pairs_checked": len(group) * (len(group) - 1), "statuses": labels,
                 "examples": pairs_text(bad), "source": (facts.get("gpus") or {}).get("source")}
+    if decided.capability != "read":
+        evidence["capability"] = decided.capability
     unread = unread_pairs(read, group)
     if unread:
         evidence["pairs_not_read"] = len(unread)
@@ -384,6 +388,7 @@ HOST_RULES = (
     rule_nouveau,
     rule_gpu_count,
     rule_p2p,
+    rule_p2p_capability_not_stated,
     rule_i440fx,
     rule_numa,
     rule_link,

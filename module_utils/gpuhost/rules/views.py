@@ -25,7 +25,7 @@ class RuleOptions:
 NOT_SEEN = {
     "nvml": "NVML (the driver's library)",
     "gpus": "a GPU list (NVML, or nvidia-smi --query-gpu, -q -x, -q or its topology matrices)",
-    "p2p": "a P2P read matrix (NVML, or nvidia-smi topo -p2p r)",
+    "p2p": "a P2P read or write matrix (NVML, or nvidia-smi topo -p2p r)",
     "pci": "PCI devices from sysfs (/sys/bus/pci/devices)",
     "iommu": "IOMMU groups and devices from sysfs (/sys/kernel/iommu_groups, /sys/class/iommu)",
     "kernel_log": "the kernel log (dmesg)",

@@ -83,8 +83,13 @@ def test_the_incidents_pastes_give_the_critical_p2p_finding_and_their_benchmark(
     assert any(row["size_bytes"] == 12288 and row["out_of_place"]["time_us"] == pytest.approx(13.7) for row in rows)
     assert "comm_floor" in report["summary"]
     assert result["inputs"][0]["bench_logs"] == {"nccl": str(tmp_path / "incident" / "all_reduce_perf.log")}
-    why = {e["name"]: e["why"] for e in report["bundle"]["unmapped"]}["all_reduce_perf.log"]
-    assert "read as nccl_bench reads it" in why
+    # Its values are in the report: it is listed as read, by nccl_bench, and not among the inputs not used.
+    gave = {i["name"]: i["as"] for i in report["bundle"]["inputs"]}
+    assert gave["all_reduce_perf.log"] == ["bench:nccl_bench"]
+    assert "all_reduce_perf.log" not in {e["name"] for e in report["bundle"]["unmapped"]}
+    markdown = (tmp_path / "reports" / "incident.md").read_text()
+    assert "| all_reduce_perf.log | nccl-tests | bench:nccl_bench |" in markdown
+    assert "| nothing read |" not in markdown
 
 
 def test_without_bench_logs_the_logs_stay_unmapped(tmp_path: Path, capsys) -> None:
@@ -238,3 +243,54 @@ def test_weak_or_no_topology_signs_decide_nothing(tmp_path: Path, capsys, name, 
     virt = json.loads((tmp_path / "reports" / "m.json").read_text())["virtualization"]
     assert virt["type"] is None
     assert [e["value"].split(":")[0] for e in virt["evidence"]] == notes
+
+
+# ---------------------------------------------------------------------------
+# A matrix named the way users name it
+
+
+def test_the_incident_matrix_saved_as_p2p_read_alone_is_unfit_with_8_gpus(tmp_path: Path, capsys) -> None:
+    # The incident's own topo -p2p r output, without its command line, as a user saves it.
+    (tmp_path / "pastes").mkdir()
+    (tmp_path / "pastes" / "p2p_read.txt").write_text(P2P_NS.read_text())
+    analyse(capsys, tmp_path, ["pastes"])
+    report = json.loads((tmp_path / "reports" / "pastes.json").read_text())
+    assert report["summary"]["verdict"] == "unfit"
+    assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
+    assert report["summary"]["gpu_count"] == 8
+
+
+def test_a_healthy_bare_metal_hosts_pastes_give_no_p2p_finding_and_no_virtualization_claim(tmp_path: Path,
+                                                                                          capsys) -> None:
+    # Negative control: a read matrix of OK, an nccl-tests run whose NCCL_DEBUG lines show P2P transports
+    # (2x A100), its all-reduce read as nccl_bench reads it.
+    pastes = tmp_path / "healthy"
+    pastes.mkdir()
+    (pastes / "p2p_read.txt").write_text(" \tGPU0\tGPU1\t\n GPU0\tX\tOK\t\n GPU1\tOK\tX\t\n")
+    shutil.copy(FIXTURES / "nccl" / "all_reduce_perf_2.13-2.14_nccl2.20.5_debug-info-interleaved_2xA100.txt",
+                pastes / "all_reduce.log")
+    analyse(capsys, tmp_path, ["healthy"])
+    report = json.loads((tmp_path / "reports" / "healthy.json").read_text())
+    ids = {f["id"] for f in report["findings"]}
+    assert not {i for i in ids if "p2p" in i}, ids
+    assert report["summary"]["p2p"] == "ok"
+    assert report["virtualization"]["type"] is None
+    assert report["summary"]["virtualization"].startswith("unknown (")
+    assert report["summary"]["verdict"] != "unfit"
+    assert report["bench"]["nccl"] is not None
+
+
+def test_a_benchmark_log_pasted_after_other_outputs_is_read_from_its_file(tmp_path: Path, capsys) -> None:
+    # One file: the incident's matrix under its shell line, topo -m and the nccl-tests log under their headings.
+    pastes = tmp_path / "one-file"
+    pastes.mkdir()
+    (pastes / "session.md").write_text("$ nvidia-smi topo -p2p r\n" + P2P_NS.read_text() + "\n## nvidia-smi topo -m\n"
+                                       + TOPO_M.decode() + "\n## all_reduce_perf -g 8\n" + NCCL_LOG.read_text())
+    result = analyse(capsys, tmp_path, ["one-file"])
+    report = json.loads((tmp_path / "reports" / "one-file.json").read_text())
+    assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
+    assert result["inputs"][0]["bench_logs"] == {"nccl": str(pastes / "session.md")}
+    assert any(row["size_bytes"] == 12288 for row in report["bench"]["nccl"]["results"])
+    gave = [(i["kind"], i["as"]) for i in report["bundle"]["inputs"]]
+    assert gave == [("nvidia-smi-topo-p2p", ["commands:nvidia-smi topo -p2p r"]),
+                    ("nvidia-smi-topo-m", ["commands:nvidia-smi topo -m"]), ("nccl-tests", ["bench:nccl_bench"])]

@@ -22,6 +22,11 @@ FIXTURE_KINDS = [
     ("*/SOURCES.md", None),
     ("model_configs/*.json", None),  # a model's config.json: no tool output
     ("bundles/*.log", "nvidia-bug-report"),
+    ("kernel-log/dmesg*", "dmesg"),
+    ("kernel-log/journal-k*", "journal-kernel"),
+    # Pastes of several outputs: named by their most specific one (audit/bundle.py cuts them apart).
+    ("pastes/club-3090-1229_*", "nvidia-smi-topo-m"),
+    ("pastes/club-3090-1130_*", "nvidia-smi-topo-p2p"),
     ("nccl/*.json", "nccl-tests-json"),
     ("nccl/nccl-debug_*", "nccl-debug"),
     ("nccl/nccl-topo-dump_*", "nccl-topo-xml"),

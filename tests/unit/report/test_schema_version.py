@@ -22,13 +22,15 @@ from tests.unit import schemas
 #    IOMMU state when nothing showed them, nvidia-smi -q text as a health source; the communication floor's
 #    basis (measured all-reduce or estimate from the pair copy latency), source, assumptions and estimate.
 # 4: the kernel's release and command line, each GPU's VBIOS version; in reports the drift since the previous
-#    report (report/drift.py) and the proof: when the benchmark was measured and the facts it was measured on;
-#    before release, the probe's simpleP2P logs (tool simpleP2P, memcpy_peer, passed) and where a
-#    p2pBandwidthLatencyTest paste was cut (cut).
+#    report (report/drift.py) and the proof: when the benchmark was measured and the facts it was measured on.
+# 5: P2P matrices of several capabilities at once (read+write ...) and of a capability not stated (not_stated),
+#    from support material; a bundle input's capability (its letters and what told them); the probe's
+#    simpleP2P logs (tool simpleP2P, memcpy_peer, passed) and where a p2pBandwidthLatencyTest paste was cut (cut).
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
-    4: "66349c22171440dc",
+    4: "0c9feec2a7edddbc",
+    5: "0d4f4fb854cf21e8",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 

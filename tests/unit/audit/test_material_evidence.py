@@ -1,0 +1,96 @@
+"""Every output of the material that lists GPUs counts for the GPU count and names, and the driver's own word
+on virtualization (nvidia-smi -q's GPU Virtualization Mode) counts as evidence, with its source: the real audit
+over captures built from single pasted outputs."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ansible.module_utils.gpuhost.audit.bundle import build_capture
+from tests.paths import FIXTURES
+from tests.unit.audit.test_bundle import audit
+
+SMI = FIXTURES / "nvidia-smi"
+
+
+def audited(*names: str, rename: dict[str, str] | None = None) -> dict:
+    rename = rename or {}
+    return audit(build_capture([(rename.get(name, name), (SMI / name).read_bytes()) for name in names]))
+
+
+@pytest.mark.parametrize(("name", "count", "models"), [
+    ("list-gpus_570_TITAN-V_RTX-5880-Ada.txt", 2, ["NVIDIA RTX 5880 Ada Generation", "NVIDIA TITAN V"]),
+    ("list-gpus_535_A100-80GB-MIG-7x1g.10gb.txt", 1, ["NVIDIA A100-SXM4-80GB"]),
+    ("topo-m_2018_8gpu-PIX-PXB-mlx5.txt", 8, []),
+    ("topo-p2p-r_8gpu-vm-NS.txt", 8, []),
+    ("q_580_2xRTX-PRO-6000-Blackwell_vm-passthrough.txt", 2, ["NVIDIA RTX PRO 6000 Blackwell Server Edition"]),
+    ("q_418_2xV100-SXM2_throttle-retired.xml", 2, ["Tesla V100-SXM2-16GB"]),
+])
+def test_any_output_that_lists_gpus_gives_their_count(name, count, models) -> None:
+    facts = audited(name)
+    assert facts["summary"]["gpu_count"] == count
+    assert facts["summary"]["gpu_models"] == models
+    assert "gpus" not in facts["not_seen"]
+
+
+def test_nvidia_smi_l_names_the_gpus_a_matrix_shows_by_index() -> None:
+    capture = build_capture([
+        ("p2p_read.txt", b" \tGPU0\tGPU1\t\n GPU0\tX\tOK\t\n GPU1\tOK\tX\t\n"),
+        ("gpus.txt", (SMI / "list-gpus_570_TITAN-V_RTX-5880-Ada.txt").read_bytes()),
+    ])
+    facts = audit(capture)
+    assert [d["name"] for d in facts["gpus"]["devices"]] == ["NVIDIA TITAN V", "NVIDIA RTX 5880 Ada Generation"]
+    assert {s["what"]: s["from"] for s in capture["bundle"]["seen"]}["GPU count from nvidia-smi -L"] == ["gpus.txt"]
+
+
+def test_nvidia_smi_l_is_unread_where_another_output_names_the_gpus() -> None:
+    capture = build_capture([(n, (SMI / n).read_bytes()) for n in (
+        "list-gpus_570_TITAN-V_RTX-5880-Ada.txt", "q_580_2xRTX-PRO-6000-Blackwell_vm-passthrough.txt")])
+    assert "GPU count from nvidia-smi -L" in {u["what"] for u in capture["bundle"]["unread"]}
+
+
+def test_a_passed_through_gpu_makes_a_virtual_machine_with_its_source() -> None:
+    virt = audited("q_580_2xRTX-PRO-6000-Blackwell_vm-passthrough.txt")["virtualization"]
+    assert virt["type"] == "vm"
+    assert {"signal": "nvidia-smi -q GPU Virtualization Mode", "value": "Pass-Through on 2 GPU(s)", "says": "vm",
+            "weight": "strong"} in virt["evidence"]
+
+
+@pytest.mark.parametrize("name", ["q_550_2xH100-HBM3_fabric.txt", "q_470_A100-SXM4-40GB_remap-pending.txt",
+                                  "q_550_2xH100-HBM3_fabric.xml"])
+def test_virtualization_mode_none_makes_no_claim(name) -> None:
+    virt = audited(name)["virtualization"]
+    assert virt["type"] is None and virt["evidence"] == []
+
+
+LSPCI = FIXTURES / "pci" / "lspci"
+
+
+@pytest.mark.parametrize(("name", "machine"), [("q35-guest.lspci-3.14.0.vvv-nn-D.root.txt", "q35"),
+                                               ("q35-guest.lspci-3.9.0.vvv-nn-D.user.txt", "q35"),
+                                               ("i440fx-guest.lspci-3.9.0.vvv-nn-D.root.txt", "i440fx")])
+def test_a_pasted_lspci_of_a_guest_shows_the_hypervisor_with_its_source(name, machine) -> None:
+    capture = build_capture([(name, (LSPCI / name).read_bytes())])
+    virt = audit(capture)["virtualization"]
+    assert virt["type"] == "vm" and virt["hypervisor"] == "kvm" and virt["machine_type"] == machine
+    assert any(e["signal"] == "lspci 0000:00:00.0" and f"{machine} host bridge" in e["value"] for e in virt["evidence"])
+    assert "lspci -vvv -D (ACS and port types when config space is unreadable)" in {
+        s["what"] for s in capture["bundle"]["seen"]}
+
+
+def test_lspci_without_ids_names_the_emulated_devices() -> None:
+    # The q35 guest's lspci with its [vendor:device] ids taken out (as lspci prints without -nn).
+    text = (LSPCI / "q35-guest.lspci-3.14.0.vvv-nn-D.root.txt").read_text()
+    plain = re.sub(r" \[[0-9a-f]{4}:[0-9a-f]{4}\]", "", text)
+    assert plain != text
+    virt = audit(build_capture([("lspci.txt", plain.encode())]))["virtualization"]
+    assert virt["type"] == "vm" and virt["machine_type"] == "q35"
+    assert any(e["signal"] == "lspci" and "Red Hat / QEMU" in e["value"] for e in virt["evidence"])
+
+
+@pytest.mark.parametrize("name", ["host.lspci-3.14.0.vvv-nn-D.root.txt", "host.lspci-3.7.0.vvv-nn-D.root.txt"])
+def test_a_hosts_lspci_makes_no_virtualization_claim(name) -> None:
+    virt = audit(build_capture([(name, (LSPCI / name).read_bytes())]))["virtualization"]
+    assert virt["type"] is None and virt["evidence"] == []
