@@ -21,7 +21,9 @@ description:
     at tensor-parallel sizes 2, 4, 6 and 8 only, above 2 GPUs only with NVLink between every pair (so PCIe GPUs at
     TP 4 or 8 run NCCL whatever P2P can do); the summary and the communication ceiling follow that path.
   - With O(sglang_help), the arguments are checked against the installed SGLang; a renamed option
-    (C(--nsa-decode-backend) -> C(--dsa-decode-backend)) is translated, an option or value it refuses blocks.
+    (C(--nsa-decode-backend) -> C(--dsa-decode-backend) from SGLang 0.5.13, and back on 0.5.12 and older) is
+    translated, C(--dp-size N --enable-dp-attention) becomes C(--attn-dp-size N) where the switch is deprecated,
+    an option or value it refuses blocks.
   - A critical finding blocks unless its id is listed in O(accept); accepted findings are returned under
     RV(accepted) as an audit trail.
   - "Tensor-parallel size C(auto): the smallest power of two (at least the model's C(min_gpus), dividing its
@@ -195,7 +197,7 @@ EXAMPLES = r"""
         arch: sm_120
         models: ["glm-5*"]
         sglang_versions: "==0.5.12"
-        flags: ["--dsa-decode-backend", "tilelang", "--kv-cache-dtype", "bfloat16"]
+        flags: ["--nsa-decode-backend", "tilelang", "--kv-cache-dtype", "bfloat16"]
         purpose: correctness
         source: smoke test on gpu-node-3, 2026-06-01
     fail_on_block: true
