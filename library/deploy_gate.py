@@ -282,8 +282,9 @@ launch:
     all_reduce:
       description: >-
         The all-reduce SGLang will run: C(path) (custom, nccl, or null when only its start-up can tell), C(off_by)
-        (flag, sglang), C(brief), C(reason), C(p2p_check) (driver, cuda_ipc), C(rule) (the version rule applied),
-        C(nvlink_mesh) (null when unknown) and C(nvlink_pairs).
+        (flag, sglang), C(brief), C(reason), C(p2p_check) (assumed: without C(--enable-p2p-check) SGLang asks
+        nobody; cuda_ipc: its CUDA IPC test; driver: only with C(SGLANG_SKIP_P2P_CHECK=1)), C(rule) (the version
+        rule applied), C(nvlink_mesh) (null when unknown) and C(nvlink_pairs).
       type: dict
     flag_check:
       description: C(checked) (against O(sglang_help)), C(translated) options and C(refused) ones.

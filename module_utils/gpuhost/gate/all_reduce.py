@@ -11,8 +11,12 @@ The decision, in SGLang's order (``RULES`` keeps it per SGLang version):
 3. Above 2 GPUs, every pair must be connected by NVLink (NVML's P2P status for the NVLink capability);
    otherwise NCCL. The audit gives that as its ``p2p.nvlink`` matrix, else as ``NV#`` cells of the
    topology; a pair neither tells is unknown, and then so is the path: never assumed.
-4. P2P between the ranks: SGLang trusts the driver's claim, unless ``--enable-p2p-check`` makes it test
-   CUDA IPC between the GPUs at start-up (then only that test can tell, unless the probe proved P2P).
+4. P2P between the ranks, judged one of three ways. Without ``--enable-p2p-check`` SGLang asks nobody: it
+   replaces its P2P check with one that always says yes (``monkey_patch_p2p_access_check``) and sets up
+   its custom all-reduce over CUDA IPC whatever the driver grants, so missing P2P fails at start-up or
+   later instead of falling back. With ``--enable-p2p-check`` it tests CUDA IPC between the GPUs (then
+   only that test can tell, unless the probe proved P2P). ``SGLANG_SKIP_P2P_CHECK=1`` in its environment
+   asks the driver (``torch.cuda.can_device_access_peer``) instead, with or without the flag.
 5. Otherwise its custom all-reduce, for messages under its buffer size (8 MiB); larger ones go to NCCL.
 
 Not modelled: opt-in all-reduce backends that newer SGLang versions enable through environment variables
@@ -32,8 +36,11 @@ from ansible.module_utils.gpuhost.gate.inputs import Host, cell
 # SGLang's rule per version range. Origin: python/sglang/srt/distributed/device_communicators/custom_all_reduce.py
 # (CustomAllreduce.__init__ and should_custom_ar), adapted there from vLLM's custom all-reduce (v0.6.4.post1;
 # SGLang 0.3 imported vLLM's, with the same rule), with is_full_nvlink in custom_all_reduce_utils.py; and
-# monkey_patch_p2p_access_check in sglang/srt/utils, which replaces the CUDA IPC check unless the server
-# runs with --enable-p2p-check. The last entry is the one applied to versions outside every range.
+# monkey_patch_p2p_access_check in sglang/srt/utils/common.py, which replaces gpu_p2p_access_check with
+# `lambda *arg, **kwargs: True` unless the server runs with --enable-p2p-check (called from
+# model_executor/model_runner.py in 0.5.10.post1, from distributed/bootstrap.py in 0.5.23); can_p2p in
+# custom_all_reduce_utils.py asks torch.cuda.can_device_access_peer when SGLANG_SKIP_P2P_CHECK=1, before
+# that check, in both versions. The last entry is the one applied to versions outside every range.
 RULES: tuple[dict[str, Any], ...] = (
     {
         "id": "sglang-custom-ar-vllm-derived",
@@ -49,6 +56,7 @@ RULES: tuple[dict[str, Any], ...] = (
 
 DISABLE = "--disable-custom-all-reduce"
 P2P_CHECK = "--enable-p2p-check"
+SKIP_P2P_CHECK = "SGLANG_SKIP_P2P_CHECK"
 _NVLINK_LABEL = re.compile(r"^NV\d+$")
 _PCIE_LABELS = {"PIX", "PXB", "PHB", "NODE", "SYS", "SOC"}
 _NOT_NVLINK = {"NS", "CNS", "GNS", "TNS", "DR"}
@@ -90,18 +98,25 @@ def nvlink_mesh(host: Host, gpus: Sequence[int]) -> tuple[bool | None, dict[str,
     return (None if counts["unknown"] else True), counts
 
 
+def p2p_check_kind(flags: Iterable[str], env: dict[str, str] | None) -> str:
+    """How SGLang judges P2P between its ranks: driver, cuda_ipc or assumed (it asks nobody)."""
+    if (env or {}).get(SKIP_P2P_CHECK) == "1":
+        return "driver"
+    return "cuda_ipc" if P2P_CHECK in set(flags) else "assumed"
+
+
 def sglang_all_reduce(tp: int, mesh: bool | None, p2p: str, flags: Iterable[str],
-                      version: str | None) -> dict[str, Any]:
-    """SGLang's all-reduce at this tensor-parallel size, NVLink mesh, P2P state and set of flags.
+                      version: str | None, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """SGLang's all-reduce at this tensor-parallel size, NVLink mesh, P2P state, flags and environment.
 
     ``p2p``: proven (by the probe), claimed (by the driver, not proven), unknown or none. Returns
     ``path`` (custom, nccl, or None when only SGLang's start-up can tell), ``off_by`` (flag or sglang,
     when custom all-reduce is off), ``brief`` (a few words for the summary), ``reason``, ``p2p_check``
-    (driver or cuda_ipc) and ``rule`` (the id of the RULES entry applied).
+    (assumed, cuda_ipc or driver; p2p_check_kind) and ``rule`` (the id of the RULES entry applied).
     """
     rule, _note = rule_for(version)
     flags = set(flags)
-    check = "cuda_ipc" if P2P_CHECK in flags else "driver"
+    check = p2p_check_kind(flags, env)
     nccl_all = "NCCL does every all-reduce"
 
     def result(path: str | None, off_by: str | None, brief: str, reason: str) -> dict[str, Any]:
@@ -141,14 +156,32 @@ def sglang_all_reduce(tp: int, mesh: bool | None, p2p: str, flags: Iterable[str]
         return result(None, None, f"custom all-reduce if SGLang's own P2P check passes ({P2P_CHECK}), NCCL otherwise",
                       f"{P2P_CHECK}: SGLang tests CUDA IPC between the GPUs at start-up and runs its custom "
                       f"all-reduce {link} {small} only if that works, NCCL otherwise.")
-    if p2p in ("proven", "claimed"):
-        proof = "proven by the probe" if p2p == "proven" else "as the driver claims it (SGLang checks no more)"
-        return result("custom", None, "P2P proven" if p2p == "proven" else "P2P claimed by the driver",
-                      f"Custom all-reduce {link} {small}, with P2P {proof}.")
+    if check == "driver":
+        if p2p in ("proven", "claimed"):
+            proof = "proven by the probe" if p2p == "proven" else "as the driver claims it"
+            return result("custom", None, "P2P proven" if p2p == "proven" else "P2P claimed by the driver",
+                          f"Custom all-reduce {link} {small}: {SKIP_P2P_CHECK}=1 makes SGLang ask the driver, which "
+                          f"grants P2P ({proof}).")
+        if p2p == "none":
+            return result("nccl", "sglang", "the driver grants no P2P",
+                          f"{SKIP_P2P_CHECK}=1 makes SGLang ask the driver, which grants no P2P between these GPUs: "
+                          f"SGLang switches its custom all-reduce off and {nccl_all}.")
+        return result(None, None, "custom all-reduce if the driver grants P2P, NCCL otherwise",
+                      f"{SKIP_P2P_CHECK}=1 makes SGLang ask the driver at start-up; the P2P status of these GPUs is "
+                      "unknown here, so only that answer will tell between its custom all-reduce and NCCL.")
+    assumed = (f"Without {P2P_CHECK} SGLang asks nobody: it replaces its P2P check with one that always says yes "
+               "and sets up its custom all-reduce over CUDA IPC")
+    if p2p == "proven":
+        return result("custom", None, "P2P proven",
+                      f"Custom all-reduce {link} {small}. {assumed}; the probe proved P2P between these GPUs.")
+    if p2p == "claimed":
+        return result("custom", None, "P2P assumed by SGLang, claimed by the driver, proven by nobody",
+                      f"Custom all-reduce {link} {small}. {assumed}; the driver claims P2P, nobody proved it, and "
+                      "if it does not carry data the all-reduce fails or returns wrong sums.")
     if p2p == "none":
-        return result("nccl", "sglang", "the driver grants no P2P",
-                      f"The driver grants no P2P between these GPUs: SGLang switches its custom all-reduce off and "
-                      f"{nccl_all}.")
-    return result(None, None, "custom all-reduce if the driver grants P2P, NCCL otherwise",
-                  "The P2P status of these GPUs is unknown: SGLang asks the driver at start-up, and runs its custom "
-                  "all-reduce only if the driver grants P2P.")
+        return result("custom", None, "custom all-reduce tried without P2P (SGLang assumes it)",
+                      f"{assumed}, although the driver grants no P2P between these GPUs: the server fails at start-up "
+                      f"or in its first all-reduce instead of falling back to NCCL (sgl-project/sglang#4814). Set "
+                      f"{DISABLE}.")
+    return result("custom", None, "custom all-reduce on assumed P2P (unknown here)",
+                  f"{assumed}; the P2P status of these GPUs is unknown here, so nothing tells whether it will work.")

@@ -136,7 +136,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
 
     args = launch_args(group, entries, custom_allowed, wants_p2p_check(group, p2p, env))
     args, flag_check = checked_args(out, args, sglang_help, flag_sources(entries), version)
-    all_reduce = all_reduce_path(out, host, group, p2p, args, version)
+    all_reduce = all_reduce_path(out, host, group, p2p, args, version, env)
     path = (all_reduce or {}).get("path")
     ceiling, floor = comm_ceiling(out, bench_data, profile, group, probe)
     verdict = "block" if out.reasons else "pass"

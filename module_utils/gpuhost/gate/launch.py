@@ -199,14 +199,14 @@ def checked_args(out: Decision, args: list[str], sglang_help: Any, sources: dict
 
 
 def all_reduce_path(out: Decision, host: Host, group: tuple[Gpu, ...] | None, p2p: dict[str, Any],
-                    args: list[str], version: str | None) -> dict[str, Any] | None:
+                    args: list[str], version: str | None, env: dict[str, str] | None = None) -> dict[str, Any] | None:
     """The all-reduce SGLang will run with these arguments (launch.all_reduce); None without a group."""
     if not group:
         return None
     mesh, pairs = nvlink_mesh(host, [g.index for g in group]) if len(group) > 1 else (None, {})
     level = {"proven": "proven", "claimed": "claimed", "absent": "none", "partial": "none"}.get(
         str(p2p.get("state")), "unknown")
-    found = sglang_all_reduce(len(group), mesh, level, args, version)
+    found = sglang_all_reduce(len(group), mesh, level, args, version, env)
     if len(group) > 1:
         note = rule_for(version)[1]
         if note:
