@@ -48,7 +48,11 @@ def launch_env(out: Decision, bench: dict[str, Any], p2p: dict[str, Any],
         if nranks is not None and nranks != len(group):
             out.notes.append(f"The benchmark ran on {nranks} GPUs and the deployment uses {len(group)}: its "
                              f"environment is taken as is; benchmark with nranks {len(group)} to confirm it.")
-    elif bench:
+    if as_dict(bench.get("serving_env")).get("mode") == "nccl-defaults":
+        out.notes.append("The benchmark measured NCCL with its defaults, not with the environment SGLang sets when it "
+                         "serves (NCCL_CUMEM_ENABLE=0, NCCL_NVLS_ENABLE=0, CUDA_DEVICE_MAX_CONNECTIONS=8): its figures "
+                         "may differ from what serves.")
+    if not isinstance(recommended, dict) and bench:
         out.notes.append("The benchmark recommends no environment (it did not finish healthy): NCCL runs with its "
                          "defaults.")
     if p2p.get("state") in ("absent", "partial"):
