@@ -78,6 +78,7 @@ from ansible.module_utils.gpuhost.gate.launch import (
     wants_p2p_check,
 )
 from ansible.module_utils.gpuhost.gate.model_collectives import apply_collectives
+from ansible.module_utils.gpuhost.gate.p2p_cache import p2p_cache
 from ansible.module_utils.gpuhost.gate.triage import triage_findings
 
 
@@ -155,6 +156,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
         "comm_ceiling_basis": ceiling_basis(out, ceiling, all_reduce),
         "known_good_source": [known_good_source(e) for e in entries],
         "flag_check": flag_check,
+        "p2p_cache": p2p_cache(host, group, p2p, args, out.notes),
     }
     return {
         "verdict": verdict,
