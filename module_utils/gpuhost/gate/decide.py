@@ -135,7 +135,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
         out.notes.append(f"accept lists {', '.join(unmatched)}, which matched no critical finding here (a typo, "
                          "or a finding that is gone): nothing else was accepted")
 
-    args = launch_args(group, entries, custom_allowed, wants_p2p_check(group, p2p, env))
+    args = launch_args(group, entries, custom_allowed, wants_p2p_check(group, p2p, env, host))
     args, flag_check = checked_args(out, args, sglang_help, flag_sources(entries), version)
     all_reduce = all_reduce_path(out, host, group, p2p, args, version, env)
     path = (all_reduce or {}).get("path")

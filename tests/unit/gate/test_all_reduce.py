@@ -43,7 +43,7 @@ def test_sglang_picks_its_all_reduce(tp, mesh, p2p, flags, path, off_by, words):
     result = sglang_all_reduce(tp, mesh, p2p, flags, "0.5.10.post1")
     assert (result["path"], result["off_by"]) == (path, off_by), result["reason"]
     assert words in result["reason"]
-    assert result["rule"] == RULES[0]["id"]
+    assert result["rule"] == RULES[-1]["id"] == "sglang-custom-ar-vllm-derived"
 
 
 @pytest.mark.parametrize(("p2p", "flags", "path", "off_by"), [
@@ -76,6 +76,32 @@ def test_without_the_p2p_check_missing_p2p_is_not_a_fallback_but_a_failure():
     assert "driver grants no P2P" in result["reason"]
 
 
+# Custom all-reduce v2 (0.5.12 on): NVLink only, 16 MiB; 0.5.12 has no fallback on PCIe, later ones fall back to
+# the legacy one (8 MiB, 2 PCIe GPUs). custom_all_reduce.py dispatch_custom_allreduce, custom_all_reduce_v2.py.
+@pytest.mark.parametrize(("version", "tp", "mesh", "path", "words"), [
+    ("0.5.10.post1", 8, True, "custom", "up to 8 MiB"),
+    ("0.5.12", 8, True, "custom", "up to 16 MiB"),
+    ("0.5.23", 8, True, "custom", "up to 16 MiB"),
+    ("0.5.23", 16, True, "custom", "up to 16 MiB"),
+    ("0.5.13", 16, True, "nccl", "2 to 8 GPUs only"),
+    ("0.5.10.post1", 16, True, "nccl", "2, 4, 6 and 8"),
+    ("0.5.12", 2, False, "nccl", "no fallback"),
+    ("0.5.13", 2, False, "custom", "up to 8 MiB"),
+    ("0.5.23", 2, False, "custom", "up to 8 MiB"),
+    ("0.5.23", 2, None, "custom", "16 MiB with its v2 if NVLink"),
+    ("0.5.12", 2, None, None, "unknown"),
+])
+def test_custom_all_reduce_v2_per_release(version, tp, mesh, path, words):
+    result = sglang_all_reduce(tp, mesh, "proven", [], version)
+    assert result["path"] == path, result["reason"]
+    assert words in result["reason"]
+
+
+def test_the_legacy_custom_all_reduce_comes_back_with_v2_switched_off():
+    result = sglang_all_reduce(8, True, "proven", [], "0.5.23", {"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2": "0"})
+    assert result["path"] == "custom" and "up to 8 MiB" in result["reason"]
+
+
 def test_one_gpu_reduces_nothing():
     result = sglang_all_reduce(1, None, "n/a", [], None)
     assert result["path"] is None and result["off_by"] is None
@@ -84,7 +110,10 @@ def test_one_gpu_reduces_nothing():
 
 def test_the_rule_is_kept_per_sglang_version():
     rule, note = rule_for("0.5.10.post1")
-    assert rule["world_sizes"] == (2, 4, 6, 8) and note is None
+    assert rule["world_sizes"] == (2, 4, 6, 8) and note is None and rule["v2"] is None
+    assert rule_for("0.5.12")[0]["v2"]["pcie_fallback"] is False
+    assert rule_for("0.5.23")[0]["v2"] == {"world_sizes": tuple(range(2, 17)), "max_message_mib": 16,
+                                           "pcie_fallback": True}
     assert "custom_all_reduce.py" in rule["source"] and "vLLM" in rule["source"]
     rule, note = rule_for("0.1.9")
     assert rule is RULES[-1] and note is not None and "0.1.9" in note
@@ -153,10 +182,10 @@ def test_two_pcie_gpus_with_p2p_claimed_not_proven_let_sglang_check_it():
     assert "if SGLang's own P2P check passes" in result["summary"]
 
 
-def test_more_than_two_gpus_with_p2p_only_claimed_keep_custom_all_reduce_off():
+def test_an_nvlink_mesh_above_two_gpus_with_p2p_only_claimed_gets_sglangs_own_check():
     result = gate.decide(audited(H100), LLAMA70)
-    assert result["launch"]["args"] == ["--tp", "4", "--disable-custom-all-reduce"]
-    assert result["launch"]["all_reduce"]["off_by"] == "flag"
+    assert result["launch"]["args"] == ["--tp", "4", "--enable-p2p-check"]
+    assert result["launch"]["all_reduce"]["path"] is None and result["launch"]["all_reduce"]["p2p_check"] == "cuda_ipc"
 
 
 def test_an_unknown_nvlink_mesh_is_said_not_assumed():
