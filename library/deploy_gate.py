@@ -14,14 +14,17 @@ description:
   - Derives the SGLang launch settings the facts call for, the tensor-parallel size and which GPUs
     (C(CUDA_VISIBLE_DEVICES)), the backend flags the known-good table gives for the GPUs' architecture,
     the model and the SGLang version, C(--disable-custom-all-reduce) unless P2P was proven between every pair
-    of the chosen GPUs (C(--enable-p2p-check) instead for two GPUs whose P2P the driver claims, so that SGLang
-    tests CUDA IPC itself), the NCCL environment that won the benchmark's tuning (C(NCCL_P2P_DISABLE=1) when P2P
+    of the chosen GPUs (C(--enable-p2p-check) instead for two GPUs, or an NVLink mesh of any size, whose P2P the
+    driver claims, so that SGLang tests CUDA IPC itself), the NCCL environment that won the benchmark's tuning (C(NCCL_P2P_DISABLE=1) when P2P
     is missing), and the communication ceiling in tokens per second the benchmark's latency allows.
   - Reports the all-reduce SGLang will really run (RV(launch.all_reduce)) as SGLang decides it; custom all-reduce
     at tensor-parallel sizes 2, 4, 6 and 8 only, above 2 GPUs only with NVLink between every pair (so PCIe GPUs at
-    TP 4 or 8 run NCCL whatever P2P can do); the summary and the communication ceiling follow that path.
+    TP 4 or 8 run NCCL whatever P2P can do), up to 8 MiB; from SGLang 0.5.12 its v2 on NVLink up to 16 MiB (per
+    release, gate/all_reduce.py RULES); the summary and the communication ceiling follow that path.
   - With O(sglang_help), the arguments are checked against the installed SGLang; a renamed option
-    (C(--nsa-decode-backend) -> C(--dsa-decode-backend)) is translated, an option or value it refuses blocks.
+    (C(--nsa-decode-backend) -> C(--dsa-decode-backend) from SGLang 0.5.13, and back on 0.5.12 and older) is
+    translated, C(--dp-size N --enable-dp-attention) becomes C(--attn-dp-size N) where the switch is deprecated,
+    an option or value it refuses blocks.
   - A critical finding blocks unless its id is listed in O(accept); accepted findings are returned under
     RV(accepted) as an audit trail.
   - "Tensor-parallel size C(auto): the smallest power of two (at least the model's C(min_gpus), dividing its
@@ -195,7 +198,7 @@ EXAMPLES = r"""
         arch: sm_120
         models: ["glm-5*"]
         sglang_versions: "==0.5.12"
-        flags: ["--dsa-decode-backend", "tilelang", "--kv-cache-dtype", "bfloat16"]
+        flags: ["--nsa-decode-backend", "tilelang", "--kv-cache-dtype", "bfloat16"]
         purpose: correctness
         source: smoke test on gpu-node-3, 2026-06-01
     fail_on_block: true
@@ -280,8 +283,9 @@ launch:
     all_reduce:
       description: >-
         The all-reduce SGLang will run: C(path) (custom, nccl, or null when only its start-up can tell), C(off_by)
-        (flag, sglang), C(brief), C(reason), C(p2p_check) (driver, cuda_ipc), C(rule) (the version rule applied),
-        C(nvlink_mesh) (null when unknown) and C(nvlink_pairs).
+        (flag, sglang), C(brief), C(reason), C(p2p_check) (assumed: without C(--enable-p2p-check) SGLang asks
+        nobody; cuda_ipc: its CUDA IPC test; driver: only with C(SGLANG_SKIP_P2P_CHECK=1)), C(rule) (the version
+        rule applied), C(nvlink_mesh) (null when unknown) and C(nvlink_pairs).
       type: dict
     flag_check:
       description: C(checked) (against O(sglang_help)), C(translated) options and C(refused) ones.

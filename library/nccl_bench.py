@@ -111,6 +111,15 @@ options:
         set here, to name the transports.
     type: dict
     default: {}
+  serving_env:
+    description:
+      - C(sglang) runs every sweep with the environment SGLang gives NCCL when it serves (its
+        C(entrypoints/engine.py)) C(NCCL_CUMEM_ENABLE=0) and C(NCCL_NVLS_ENABLE=0) unless O(env) or the candidate
+        sets them, C(CUDA_DEVICE_MAX_CONNECTIONS=8) always), so that the baseline is the NCCL that serves.
+      - C(nccl-defaults) adds nothing. RV(serving_env) says which was used, and the report repeats it.
+    type: str
+    choices: [sglang, nccl-defaults]
+    default: sglang
   tune:
     description: Run the sweep under each of O(candidates) and recommend the best environment.
     type: bool
@@ -259,6 +268,14 @@ env:
   description: The environment of the baseline sweep (O(env) plus the first candidate's).
   returned: always
   type: dict
+serving_env:
+  description: >-
+    Which environment the sweeps ran with: C(mode) (sglang, nccl-defaults, or log when read from a log),
+    C(added) (the variables added as SGLang adds them), C(replaced) (values SGLang overrides, as they were),
+    C(kept) (variables SGLang sets only when unset, which O(env) set already) and C(source).
+    RV(env) and RV(recommended_env) stay without them: SGLang adds them itself.
+  returned: always
+  type: dict
 transports:
   description: >-
     What NCCL_DEBUG=INFO said: C(nccl_version), C(connections), C(transports) (name -> count), C(env),
@@ -382,6 +399,7 @@ def get_argument_spec() -> dict:
         "startup_timeout": {"type": "float", "default": DEFAULT_STARTUP_TIMEOUT_S},
         "check": {"type": "bool", "default": True},
         "env": {"type": "dict", "default": {}},
+        "serving_env": {"type": "str", "choices": ["sglang", "nccl-defaults"], "default": "sglang"},
         "tune": {"type": "bool", "default": False},
         "candidates": {"type": "list", "elements": "dict"},
         "thresholds": {"type": "list", "elements": "dict"},

@@ -192,11 +192,13 @@ def test_h100_passes_with_custom_all_reduce_on(fleet):
     assert result["summary"].endswith("custom all-reduce on (P2P proven)")
 
 
-def test_h100_without_a_probe_turns_custom_all_reduce_off(fleet):
+def test_h100_without_a_probe_lets_sglang_test_cuda_ipc(fleet):
+    # An NVLink mesh whose P2P the driver claims: SGLang's own check (--enable-p2p-check) decides at start-up.
     result = gate(fleet, "h100-unproven")
     assert result["verdict"] == "pass"
-    assert result["launch"]["custom_all_reduce"] is False
-    assert result["launch"]["args"] == ["--tp", "4", "--disable-custom-all-reduce"]
+    assert result["launch"]["custom_all_reduce"] is None
+    assert result["launch"]["args"] == ["--tp", "4", "--enable-p2p-check"]
+    assert result["launch"]["all_reduce"]["p2p_check"] == "cuda_ipc"
 
 
 def test_consumer_gpus_without_p2p_serve_a_small_model_on_one_gpu(fleet):

@@ -89,6 +89,7 @@ PURE_BENCH = {
     "bench.arguments": "the benchmark modules' options, checked before anything runs",
     "bench.nccl_known_issues": "NCCL versions with known bugs per GPU, data, and the finding they make",
     "bench.nccl_diagnostics": "what NCCL's own diagnostics said, read back into findings",
+    "bench.serving_env": "the environment SGLang gives NCCL when it serves, data, and its description",
 }
 # Modules outside the pure packages that pure code may import, each with why it is pure
 # (for example a derivation of audit/ that works on data already gathered and never sees a Source).

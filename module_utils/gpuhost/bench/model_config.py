@@ -11,7 +11,8 @@ What SGLang does under tensor parallelism (``python/sglang/srt/models/llama.py``
   count the same two as dense ones.
 - the vocab-parallel embedding all-reduces its output once per forward pass (one more of the same size).
 - the LM head gathers logits (an all-gather of the vocabulary, not an all-reduce): not counted.
-- DP attention (``--enable-dp-attention``) replaces the attention all-reduce with gathers and scatters,
+- DP attention (``--attn-dp-size N``; ``--dp-size N --enable-dp-attention`` before SGLang deprecated that
+  switch, 0.5.23 server_args.py) replaces the attention all-reduce with gathers and scatters,
   expert parallelism (``--ep-size`` > 1, DeepEP) the MoE all-reduce with all-to-all: neither is
   modelled here, and the result says so rather than guess.
 - multi-token prediction layers (``num_nextn_predict_layers``) only run with speculative decoding;

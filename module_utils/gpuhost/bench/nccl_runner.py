@@ -43,6 +43,8 @@ from ansible.module_utils.gpuhost.bench.nccl_thresholds import (
     normalize_thresholds,
 )
 from ansible.module_utils.gpuhost.bench.nccl_tuning import choose_best, normalize_candidates, summarize_candidate
+from ansible.module_utils.gpuhost.bench.serving_env import MODES as SERVING_ENV_MODES
+from ansible.module_utils.gpuhost.bench.serving_env import as_served
 from ansible.module_utils.gpuhost.findings.catalog import make
 from ansible.module_utils.gpuhost.findings.finding import Finding
 from ansible.module_utils.gpuhost.parsers.nccl_debug import parse_nccl_debug
@@ -65,6 +67,9 @@ def resolve_options(params: dict[str, Any]) -> dict[str, Any]:
     unknown = [c for c in collectives if c not in logic.COLLECTIVES]
     if unknown:
         raise BenchFailure(f"collectives: expected any of {', '.join(logic.COLLECTIVES)}; got {', '.join(unknown)}")
+    if params.get("serving_env") not in (None, *SERVING_ENV_MODES):
+        raise BenchFailure(f"serving_env: expected one of {', '.join(SERVING_ENV_MODES)}; "
+                           f"got {params['serving_env']!r}")
 
     def given(name: str, default: Any) -> Any:
         return default if params.get(name) is None else params[name]
@@ -80,6 +85,7 @@ def resolve_options(params: dict[str, Any]) -> dict[str, Any]:
         "timeout": float(given("timeout", DEFAULT_TIMEOUT_S)),
         "startup_timeout": float(given("startup_timeout", DEFAULT_STARTUP_TIMEOUT_S)),
         "env": environment("env", params.get("env")),
+        "serving_env": given("serving_env", "sglang"),
     }
 
 
@@ -133,6 +139,7 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
         nranks = sweep.nranks or params.get("nranks")
         sweeps = [("as-is", base_env, sweep)]
         source = "log"
+        served = {"mode": "log", "added": {}, "replaced": {}, "kept": {}, "source": None}
     else:
         if check_mode and not params.get("run_in_check_mode"):
             raise BenchSkipped(CHECK_MODE_SKIP)
@@ -146,9 +153,12 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
             raise BenchFailure(f"max_bytes: expected at least min_bytes ({opts['min_bytes']}); got {opts['max_bytes']}")
         diag_requested, diag_why = nccl_diagnostics.plan(engine, torch_nccl)
         sweeps = []
+        served = None
         for index, candidate in enumerate(candidates):
             env = {**base_env, **candidate["env"]}
-            run_env = dict(env)
+            # NCCL as SGLang serves with it (serving_env.py); what was added is reported for the baseline.
+            run_env, served_here = as_served(env, opts["serving_env"])
+            served = served or served_here
             if engine != "torch-gloo":
                 # The transport per channel is only printed at INFO; the user's own setting wins.
                 run_env.setdefault("NCCL_DEBUG", "INFO")
@@ -219,6 +229,7 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
         "results": primary.collectives.get(primary_collective, []),
         "per_collective": per_collective,
         "env": env,
+        "serving_env": served,
         "transports": transports,
         "thresholds": thresholds,
         "violations": violations,

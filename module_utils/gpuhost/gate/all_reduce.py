@@ -11,8 +11,12 @@ The decision, in SGLang's order (``RULES`` keeps it per SGLang version):
 3. Above 2 GPUs, every pair must be connected by NVLink (NVML's P2P status for the NVLink capability);
    otherwise NCCL. The audit gives that as its ``p2p.nvlink`` matrix, else as ``NV#`` cells of the
    topology; a pair neither tells is unknown, and then so is the path: never assumed.
-4. P2P between the ranks: SGLang trusts the driver's claim, unless ``--enable-p2p-check`` makes it test
-   CUDA IPC between the GPUs at start-up (then only that test can tell, unless the probe proved P2P).
+4. P2P between the ranks, judged one of three ways. Without ``--enable-p2p-check`` SGLang asks nobody: it
+   replaces its P2P check with one that always says yes (``monkey_patch_p2p_access_check``) and sets up
+   its custom all-reduce over CUDA IPC whatever the driver grants, so missing P2P fails at start-up or
+   later instead of falling back. With ``--enable-p2p-check`` it tests CUDA IPC between the GPUs (then
+   only that test can tell, unless the probe proved P2P). ``SGLANG_SKIP_P2P_CHECK=1`` in its environment
+   asks the driver (``torch.cuda.can_device_access_peer``) instead, with or without the flag.
 5. Otherwise its custom all-reduce, for messages under its buffer size (8 MiB); larger ones go to NCCL.
 
 Not modelled: opt-in all-reduce backends that newer SGLang versions enable through environment variables
@@ -29,26 +33,65 @@ from typing import Any
 from ansible.module_utils.gpuhost.gate import versions
 from ansible.module_utils.gpuhost.gate.inputs import Host, cell
 
-# SGLang's rule per version range. Origin: python/sglang/srt/distributed/device_communicators/custom_all_reduce.py
-# (CustomAllreduce.__init__ and should_custom_ar), adapted there from vLLM's custom all-reduce (v0.6.4.post1;
-# SGLang 0.3 imported vLLM's, with the same rule), with is_full_nvlink in custom_all_reduce_utils.py; and
-# monkey_patch_p2p_access_check in sglang/srt/utils, which replaces the CUDA IPC check unless the server
-# runs with --enable-p2p-check. The last entry is the one applied to versions outside every range.
+# SGLang's rule per version range, newest first. Origin: python/sglang/srt/distributed/device_communicators/
+# custom_all_reduce.py (CustomAllreduce.__init__ and should_custom_ar: _SUPPORTED_WORLD_SIZES [2, 4, 6, 8],
+# _MAX_CAR_SIZE 8192 * 1024 on CUDA), adapted there from vLLM's custom all-reduce (v0.6.4.post1; SGLang 0.3
+# imported vLLM's, with the same rule), with is_full_nvlink and can_use_custom_all_reduce_with_nvlink in
+# custom_all_reduce_utils.py; and monkey_patch_p2p_access_check in sglang/srt/utils/common.py, which replaces
+# gpu_p2p_access_check with `lambda *arg, **kwargs: True` unless the server runs with --enable-p2p-check
+# (called from model_executor/model_runner.py in 0.5.10.post1, from distributed/bootstrap.py in 0.5.23);
+# can_p2p in custom_all_reduce_utils.py asks torch.cuda.can_device_access_peer when SGLANG_SKIP_P2P_CHECK=1,
+# before that check, in both versions.
+# From 0.5.12 dispatch_custom_allreduce (custom_all_reduce.py) runs the JIT-compiled CustomAllReduceV2
+# (custom_all_reduce_v2.py) by default (environ.py SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2=True; in 0.5.10.post1
+# it is opt-in through SGLANG_USE_JIT_ALL_REDUCE). It runs only where can_use_custom_all_reduce_with_nvlink
+# finds NVLink between every pair (`full_nvlink != True: return`), at 2 to 8 GPUs (THRESHOLD_2_SHOT_MAP; 2 to 16
+# from 0.5.19, configs/custom_all_reduce_v2.py range(2, 17)), for messages up to 16 MiB (max_pull_size
+# 16 * 1024 * 1024; SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB = 16 * 1024 from 0.5.19). In 0.5.12 PCIe GPUs then
+# get no custom all-reduce at all (V2 is returned whatever the link, and disables itself); from 0.5.13
+# can_use_custom_all_reduce_v2 is asked first and PCIe GPUs fall back to the legacy CustomAllreduce (0.5.23 the
+# same). The last entry is the one applied to versions outside every range.
+_LEGACY = {"world_sizes": (2, 4, 6, 8), "pcie_max_ranks": 2, "max_message_mib": 8}
 RULES: tuple[dict[str, Any], ...] = (
     {
+        "id": "sglang-custom-ar-v2-nvlink-16mib-legacy-pcie",
+        "sglang_versions": ">=0.5.19",
+        **_LEGACY,
+        "v2": {"world_sizes": tuple(range(2, 17)), "max_message_mib": 16, "pcie_fallback": True},
+        "source": "SGLang 0.5.19 and 0.5.23 custom_all_reduce.py dispatch_custom_allreduce, custom_all_reduce_v2.py "
+                  "can_use_custom_all_reduce_v2, configs/custom_all_reduce_v2.py, environ.py",
+    },
+    {
+        "id": "sglang-custom-ar-v2-nvlink-legacy-pcie",
+        "sglang_versions": ">=0.5.13,<0.5.19",
+        **_LEGACY,
+        "v2": {"world_sizes": tuple(range(2, 9)), "max_message_mib": 16, "pcie_fallback": True},
+        "source": "SGLang 0.5.13 custom_all_reduce.py dispatch_custom_allreduce, custom_all_reduce_v2.py "
+                  "can_use_custom_all_reduce_v2 (THRESHOLD_2_SHOT_MAP 2..8, max_pull_size 16 MiB)",
+    },
+    {
+        "id": "sglang-custom-ar-v2-nvlink-only",
+        "sglang_versions": ">=0.5.12,<0.5.13",
+        **_LEGACY,
+        "v2": {"world_sizes": tuple(range(2, 9)), "max_message_mib": 16, "pcie_fallback": False},
+        "source": "SGLang 0.5.12 custom_all_reduce.py dispatch_custom_allreduce (CustomAllReduceV2 whatever the "
+                  "link), custom_all_reduce_v2.py CustomAllReduceV2.__init__ (full_nvlink != True: disabled)",
+    },
+    {
         "id": "sglang-custom-ar-vllm-derived",
-        "sglang_versions": ">=0.3",
-        "world_sizes": (2, 4, 6, 8),
-        "pcie_max_ranks": 2,
-        "max_message_mib": 8,
+        "sglang_versions": ">=0.3,<0.5.12",
+        **_LEGACY,
+        "v2": None,
         "source": "SGLang custom_all_reduce.py (CustomAllreduce: _SUPPORTED_WORLD_SIZES [2, 4, 6, 8]; above 2 GPUs "
                   "only with is_full_nvlink; _can_p2p through gpu_p2p_access_check, replaced by "
                   "monkey_patch_p2p_access_check without --enable-p2p-check), adapted from vLLM's",
     },
 )
+V2_ENV = "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2"
 
 DISABLE = "--disable-custom-all-reduce"
 P2P_CHECK = "--enable-p2p-check"
+SKIP_P2P_CHECK = "SGLANG_SKIP_P2P_CHECK"
 _NVLINK_LABEL = re.compile(r"^NV\d+$")
 _PCIE_LABELS = {"PIX", "PXB", "PHB", "NODE", "SYS", "SOC"}
 _NOT_NVLINK = {"NS", "CNS", "GNS", "TNS", "DR"}
@@ -90,18 +133,25 @@ def nvlink_mesh(host: Host, gpus: Sequence[int]) -> tuple[bool | None, dict[str,
     return (None if counts["unknown"] else True), counts
 
 
+def p2p_check_kind(flags: Iterable[str], env: dict[str, str] | None) -> str:
+    """How SGLang judges P2P between its ranks: driver, cuda_ipc or assumed (it asks nobody)."""
+    if (env or {}).get(SKIP_P2P_CHECK) == "1":
+        return "driver"
+    return "cuda_ipc" if P2P_CHECK in set(flags) else "assumed"
+
+
 def sglang_all_reduce(tp: int, mesh: bool | None, p2p: str, flags: Iterable[str],
-                      version: str | None) -> dict[str, Any]:
-    """SGLang's all-reduce at this tensor-parallel size, NVLink mesh, P2P state and set of flags.
+                      version: str | None, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """SGLang's all-reduce at this tensor-parallel size, NVLink mesh, P2P state, flags and environment.
 
     ``p2p``: proven (by the probe), claimed (by the driver, not proven), unknown or none. Returns
     ``path`` (custom, nccl, or None when only SGLang's start-up can tell), ``off_by`` (flag or sglang,
     when custom all-reduce is off), ``brief`` (a few words for the summary), ``reason``, ``p2p_check``
-    (driver or cuda_ipc) and ``rule`` (the id of the RULES entry applied).
+    (assumed, cuda_ipc or driver; p2p_check_kind) and ``rule`` (the id of the RULES entry applied).
     """
     rule, _note = rule_for(version)
     flags = set(flags)
-    check = "cuda_ipc" if P2P_CHECK in flags else "driver"
+    check = p2p_check_kind(flags, env)
     nccl_all = "NCCL does every all-reduce"
 
     def result(path: str | None, off_by: str | None, brief: str, reason: str) -> dict[str, Any]:
@@ -112,23 +162,37 @@ def sglang_all_reduce(tp: int, mesh: bool | None, p2p: str, flags: Iterable[str]
         return result(None, None, "one GPU", "Tensor-parallel size 1: nothing is all-reduced.")
     if DISABLE in flags:
         return result("nccl", "flag", DISABLE, f"{DISABLE}: SGLang's custom all-reduce is off, {nccl_all}.")
-    sizes = ", ".join(str(s) for s in rule["world_sizes"][:-1]) + f" and {rule['world_sizes'][-1]}"
-    if tp not in rule["world_sizes"]:
+    v2 = rule.get("v2") if (env or {}).get(V2_ENV, "1").lower() not in ("0", "false") else None
+    if v2 and mesh is not False and (mesh is True or tp > rule["pcie_max_ranks"] or not v2["pcie_fallback"]):
+        # NVLink, or a link only SGLang's start-up will tell where the legacy path could not run anyway.
+        world_sizes, cap, kind = v2["world_sizes"], v2["max_message_mib"], "custom all-reduce v2"
+    elif v2 and mesh is False and not v2["pcie_fallback"]:
+        return result("nccl", "sglang", f"{tp} GPUs without an NVLink mesh (custom all-reduce v2 needs it)",
+                      "This SGLang runs its custom all-reduce v2 by default, which needs NVLink between every pair, "
+                      f"and has no fallback to the legacy one: on PCIe it stays off and {nccl_all}.")
+    else:
+        world_sizes, cap, kind = rule["world_sizes"], rule["max_message_mib"], "custom all-reduce"
+    sizes = f"{world_sizes[0]} to {world_sizes[-1]}" if len(world_sizes) > 4 else \
+        ", ".join(str(s) for s in world_sizes[:-1]) + f" and {world_sizes[-1]}"
+    if tp not in world_sizes:
         return result("nccl", "sglang", f"{tp} GPUs, a size it does not support",
-                      f"SGLang runs its custom all-reduce at {sizes} GPUs only; at {tp} it switches it off and "
-                      f"{nccl_all}.")
+                      f"SGLang runs its {kind} at {sizes} GPUs only; at {tp} it switches it off and {nccl_all}.")
     if tp > rule["pcie_max_ranks"] and mesh is False:
         return result("nccl", "sglang", f"{tp} GPUs without an NVLink mesh",
                       f"Above {rule['pcie_max_ranks']} GPUs SGLang runs its custom all-reduce only when NVLink "
                       f"connects every pair; these {tp} GPUs talk over PCIe, so it switches it off and {nccl_all}, "
                       "whatever P2P can do.")
-    if tp > rule["pcie_max_ranks"] and mesh is None:
+    if mesh is None and (tp > rule["pcie_max_ranks"] or (v2 and not v2["pcie_fallback"])):
         return result(None, None, "custom all-reduce or NCCL, as SGLang finds the NVLink mesh (unknown here)",
-                      f"Above {rule['pcie_max_ranks']} GPUs SGLang needs NVLink between every pair; whether these "
-                      "have it is unknown (the audit shows no NVLink status for every pair), so only SGLang's own "
-                      "NVML check at start-up will tell between its custom all-reduce and NCCL.")
+                      "SGLang needs NVLink between every pair for this; whether these have it is unknown (the audit "
+                      "shows no NVLink status for every pair), so only SGLang's own NVML check at start-up will "
+                      "tell between its custom all-reduce and NCCL.")
+    if mesh is None and v2:
+        cap_text = f"{rule['max_message_mib']} MiB ({v2['max_message_mib']} MiB with its v2 if NVLink connects them)"
+    else:
+        cap_text = f"{cap} MiB"
     link = "over NVLink" if mesh is True else f"between the {tp} GPUs"
-    small = f"for messages under {rule['max_message_mib']} MiB (NCCL above)"
+    small = f"for messages up to {cap_text} (NCCL above)"
     if check == "cuda_ipc":
         if p2p == "proven":
             return result("custom", None, "P2P proven",
@@ -141,14 +205,32 @@ def sglang_all_reduce(tp: int, mesh: bool | None, p2p: str, flags: Iterable[str]
         return result(None, None, f"custom all-reduce if SGLang's own P2P check passes ({P2P_CHECK}), NCCL otherwise",
                       f"{P2P_CHECK}: SGLang tests CUDA IPC between the GPUs at start-up and runs its custom "
                       f"all-reduce {link} {small} only if that works, NCCL otherwise.")
-    if p2p in ("proven", "claimed"):
-        proof = "proven by the probe" if p2p == "proven" else "as the driver claims it (SGLang checks no more)"
-        return result("custom", None, "P2P proven" if p2p == "proven" else "P2P claimed by the driver",
-                      f"Custom all-reduce {link} {small}, with P2P {proof}.")
+    if check == "driver":
+        if p2p in ("proven", "claimed"):
+            proof = "proven by the probe" if p2p == "proven" else "as the driver claims it"
+            return result("custom", None, "P2P proven" if p2p == "proven" else "P2P claimed by the driver",
+                          f"Custom all-reduce {link} {small}: {SKIP_P2P_CHECK}=1 makes SGLang ask the driver, which "
+                          f"grants P2P ({proof}).")
+        if p2p == "none":
+            return result("nccl", "sglang", "the driver grants no P2P",
+                          f"{SKIP_P2P_CHECK}=1 makes SGLang ask the driver, which grants no P2P between these GPUs: "
+                          f"SGLang switches its custom all-reduce off and {nccl_all}.")
+        return result(None, None, "custom all-reduce if the driver grants P2P, NCCL otherwise",
+                      f"{SKIP_P2P_CHECK}=1 makes SGLang ask the driver at start-up; the P2P status of these GPUs is "
+                      "unknown here, so only that answer will tell between its custom all-reduce and NCCL.")
+    assumed = (f"Without {P2P_CHECK} SGLang asks nobody: it replaces its P2P check with one that always says yes "
+               "and sets up its custom all-reduce over CUDA IPC")
+    if p2p == "proven":
+        return result("custom", None, "P2P proven",
+                      f"Custom all-reduce {link} {small}. {assumed}; the probe proved P2P between these GPUs.")
+    if p2p == "claimed":
+        return result("custom", None, "P2P assumed by SGLang, claimed by the driver, proven by nobody",
+                      f"Custom all-reduce {link} {small}. {assumed}; the driver claims P2P, nobody proved it, and "
+                      "if it does not carry data the all-reduce fails or returns wrong sums.")
     if p2p == "none":
-        return result("nccl", "sglang", "the driver grants no P2P",
-                      f"The driver grants no P2P between these GPUs: SGLang switches its custom all-reduce off and "
-                      f"{nccl_all}.")
-    return result(None, None, "custom all-reduce if the driver grants P2P, NCCL otherwise",
-                  "The P2P status of these GPUs is unknown: SGLang asks the driver at start-up, and runs its custom "
-                  "all-reduce only if the driver grants P2P.")
+        return result("custom", None, "custom all-reduce tried without P2P (SGLang assumes it)",
+                      f"{assumed}, although the driver grants no P2P between these GPUs: the server fails at start-up "
+                      f"or in its first all-reduce instead of falling back to NCCL (sgl-project/sglang#4814). Set "
+                      f"{DISABLE}.")
+    return result("custom", None, "custom all-reduce on assumed P2P (unknown here)",
+                  f"{assumed}; the P2P status of these GPUs is unknown here, so nothing tells whether it will work.")

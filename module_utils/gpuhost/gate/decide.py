@@ -78,6 +78,7 @@ from ansible.module_utils.gpuhost.gate.launch import (
     wants_p2p_check,
 )
 from ansible.module_utils.gpuhost.gate.model_collectives import apply_collectives
+from ansible.module_utils.gpuhost.gate.p2p_cache import p2p_cache
 from ansible.module_utils.gpuhost.gate.triage import triage_findings
 
 
@@ -134,9 +135,9 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
         out.notes.append(f"accept lists {', '.join(unmatched)}, which matched no critical finding here (a typo, "
                          "or a finding that is gone): nothing else was accepted")
 
-    args = launch_args(group, entries, custom_allowed, wants_p2p_check(group, p2p, env))
+    args = launch_args(group, entries, custom_allowed, wants_p2p_check(group, p2p, env, host))
     args, flag_check = checked_args(out, args, sglang_help, flag_sources(entries), version)
-    all_reduce = all_reduce_path(out, host, group, p2p, args, version)
+    all_reduce = all_reduce_path(out, host, group, p2p, args, version, env)
     path = (all_reduce or {}).get("path")
     ceiling, floor = comm_ceiling(out, bench_data, profile, group, probe)
     verdict = "block" if out.reasons else "pass"
@@ -155,6 +156,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
         "comm_ceiling_basis": ceiling_basis(out, ceiling, all_reduce),
         "known_good_source": [known_good_source(e) for e in entries],
         "flag_check": flag_check,
+        "p2p_cache": p2p_cache(host, group, p2p, args, out.notes),
     }
     return {
         "verdict": verdict,

@@ -10,6 +10,7 @@ from itertools import combinations
 from typing import Any
 
 from ansible.module_utils.gpuhost.findings.catalog import text
+from ansible.module_utils.gpuhost.gate.all_reduce import nvlink_mesh
 from ansible.module_utils.gpuhost.gate.decision import Decision
 from ansible.module_utils.gpuhost.gate.inputs import Gpu, Host, cell
 from ansible.module_utils.gpuhost.gate.placement import P2P_STATES, pair_state
@@ -55,8 +56,8 @@ def judge_p2p(out: Decision, host: Host, proof: dict[tuple[int, int], bool], gro
                          "the lack explicit, and every all-reduce pays the host-memory latency (see "
                          "expected_comm_ceiling_tok_s). Fewer GPUs per group, or P2P fixed at the hypervisor, "
                          "lift that floor.")
-    elif state == "claimed" and len(group) > 2:
-        # Two GPUs get SGLang's own P2P check instead (launch.py says so).
+    elif state == "claimed" and len(group) > 2 and nvlink_mesh(host, [g.index for g in group])[0] is not True:
+        # Two GPUs, and an NVLink mesh of any size, get SGLang's own P2P check instead (launch.py says so).
         out.notes.append("P2P is claimed by the driver between every pair of the chosen GPUs but not proven: custom "
                          "all-reduce stays off. Run gpu_p2p_probe and pass its result as probe to turn it on.")
     elif state == "unknown":

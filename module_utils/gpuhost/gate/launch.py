@@ -3,8 +3,8 @@ those arguments checked against the installed SGLang, and the all-reduce SGLang 
 
 The environment is the benchmark's recommended one, with ``NCCL_P2P_DISABLE=1`` where P2P is missing.
 The gate allows SGLang's custom all-reduce only where P2P is proven, and says ``--disable-custom-all-reduce``
-elsewhere; except between two GPUs whose P2P the driver claims but nobody proved, the one PCIe case
-where custom all-reduce can run at all: there ``--enable-p2p-check`` makes SGLang test CUDA IPC itself.
+elsewhere; except where the driver claims P2P but nobody proved it and custom all-reduce can run at all (two
+GPUs, or an NVLink mesh of any size): there ``--enable-p2p-check`` makes SGLang test CUDA IPC itself.
 Whether custom all-reduce then really runs is SGLang's decision (all_reduce.py), reported as it will
 fall. Backend flags come from the known-good table (known_good.py) for the chosen GPUs' architecture,
 the model and the SGLang version, and are checked against SGLang's ``--help`` (flag_check.py).
@@ -48,7 +48,11 @@ def launch_env(out: Decision, bench: dict[str, Any], p2p: dict[str, Any],
         if nranks is not None and nranks != len(group):
             out.notes.append(f"The benchmark ran on {nranks} GPUs and the deployment uses {len(group)}: its "
                              f"environment is taken as is; benchmark with nranks {len(group)} to confirm it.")
-    elif bench:
+    if as_dict(bench.get("serving_env")).get("mode") == "nccl-defaults":
+        out.notes.append("The benchmark measured NCCL with its defaults, not with the environment SGLang sets when it "
+                         "serves (NCCL_CUMEM_ENABLE=0, NCCL_NVLS_ENABLE=0, CUDA_DEVICE_MAX_CONNECTIONS=8): its figures "
+                         "may differ from what serves.")
+    if not isinstance(recommended, dict) and bench:
         out.notes.append("The benchmark recommends no environment (it did not finish healthy): NCCL runs with its "
                          "defaults.")
     if p2p.get("state") in ("absent", "partial"):
@@ -121,10 +125,13 @@ def known_good_source(entry: dict[str, Any]) -> dict[str, Any]:
                                             "note")}
 
 
-def wants_p2p_check(group: tuple[Gpu, ...] | None, p2p: dict[str, Any], env: dict[str, str]) -> bool:
-    """Two GPUs whose P2P the driver claims and nobody proved: let SGLang test CUDA IPC itself."""
-    return bool(group) and len(group or ()) == 2 and p2p.get("state") == "claimed" \
-        and env.get("NCCL_P2P_DISABLE") != "1"
+def wants_p2p_check(group: tuple[Gpu, ...] | None, p2p: dict[str, Any], env: dict[str, str],
+                    host: Host | None = None) -> bool:
+    """GPUs whose P2P the driver claims and nobody proved, where SGLang's custom all-reduce can run at all (two
+    GPUs, or an NVLink mesh of any size): let SGLang test CUDA IPC itself rather than assume it."""
+    if not group or len(group) < 2 or p2p.get("state") != "claimed" or env.get("NCCL_P2P_DISABLE") == "1":
+        return False
+    return len(group) == 2 or (host is not None and nvlink_mesh(host, [g.index for g in group])[0] is True)
 
 
 def launch_args(group: tuple[Gpu, ...] | None, entries: list[dict[str, Any]],
@@ -199,22 +206,22 @@ def checked_args(out: Decision, args: list[str], sglang_help: Any, sources: dict
 
 
 def all_reduce_path(out: Decision, host: Host, group: tuple[Gpu, ...] | None, p2p: dict[str, Any],
-                    args: list[str], version: str | None) -> dict[str, Any] | None:
+                    args: list[str], version: str | None, env: dict[str, str] | None = None) -> dict[str, Any] | None:
     """The all-reduce SGLang will run with these arguments (launch.all_reduce); None without a group."""
     if not group:
         return None
     mesh, pairs = nvlink_mesh(host, [g.index for g in group]) if len(group) > 1 else (None, {})
     level = {"proven": "proven", "claimed": "claimed", "absent": "none", "partial": "none"}.get(
         str(p2p.get("state")), "unknown")
-    found = sglang_all_reduce(len(group), mesh, level, args, version)
+    found = sglang_all_reduce(len(group), mesh, level, args, version, env)
     if len(group) > 1:
         note = rule_for(version)[1]
         if note:
             out.notes.append(note)
         if P2P_CHECK in args:
-            out.notes.append(f"P2P between the 2 chosen GPUs is claimed by the driver but not proven: {P2P_CHECK} "
-                             "added, so SGLang tests CUDA IPC between them at start-up and keeps its custom "
-                             "all-reduce only if that works (NCCL otherwise). Run gpu_p2p_probe and pass its result "
-                             "as probe to know beforehand.")
+            out.notes.append(f"P2P between the {len(group)} chosen GPUs is claimed by the driver but not proven: "
+                             f"{P2P_CHECK} added, so SGLang tests CUDA IPC between them at start-up and keeps its "
+                             "custom all-reduce only if that works (NCCL otherwise). Run gpu_p2p_probe and pass its "
+                             "result as probe to know beforehand.")
         out.notes.append(f"All-reduce: {found['reason']}")
     return {**found, "nvlink_mesh": mesh, "nvlink_pairs": pairs}

@@ -101,6 +101,7 @@ def _nccl(nccl: dict[str, Any], refused: list[str]) -> None:
     _typed(nccl.get("notes"), list, "nccl.notes", refused)
     _typed(nccl.get("collective"), str, "nccl.collective", refused)
     _typed(nccl.get("recommended_env"), dict, "nccl.recommended_env", refused)
+    _typed(nccl.get("serving_env"), dict, "nccl.serving_env", refused)
 
 
 def finite(value: Any, where: str = "") -> tuple[Any, list[str]]:

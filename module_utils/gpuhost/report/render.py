@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ansible.module_utils.gpuhost.bench.serving_env import describe as describe_serving_env
 from ansible.module_utils.gpuhost.findings.catalog import make
 from ansible.module_utils.gpuhost.findings.finding import findings_named, with_findings
 from ansible.module_utils.gpuhost.parsers.p2p_capability import NOT_STATED
@@ -224,6 +225,8 @@ def bench_markdown(host: str, bench: dict[str, Any]) -> list[str]:
             out += [f"Transports NCCL chose: {', '.join(f'{k} x{v}' for k, v in sorted(counts.items())) or '-'}",
                     ""]
         out += [f"Note: {note}" for note in nccl.get("notes") or []] + ([""] if nccl.get("notes") else [])
+        served = describe_serving_env(nccl.get("serving_env"))
+        out += [served, ""] if served else []
         if nccl.get("recommended_env") is not None:
             out += [f"Recommended NCCL environment: `{json.dumps(nccl['recommended_env'], sort_keys=True)}`", ""]
         floor = nccl.get("comm_floor") or {}

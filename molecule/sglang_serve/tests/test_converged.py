@@ -205,7 +205,9 @@ def test_environment_file_carries_the_gate_environment(host, main_pid: int) -> N
     env = host.file(ENV)
     assert (env.user, env.group, env.mode) == ("root", "root", 0o600)
     lines = [line for line in env.content_string.splitlines() if not line.startswith("#")]
-    assert lines == ['CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7"', 'NCCL_P2P_DISABLE="1"']
+    assert lines[0] == 'CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7"' and lines[2] == 'NCCL_P2P_DISABLE="1"'
+    # The gate's fingerprint of the P2P facts, with which the launcher drops a stale cached P2P verdict.
+    assert re.fullmatch(r'GPUHOST_P2P_FACTS="[0-9a-f]{16}"', lines[1]) and len(lines) == 3
     # The server's own environment: systemd read the file into it.
     environ = host.file(f"/proc/{main_pid}/environ").content_string.split("\0")
     assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in environ

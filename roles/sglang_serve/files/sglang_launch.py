@@ -14,6 +14,15 @@ SIGHUP go to the server's process group (the server and the scheduler processes 
 Ctrl-C would); the launcher exits with the server's status, or dies of the signal that killed it,
 so that systemd judges the server's end, not the launcher's.
 
+Before the server starts, it drops SGLang's cached P2P verdict when the P2P facts changed since the
+verdict was made. With --enable-p2p-check SGLang tests CUDA IPC once per CUDA_VISIBLE_DEVICES and keeps
+the answer in gpu_p2p_access_cache_for_<devices>.json under ~/.cache/sglang (SGLANG_CACHE_DIR in newer
+releases) with no expiry (custom_all_reduce_utils.py gpu_p2p_access_check, 0.5.10.post1 and 0.5.23); the
+unit's home is persistent, so a driver or hypervisor change would otherwise leave the old verdict in
+force. The deployment gate fingerprints those facts (gate/p2p_cache.py) and the unit's environment
+carries the fingerprint in GPUHOST_P2P_FACTS; a marker beside the cache records the fingerprint the
+cache was made under.
+
 Standard library only: it runs with the serving venv's Python, whatever is installed there.
 """
 
@@ -157,6 +166,49 @@ def say(message: str) -> None:
     sys.stderr.flush()
 
 
+P2P_FACTS_ENV = "GPUHOST_P2P_FACTS"
+
+
+def p2p_cache_paths(environ: dict[str, str]) -> tuple[str, str]:
+    """SGLang's P2P cache file for this unit's GPUs, and the marker of the facts it was made under."""
+    root = environ.get("SGLANG_CACHE_DIR") or os.path.join(environ.get("HOME") or os.path.expanduser("~"),
+                                                           ".cache", "sglang")
+    # SGLang formats the variable as it finds it, "None" when it is unset.
+    devices = environ.get("CUDA_VISIBLE_DEVICES")
+    name = f"gpu_p2p_access_cache_for_{devices}"
+    return os.path.join(root, f"{name}.json"), os.path.join(root, f"{name}.gpuhost-facts")
+
+
+def refresh_p2p_cache(environ: dict[str, str]) -> str | None:
+    """Remove SGLang's cached P2P verdict when the P2P facts differ from those it was made under.
+
+    Returns what was done, for the journal; None when there was nothing to do. Raises OSError when the
+    stale verdict cannot be removed (the server must not start on it).
+    """
+    facts = environ.get(P2P_FACTS_ENV)
+    if not facts:
+        return None
+    cache, marker = p2p_cache_paths(environ)
+    try:
+        with open(marker, encoding="utf-8") as handle:
+            before = handle.read().strip()
+    except FileNotFoundError:
+        before = None
+    if before == facts:
+        return None
+    removed = False
+    if os.path.exists(cache):
+        os.remove(cache)
+        removed = True
+    os.makedirs(os.path.dirname(marker), exist_ok=True)
+    with open(marker, "w", encoding="utf-8") as handle:
+        handle.write(facts + "\n")
+    if removed:
+        return (f"the P2P facts changed since SGLang cached its P2P check ({before or 'facts not recorded'} -> "
+                f"{facts}): removed {cache}, so SGLang tests CUDA IPC again")
+    return f"recorded the P2P facts ({facts}) that SGLang's P2P check in {cache} will be made under"
+
+
 def main(argv: list[str]) -> int:
     try:
         secret_file, command = parse(argv)
@@ -171,6 +223,14 @@ def main(argv: list[str]) -> int:
             "is not started. Expected the unit's credential (LoadCredential=).")
         return 1
     environ = dict(os.environ)
+    try:
+        done = refresh_p2p_cache(environ)
+    except OSError as err:
+        say(f"cannot remove SGLang's cached P2P verdict, made under other P2P facts ({err}); the server is not "
+            "started. Remove gpu_p2p_access_cache_for_*.json from its cache directory by hand.")
+        return 1
+    if done:
+        say(done)
     # Log lines reach the journal as they are written, not when a pipe's buffer fills.
     environ.setdefault("PYTHONUNBUFFERED", "1")
     try:

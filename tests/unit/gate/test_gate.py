@@ -313,14 +313,26 @@ def test_h100_passes_with_custom_all_reduce_when_the_probe_proves_p2p():
                                  "(P2P proven)")
 
 
-def test_h100_keeps_custom_all_reduce_off_when_p2p_is_only_claimed():
+def test_h100_lets_sglang_check_p2p_when_it_is_only_claimed():
+    # An NVLink mesh at TP 4: custom all-reduce can run there, so SGLang tests CUDA IPC itself rather than
+    # the gate turning it off (before, only two GPUs got --enable-p2p-check).
     result = gate.decide(audit(H100), LLAMA70)
     assert result["verdict"] == "pass"
     launch = result["launch"]
-    assert launch["args"] == ["--tp", "4", "--disable-custom-all-reduce"]
-    assert launch["custom_all_reduce"] is False
+    assert launch["args"] == ["--tp", "4", "--enable-p2p-check"]
+    assert launch["custom_all_reduce"] is None and launch["all_reduce"]["p2p_check"] == "cuda_ipc"
     assert launch["env"] == {}  # NCCL keeps its own P2P detection
     assert launch["p2p"]["state"] == "claimed"
+    assert any(n.startswith("P2P between the 4 chosen GPUs is claimed by the driver but not proven: "
+                            "--enable-p2p-check added") for n in result["notes"])
+    assert not any("stays off. Run gpu_p2p_probe" in n for n in result["notes"])
+
+
+def test_pcie_gpus_above_two_keep_custom_all_reduce_off_when_p2p_is_only_claimed():
+    result = gate.decide(audit(PRO6000), {**LLAMA70, "tensor_parallel_size": 4})
+    launch = result["launch"]
+    assert launch["p2p"]["state"] == "claimed" and launch["tensor_parallel_size"] == 4
+    assert launch["args"][-1] == "--disable-custom-all-reduce"
     assert ("P2P is claimed by the driver between every pair of the chosen GPUs but not proven: custom all-reduce "
             "stays off. Run gpu_p2p_probe and pass its result as probe to turn it on.") in result["notes"]
 
