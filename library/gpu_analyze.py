@@ -46,7 +46,9 @@ options:
       - The directory relative O(inputs) and O(dest) are resolved against, normally the one the user ran from.
         Empty is the directory the module runs in, which in a play is the playbook's directory (Ansible runs a
         local module there), so a play passes the user's (C(playbooks/analyze.yml) passes C(PWD)).
-    type: path
+      - Taken literally (a string, not a path with C($VARIABLES) expanded): it is a directory's real name, which
+        may hold any character.
+    type: str
   dest:
     description: Directory for the reports, created when missing; a relative path is resolved against O(base_dir).
     type: path
@@ -181,7 +183,7 @@ from ansible.module_utils.gpuhost.rules.views import DEFAULT_MIN_BAR1_MIB, RuleO
 def get_argument_spec() -> dict:
     return {
         "inputs": {"type": "list", "elements": "path", "required": True},
-        "base_dir": {"type": "path"},
+        "base_dir": {"type": "str"},
         "dest": {"type": "path", "default": "reports"},
         "fleet": {"type": "bool", "default": True},
         "bench_logs": {"type": "bool", "default": True},
