@@ -46,8 +46,8 @@ options:
       - The directory relative O(inputs) and O(dest) are resolved against, normally the one the user ran from.
         Empty is the directory the module runs in, which in a play is the playbook's directory (Ansible runs a
         local module there), so a play passes the user's (C(playbooks/analyze.yml) passes C(PWD)).
-      - Taken literally (a string, not a path with C($VARIABLES) expanded): it is a directory's real name, which
-        may hold any character.
+      - Taken literally, as a string and not as a path with C($VARIABLES) expanded, since it is a directory's real
+        name, which may hold any character.
     type: str
   dest:
     description: Directory for the reports, created when missing; a relative path is resolved against O(base_dir).
