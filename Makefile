@@ -24,8 +24,14 @@ INVENTORY ?= inventories/local/hosts.yml
 # `make analyze` resolves INPUT and REPORTS against the directory make was called from. With
 # `make -C <repo> analyze`, CURDIR is the repository; the caller's directory is the PWD make inherited
 # from the shell (make leaves it as it was; the recipe's shell would reset it).
-CALLER_DIR := $(or $(PWD),$(CURDIR))
+# INPUT, REPORTS and that directory are data from the user: they reach ansible-playbook only as environment
+# variables of the recipe, never in its text (a quote in INPUT would end the shell's string and run what
+# follows), and their raw text ($(value ...)) so that a $(shell ...) in them is not run by make either; the
+# playbook reads them with the env lookup, whose result Ansible never templates. make itself would export INPUT and
+# REPORTS given on its command line to every recipe, expanding them (and so running a $(shell ...)) first: they are
+# not exported.
 REPORTS ?= reports
+unexport INPUT REPORTS
 
 .PHONY: help venv torch-venv system-deps image lint unit alerts fleet ee ee-test molecule test audit analyze bench-audit bench-ee bench-analyze gpu-check time-extension-build clean
 
@@ -105,11 +111,13 @@ audit: venv ## Audit the hosts in INVENTORY (default: this machine); reports und
 bench-audit: venv ## Time the audit (scripts/bench_audit.py)
 	$(PYTHON) scripts/bench_audit.py
 
-# INPUT is split at spaces; paths holding spaces or quotes go through ansible-playbook -e directly.
+# INPUT is split at spaces; paths holding spaces go through ansible-playbook -e directly.
+analyze: export GPU_ANALYZE_INPUT = $(value INPUT)
+analyze: export GPU_ANALYZE_DIR = $(if $(value PWD),$(value PWD),$(CURDIR))
+analyze: export GPU_ANALYZE_REPORT_DIR = $(value REPORTS)
 analyze: venv ## Audit support material offline: INPUT="capture.json bug-report.log.gz pastes/ ..." [REPORTS=dir]
-	@[ -n "$(strip $(INPUT))" ] || { echo 'analyze: give INPUT="path ...": captures, nvidia-bug-report.log(.gz) files, directories of pasted outputs' >&2; exit 2; }
-	ansible-playbook playbooks/analyze.yml \
-		-e '{"gpu_analyze_inputs": "$(strip $(INPUT))", "gpu_analyze_dir": "$(CALLER_DIR)", "gpu_analyze_report_dir": "$(REPORTS)"}'
+	@[ -n "$${GPU_ANALYZE_INPUT// /}" ] || { echo 'analyze: give INPUT="path ...": captures, nvidia-bug-report.log(.gz) files, directories of pasted outputs' >&2; exit 2; }
+	ansible-playbook playbooks/analyze.yml
 
 bench-ee: venv ## Time the capture fleet's audit in the EE beside the same run from the venv (scripts/bench_ee.py)
 	$(PYTHON) scripts/bench_ee.py

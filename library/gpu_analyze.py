@@ -48,7 +48,9 @@ options:
       - The directory relative O(inputs) and O(dest) are resolved against, normally the one the user ran from.
         Empty is the directory the module runs in, which in a play is the playbook's directory (Ansible runs a
         local module there), so a play passes the user's (C(playbooks/analyze.yml) passes C(PWD)).
-    type: path
+      - Taken literally, as a string and not as a path with C($VARIABLES) expanded, since it is a directory's real
+        name, which may hold any character.
+    type: str
   dest:
     description: Directory for the reports, created when missing; a relative path is resolved against O(base_dir).
     type: path
@@ -79,6 +81,28 @@ options:
     description: A BAR1 below this size (MiB) is reported as small, as M(gpu_host_facts)'s.
     type: int
     default: 1024
+  max_file_mib:
+    description:
+      - The most bytes (MiB) read from one file of the material; a larger file is not read, and said so with this
+        limit's name. Support material may be hostile; raise it only for material you trust.
+    type: int
+    default: 256
+  max_input_mib:
+    description: The most bytes (MiB) read from one input, a directory's files together.
+    type: int
+    default: 1024
+  max_decompressed_mib:
+    description:
+      - The most bytes (MiB) one gzip file may decompress to; past it the file is not read (a small gzip can hold
+        gigabytes of zeros). Each file is decompressed once.
+    type: int
+    default: 256
+  read_timeout:
+    description:
+      - Seconds reading one input may take; past them the rest of it is not read. Symbolic links inside a directory
+        are never followed and only regular files are read, whatever the limits.
+    type: int
+    default: 120
 author:
   - GPU host audit maintainers
 notes:
@@ -139,10 +163,12 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.audit.bundle_section import with_bundle
 from ansible.module_utils.gpuhost.audit.facts import SubsetError, audit, resolve_subsets
+from ansible.module_utils.gpuhost.audit.gunzip import MIB
 from ansible.module_utils.gpuhost.audit.source import CaptureError, ReplaySource
 from ansible.module_utils.gpuhost.bench.comm_model import CommModelError, check_profile
 from ansible.module_utils.gpuhost.bench.from_logs import nccl_from_log, probe_from_log
 from ansible.module_utils.gpuhost.files.analysis_reports import merged_facts, planned_files
+from ansible.module_utils.gpuhost.files.input_limits import InputLimits
 from ansible.module_utils.gpuhost.files.input_names import report_names
 from ansible.module_utils.gpuhost.files.report_files import REPORT_MODE
 from ansible.module_utils.gpuhost.files.support_material import (
@@ -160,7 +186,7 @@ from ansible.module_utils.gpuhost.rules.views import DEFAULT_MIN_BAR1_MIB, RuleO
 def get_argument_spec() -> dict:
     return {
         "inputs": {"type": "list", "elements": "path", "required": True},
-        "base_dir": {"type": "path"},
+        "base_dir": {"type": "str"},
         "dest": {"type": "path", "default": "reports"},
         "fleet": {"type": "bool", "default": True},
         "bench_logs": {"type": "bool", "default": True},
@@ -168,6 +194,10 @@ def get_argument_spec() -> dict:
         "concurrency": {"type": "int", "default": 64},
         "tensor_parallel_gpus": {"type": "list", "elements": "int", "default": []},
         "min_bar1_mib": {"type": "int", "default": DEFAULT_MIN_BAR1_MIB},
+        "max_file_mib": {"type": "int", "default": InputLimits.file_bytes // MIB},
+        "max_input_mib": {"type": "int", "default": InputLimits.input_bytes // MIB},
+        "max_decompressed_mib": {"type": "int", "default": InputLimits.decompressed_bytes // MIB},
+        "read_timeout": {"type": "int", "default": int(InputLimits.seconds)},
     }
 
 
@@ -188,7 +218,9 @@ def bench_of(material: Material, facts: dict, params: dict, warn) -> dict | None
 def analyse(given: str, params: dict, subsets: list[str], options: RuleOptions,
             warn) -> tuple[Material, dict, dict | None]:
     """(material, facts, bench) of one input; MaterialError or CaptureError when it cannot be read."""
-    material = read_material(given, params["base_dir"])
+    limits = InputLimits.from_options(params["max_file_mib"], params["max_input_mib"],
+                                      params["max_decompressed_mib"], params["read_timeout"])
+    material = read_material(given, params["base_dir"], limits)
     facts = audit(ReplaySource(material.capture), subsets, options)
     bench = bench_of(material, facts, params, warn)
     return material, with_bundle(facts, material.capture, material), bench
@@ -231,6 +263,10 @@ def main() -> None:
     if not params["inputs"]:
         module.fail_json(msg="inputs: expected at least one capture file, bug report or directory of pasted "
                              "outputs; found none. Give INPUT=\"path ...\" (make analyze) or gpu_analyze_inputs")
+    for limit in ("max_file_mib", "max_input_mib", "max_decompressed_mib", "read_timeout"):
+        if params[limit] < 1:
+            module.fail_json(msg=f"{limit}: expected a whole number of at least 1; found {params[limit]}. Leave it out "
+                                 "for the default")
     try:
         if params["model_profile"]:
             check_profile(params["model_profile"])

@@ -39,7 +39,6 @@ A capture describes one host: give a guest's and its hypervisor's material as tw
 from __future__ import annotations
 
 import re
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +59,12 @@ from ansible.module_utils.gpuhost.audit.commands import (
     LSPCI,
     TOPO_MATRIX,
     TOPO_P2P,
+)
+from ansible.module_utils.gpuhost.audit.gunzip import (
+    DEFAULT_MAX_DECOMPRESSED,
+    GZIP_MAGIC,
+    GunzipLimitError,
+    gunzip,
 )
 from ansible.module_utils.gpuhost.audit.p2p_material import p2p_command
 from ansible.module_utils.gpuhost.audit.proxmox_probe import QEMU_SERVER_DIR
@@ -92,9 +97,6 @@ _VM_COMMAND_RE = re.compile(r"^(?:qm config (?P<vmid>\d{1,9})|"
 _VM_NAME_RE = re.compile(r"^(?:.*/)?(?P<vmid>\d{1,9})\.conf$")
 _DOMAIN_DEVICE_RE = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] ")
 _HEADER_UNIT_RE = re.compile(r"\s*\[[^\]]*\]$")
-_GZIP_MAGIC = b"\x1f\x8b"
-# Small pieces, so that damage late in a stream keeps what came before it.
-_GUNZIP_CHUNK = 1 << 10
 
 
 class BundleError(ValueError):
@@ -104,11 +106,15 @@ class BundleError(ValueError):
 @dataclass(frozen=True)
 class BundleInput:
     """One piece of material: a name (only to report it), its bytes, and optionally the command the caller
-    says it is the output of (``nvidia-smi topo -p2p r``, ``qm config 120``)."""
+    says it is the output of (``nvidia-smi topo -p2p r``, ``qm config 120``). A caller that has undone the
+    gzip itself (files/support_material.py, so that a file is decompressed once) gives the plain bytes with
+    ``gzip`` True, and ``truncated`` when the stream was cut short."""
 
     name: str
     data: bytes
     command: str | None = None
+    gzip: bool = False
+    truncated: bool = False
 
 
 @dataclass
@@ -137,12 +143,14 @@ class _Bundle:
         self.unmapped.append({"name": origin, "why": why})
 
 
-def build_capture(inputs: Iterable[BundleInput | tuple[str, bytes]], note: str | None = None) -> dict[str, Any]:
+def build_capture(inputs: Iterable[BundleInput | tuple[str, bytes]], note: str | None = None,
+                  max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> dict[str, Any]:
     """A ``gpuhost-capture/1`` capture from the material, with its ``bundle`` section (see the module text).
+    gzip input that decompresses past ``max_decompressed`` bytes is not read (listed as unmapped).
     Raises ``BundleError`` only for input that is not named bytes."""
     bundle = _Bundle()
     for item in _inputs(inputs):
-        _take(bundle, item)
+        _take(bundle, item, max_decompressed)
     capture: dict[str, Any] = {
         "format": CAPTURE_FORMAT,
         "note": note or "Built from support material (" + ", ".join(i["name"] for i in bundle.inputs) + ") by "
@@ -179,36 +187,19 @@ def _inputs(inputs: Any) -> list[BundleInput]:
         if item.command is not None and not isinstance(item.command, str):
             raise BundleError(f"input {number} ({item.name}): expected the command as text, such as "
                               f"'nvidia-smi topo -p2p r'; found {type(item.command).__name__}.")
-        found.append(BundleInput(item.name, bytes(data), item.command))
+        found.append(BundleInput(item.name, bytes(data), item.command, bool(item.gzip), bool(item.truncated)))
     return found
 
 
-def gunzip(data: bytes) -> tuple[bytes, bool]:
-    """The bytes of every gzip member in ``data`` (nvidia-bug-report.sh appends one per section), and
-    whether the stream was whole: a truncated or damaged stream gives what came before the damage."""
-    out: list[bytes] = []
-    rest = data
-    while rest[:2] == _GZIP_MAGIC:
-        member = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        start = 0
-        while start < len(rest) and not member.eof:
-            try:
-                out.append(member.decompress(rest[start:start + _GUNZIP_CHUNK]))
-            except zlib.error:
-                return b"".join(out), False
-            start += _GUNZIP_CHUNK
-        if not member.eof:
-            out.append(member.flush())
-            return b"".join(out), False
-        # What the member did not use of its last piece, and the pieces after it: the next member.
-        rest = member.unused_data + rest[start:]
-    return b"".join(out), not rest.strip(b"\x00")
-
-
-def _take(bundle: _Bundle, item: BundleInput) -> None:
-    data, gzipped, whole = item.data, False, True
-    if data[:2] == _GZIP_MAGIC:
-        data, whole = gunzip(data)
+def _take(bundle: _Bundle, item: BundleInput, max_decompressed: int) -> None:
+    data, gzipped, whole = item.data, item.gzip, not item.truncated
+    if data[:2] == GZIP_MAGIC:
+        try:
+            data, whole = gunzip(data, max_decompressed)
+        except GunzipLimitError as exc:
+            bundle.inputs.append({"name": item.name, "kind": None, "gzip": True, "truncated": False, "as": []})
+            bundle.skip(item.name, str(exc))
+            return
         gzipped = True
     text = data.decode("utf-8", errors="replace")
     kind = detect_kind(text)

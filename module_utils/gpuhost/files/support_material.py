@@ -17,6 +17,9 @@ paths, for the benchmark's own log readers (bench/from_logs.py).
 
 Relative paths are resolved against the directory the caller names (the directory the user ran from), and
 every message shows the absolute path it tried.
+
+Every read goes through files/input_limits.py (regular files only, no links followed inside a directory,
+bytes and time bounded), and each file's gzip is undone once, here, within the limit on decompressed bytes.
 """
 
 from __future__ import annotations
@@ -26,8 +29,17 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible.module_utils.gpuhost.audit.bundle import BundleInput, build_capture, gunzip
+from ansible.module_utils.gpuhost.audit.bundle import BundleInput, build_capture
 from ansible.module_utils.gpuhost.audit.capture_format import CAPTURE_FORMAT
+from ansible.module_utils.gpuhost.audit.gunzip import GZIP_MAGIC, GunzipLimitError, gunzip
+from ansible.module_utils.gpuhost.files.input_limits import (
+    InputBudget,
+    InputLimits,
+    LimitError,
+    how_to_raise,
+    on_pseudo_file_system,
+)
+from ansible.module_utils.gpuhost.files.printable_names import printable
 
 # The kinds of paste_kind.py that are benchmark logs, by the benchmark step that reads them (the gpu_bench
 # role's gpu_bench_nccl_log and gpu_bench_probe_log). An NCCL_DEBUG=INFO log alone holds no sweep for
@@ -70,18 +82,19 @@ def missing_message(given: str, resolved: str, base_dir: str | None = None) -> s
             "pasted output or a directory of them. Check the path, or give it absolute")
 
 
-def _read(path: str) -> bytes:
+def _plain(data: bytes, path: str, limits: InputLimits) -> BundleInput:
+    """The file's bytes with gzip undone (once, within the limit), as the bundle takes them."""
+    if data[:2] != GZIP_MAGIC:
+        return BundleInput(printable(os.path.basename(path)), data)
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError as exc:
-        raise MaterialError(f"cannot read {path}: {exc.strerror or exc}; make it readable") from None
+        plain, whole = gunzip(data, limits.decompressed_bytes)
+    except GunzipLimitError as exc:
+        raise LimitError(f"{path}: {exc}; {how_to_raise('decompressed_bytes')}") from None
+    return BundleInput(printable(os.path.basename(path)), plain, gzip=True, truncated=not whole)
 
 
 def as_capture(data: bytes, path: str) -> dict[str, Any] | None:
-    """The capture the bytes hold, or None when they are not one (a paste, a bug report, another JSON)."""
-    if data[:2] == b"\x1f\x8b":
-        data, _ = gunzip(data)
+    """The capture the (plain) bytes hold, or None when they are not one (a paste, a bug report, another JSON)."""
     if data.lstrip()[:1] != b"{":
         return None
     try:
@@ -91,58 +104,74 @@ def as_capture(data: bytes, path: str) -> dict[str, Any] | None:
     if not isinstance(document, dict) or not str(document.get("format", "")).startswith("gpuhost-capture"):
         return None
     if document["format"] != CAPTURE_FORMAT:
-        raise MaterialError(f"{path} is a capture of format {document['format']!r}; this version reads "
+        raise MaterialError(f"{path} is a capture of format {str(document['format'])!r}; this version reads "
                             f"{CAPTURE_FORMAT!r}: take the capture again with playbooks/capture.yml")
     return document
 
 
-def read_material(given: str, base_dir: str | None = None) -> Material:
+def read_material(given: str, base_dir: str | None = None, limits: InputLimits | None = None) -> Material:
     """The capture of one input (see the module text); ``MaterialError`` when it cannot be read at all."""
+    limits = limits or InputLimits()
     path = resolve(given, base_dir)
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         raise MaterialError(missing_message(given, path, base_dir))
+    pseudo = on_pseudo_file_system(path)
+    if pseudo is not None:
+        raise MaterialError(f"{path} lies on {pseudo}, this machine's own pseudo files, not support material: "
+                            "give the material saved in plain files")
+    budget = InputBudget(limits)
     if os.path.isdir(path):
-        return _directory(path)
-    data = _read(path)
-    capture = as_capture(data, path)
+        return _directory(path, budget)
+    try:
+        # The user named this input: a link is followed (onto the checks above and the regular-file check).
+        item = _plain(budget.read(path, follow=True), path, limits)
+    except LimitError as exc:
+        raise MaterialError(str(exc)) from None
+    capture = as_capture(item.data, path)
     if capture is not None:
         return Material(path, "capture", capture)
-    return _bundle(path, "file", [(os.path.basename(path), path, data)], [])
+    return _bundle(path, "file", [(item, path)], [], limits)
 
 
-def _directory(path: str) -> Material:
+def _directory(path: str, budget: InputBudget) -> Material:
     try:
         names = sorted(os.listdir(path))
     except OSError as exc:
         raise MaterialError(f"cannot list the directory {path}: {exc.strerror or exc}; make it readable") from None
-    files, notes = [], []
+    files: list[tuple[BundleInput, str]] = []
+    notes = []
     for name in names:
         full = os.path.join(path, name)
-        if os.path.isdir(full):
-            notes.append({"name": name + "/", "why": "a directory inside the material, not read (one directory is "
-                                                     "one host; give it as an input of its own if it is another "
-                                                     "host's material)"})
-        elif not os.path.isfile(full):
-            notes.append({"name": name, "why": "not a regular file, not read"})
+        shown = printable(name)
+        if os.path.isdir(full) and not os.path.islink(full):
+            notes.append({"name": shown + "/", "why": "a directory inside the material, not read (one directory is "
+                                                      "one host; give it as an input of its own if it is another "
+                                                      "host's material)"})
+            continue
+        try:
+            item = _plain(budget.read(full), full, budget.limits)
+        except LimitError as exc:
+            notes.append({"name": shown, "why": printable(str(exc).removeprefix(full + ": "))})
+            continue
+        if as_capture(item.data, full) is None:
+            files.append((item, full))
         else:
-            data = _read(full)
-            if as_capture(data, full) is None:
-                files.append((name, full, data))
-            else:
-                notes.append({"name": name, "why": "a capture, which a directory of pastes does not merge: give it "
-                                                   "as an input of its own"})
+            notes.append({"name": shown, "why": "a capture, which a directory of pastes does not merge: give it as "
+                                                "an input of its own"})
     if not files:
         raise MaterialError(f"{path} holds no pasted output to read: expected files of tool output (nvidia-smi topo "
-                            "-m, topo -p2p r, -q, lspci -vvv, nccl-tests logs, qm config ...) directly in it")
-    return _bundle(path, "directory", files, notes)
+                            "-m, topo -p2p r, -q, lspci -vvv, nccl-tests logs, qm config ...) directly in it"
+                            + ("; not read: " + "; ".join(f"{n['name']}: {n['why']}" for n in notes) if notes else ""))
+    return _bundle(path, "directory", files, notes, budget.limits)
 
 
-def _bundle(path: str, form: str, files: list[tuple[str, str, bytes]], notes: list[dict[str, str]]) -> Material:
-    capture = build_capture([BundleInput(name, data) for name, _, data in files],
+def _bundle(path: str, form: str, files: list[tuple[BundleInput, str]], notes: list[dict[str, str]],
+            limits: InputLimits) -> Material:
+    capture = build_capture([item for item, _ in files], max_decompressed=limits.decompressed_bytes,
                             note=f"Built from the support material {os.path.basename(path)} by "
                                  "files/support_material.py and audit/bundle.py: only what the material holds; see "
                                  "the bundle section.")
-    full_path = {name: full for name, full, _ in files}
+    full_path = {item.name: full for item, full in files}
     material = Material(path, form, capture, notes=notes)
     for entry in capture["bundle"]["inputs"]:
         step = BENCH_LOG_KINDS.get(entry.get("kind") or "")

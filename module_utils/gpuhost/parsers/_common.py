@@ -21,9 +21,20 @@ from __future__ import annotations
 
 import re
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 
 class ParseError(ValueError):
     """Input a parser cannot read; the message says what was expected, what was found and what to do."""
+
+
+def without_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (U+D800..U+DFFF) made U+FFFD. Python's text may hold them (bytes
+    decoded with ``surrogateescape``, a JSON ``\\ud800``) though no encoder takes them: expat, ``str.encode``
+    and ``urllib`` raise ``UnicodeEncodeError`` on them, which a parser must never let out."""
+    if not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def excerpt(text: str, limit: int) -> str:

@@ -28,6 +28,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from ansible.module_utils.gpuhost.parsers._common import without_surrogates
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import output_lines, smi_error
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_q_build import build_gpu, is_unavailable, snake
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_q_result import NvidiaSmiQ
@@ -56,7 +57,8 @@ def looks_like_xml(text: str) -> bool:
 
 def parse_nvidia_smi_q_xml(text: Any) -> NvidiaSmiQ:
     """Every GPU of ``nvidia-smi -q -x`` output; see the module docstring."""
-    document = _document(output_lines(text, _WHAT))
+    # expat encodes its input: a lone surrogate would escape as UnicodeEncodeError, not as this parser's error.
+    document = without_surrogates(_document(output_lines(text, _WHAT)))
     root, complete = _parse(document)
     if root.tag != "nvidia_smi_log":
         raise smi_error(_WHAT, "an <nvidia_smi_log> document", document,

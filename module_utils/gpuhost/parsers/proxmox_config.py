@@ -37,7 +37,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible.module_utils.gpuhost.parsers._common import ParseError
+from ansible.module_utils.gpuhost.parsers._common import ParseError, without_surrogates
 
 # Re-exported: the audit, the capture and the plans take the secret rules from here, beside the parser.
 from ansible.module_utils.gpuhost.parsers.proxmox_secrets import (  # noqa: F401
@@ -132,7 +132,8 @@ def passes_pci_through(config: VmConfig) -> bool:
 
 def decode_text(text: str) -> str:
     """qemu-server writes descriptions with %XX escapes (PVE::Tools::encode_text)."""
-    return urllib.parse.unquote_to_bytes(text).decode("utf-8", errors="replace")
+    # unquote_to_bytes encodes its input: a lone surrogate would escape as UnicodeEncodeError.
+    return urllib.parse.unquote_to_bytes(without_surrogates(text)).decode("utf-8", errors="replace")
 
 
 def parse_vm_config(text: str | bytes) -> VmConfig:
@@ -141,6 +142,7 @@ def parse_vm_config(text: str | bytes) -> VmConfig:
         text = bytes(text).decode("utf-8", errors="replace")
     if not isinstance(text, str):
         raise ProxmoxParseError(f"expected the text of a qemu-server config, found {type(text).__name__}")
+    text = without_surrogates(text)
     config = VmConfig()
     section: Section | None = config.current
     in_pending = False

@@ -294,3 +294,29 @@ def test_a_benchmark_log_pasted_after_other_outputs_is_read_from_its_file(tmp_pa
     gave = [(i["kind"], i["as"]) for i in report["bundle"]["inputs"]]
     assert gave == [("nvidia-smi-topo-p2p", ["commands:nvidia-smi topo -p2p r"]),
                     ("nvidia-smi-topo-m", ["commands:nvidia-smi topo -m"]), ("nccl-tests", ["bench:nccl_bench"])]
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_escaped_and_stops_no_report(tmp_path: Path, capsys) -> None:
+    directory = incident(tmp_path / "incident")
+    # b"caf\xe9.txt": Latin-1, as an older archive tool writes it; Python lists it with a lone surrogate.
+    (directory / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"hello\n")
+    result = analyse(capsys, tmp_path, ["incident", str(H100)])
+    assert not result.get("failed") and [row["error"] for row in result["inputs"]] == [None, None]
+    reports = tmp_path / "reports"
+    written = {p.name for p in reports.iterdir()}
+    assert {"incident.md", "incident.json", "baremetal-8xH100-SXM.md", "fleet.md"} <= written
+    assert "caf\\xe9.txt" in (reports / "incident.md").read_text()
+    unmapped = json.loads((reports / "incident.json").read_text())["bundle"]["unmapped"]
+    assert "caf\\xe9.txt" in {entry["name"] for entry in unmapped}
+
+
+def test_the_limits_are_options_and_a_bomb_is_one_input_not_read(tmp_path: Path, capsys) -> None:
+    from tests.unit.audit.test_gunzip import zeros_gzip
+
+    (tmp_path / "bomb.log.gz").write_bytes(zeros_gzip(16))
+    result = analyse(capsys, tmp_path, ["bomb.log.gz", str(H100)], max_decompressed_mib=8)
+    assert "more than 8 MiB, the limit on decompressed bytes" in result["inputs"][0]["error"]
+    assert "gpu_analyze_max_decompressed_mib=N" in result["inputs"][0]["error"]
+    assert result["inputs"][1]["error"] is None
+    assert analyse(capsys, tmp_path, ["bomb.log.gz"], max_file_mib=0)["msg"].startswith(
+        "max_file_mib: expected a whole number of at least 1; found 0")
