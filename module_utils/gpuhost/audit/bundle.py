@@ -203,7 +203,7 @@ def _take(bundle: _Bundle, item: BundleInput, max_decompressed: int) -> None:
         gzipped = True
     text = data.decode("utf-8", errors="replace")
     kind = detect_kind(text)
-    if kind != "nvidia-bug-report" and item.command is None and _took_pieces(bundle, item, text):
+    if kind != "nvidia-bug-report" and item.command is None and _took_pieces(bundle, item, text, max_decompressed):
         return
     entry: dict[str, Any] = {"name": item.name, "kind": kind, "gzip": gzipped, "truncated": not whole, "as": []}
     bundle.inputs.append(entry)
@@ -226,14 +226,15 @@ def _take(bundle: _Bundle, item: BundleInput, max_decompressed: int) -> None:
     handler(bundle, item.name, command, output, entry)
 
 
-def _took_pieces(bundle: _Bundle, item: BundleInput, text: str) -> bool:
+def _took_pieces(bundle: _Bundle, item: BundleInput, text: str, max_decompressed: int) -> bool:
     """A paste of several outputs (parsers/paste_split.py) taken as one input per output, each named after the
     paste and the line it starts at, with the command its shell line or heading names; False for one output."""
     pieces = split_paste(text)
     if len(pieces) < 2:
         return False
     for piece in pieces:
-        _take(bundle, BundleInput(f"{item.name}, line {piece.start + 1}", piece.text.encode("utf-8"), piece.command))
+        _take(bundle, BundleInput(f"{item.name}, line {piece.start + 1}", piece.text.encode("utf-8"), piece.command),
+              max_decompressed)
     return True
 
 
