@@ -197,6 +197,23 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _probe_log_notes(probe: dict[str, Any]) -> list[str]:
+    """What a tool's log said beside its matrices: where a cut paste ends, simpleP2P's copy figure and result."""
+    out = []
+    cut = probe.get("cut")
+    if isinstance(cut, dict):
+        out += [f"The {probe.get('tool')} paste ends inside {cut.get('matrix') or 'a matrix'} ({cut.get('rows')} of "
+                f"{cut.get('of')} rows): the rows not printed are not judged; peer access is read from the lines "
+                "before it.", ""]
+    copy = probe.get("memcpy_peer")
+    if isinstance(copy, dict) and len(copy.get("pair") or []) == 2:
+        first, second = copy["pair"]
+        result = {True: "; its data check passed", False: "; its data check FAILED"}.get(probe.get("passed"), "")
+        out += [f"simpleP2P: cudaMemcpyPeer between GPU{first} and GPU{second}, both ways with peer access on: "
+                f"{_num(copy.get('gb_per_s'))} GB/s{result}.", ""]
+    return out
+
+
 def bench_markdown(host: str, bench: dict[str, Any]) -> list[str]:
     out: list[str] = []
     probe = bench.get("probe") or {}
@@ -208,6 +225,7 @@ def bench_markdown(host: str, bench: dict[str, Any]) -> list[str]:
                     f"({matrix.get('unit')}, {matrix.get('path')}, "
                     f"{matrix.get('size_bytes')} B)", "", *matrix_table(names, [[_num(v) for v in row]
                                                                           for row in values])]
+    out += _probe_log_notes(probe)
     nccl = bench.get("nccl") or {}
     rows = nccl.get("results") or []
     if rows:

@@ -210,6 +210,18 @@ def test_a_whole_simple_p2p_run_keeps_its_copy_figure(tmp_path: Path, capsys) ->
                                                                      True)
     assert "p2p_peer_access_unavailable" not in {f["id"] for f in report["findings"]}
     assert schemas.validator("report").is_valid(report)
+    assert ("simpleP2P: cudaMemcpyPeer between GPU0 and GPU1, both ways with peer access on: 19.87 GB/s; its data "
+            "check passed.") in (tmp_path / "reports" / "m.md").read_text()
+
+
+def test_a_paste_cut_in_its_last_matrix_says_where_in_the_report(tmp_path: Path, capsys) -> None:
+    (tmp_path / "m").mkdir()
+    shutil.copy(FIXTURES / "p2p" / "p2pBandwidthLatencyTest_2xRTX4090_cut-in-last-matrix_excerpt.txt",
+                tmp_path / "m" / "p2p.txt")
+    analyse(capsys, tmp_path, ["m"])
+    text = (tmp_path / "reports" / "m.md").read_text()
+    assert ("The p2pBandwidthLatencyTest paste ends inside Bidirectional P2P=Enabled Bandwidth Matrix (GB/s) (1 of 2 "
+            "rows)") in text
 
 
 def test_an_nccl_topology_dump_of_a_flat_emulated_bus_names_a_virtual_machine(tmp_path: Path, capsys) -> None:
