@@ -428,6 +428,8 @@ class P2PMatrix:
     gpus: list[str]
     status: list[list[str]]
     legend: dict[str, str] = field(default_factory=dict)
+    # Rows a cut paste lost (``parse_topo_p2p(cut_ok=True)``): their cells are None, pairs not read.
+    missing_rows: list[str] = field(default_factory=list)
 
     @property
     def matrix(self) -> list[list[str]]:
@@ -460,9 +462,10 @@ class P2PMatrix:
         return gpu if isinstance(gpu, int) else self.gpus.index(gpu)
 
 
-def parse_topo_p2p(text: str) -> P2PMatrix:
+def parse_topo_p2p(text: str, cut_ok: bool = False) -> P2PMatrix:
     """Parse ``nvidia-smi topo -p2p r|w|n|a|p``. Raises ``NvidiaSmiParseError`` for output without a
-    GPU header, with missing rows or rows of the wrong width."""
+    GPU header, with missing rows or rows of the wrong width. ``cut_ok``: a paste cut after some rows (support
+    material) gives the rows it holds, the others all None (``missing_rows``); never a row it does not hold."""
     what = "nvidia-smi topo -p2p"
     lines = _lines(text, what)
     header_at = _find_header(lines, what, "nvidia-smi topo -p2p r")
@@ -486,9 +489,11 @@ def parse_topo_p2p(text: str) -> P2PMatrix:
         rows[label] = codes
         end += 1
     missing = [name for name in gpus if name not in rows]
-    if missing:
+    # Cut: the text ends after its last row (no legend), which a matrix that only lost rows inside never does.
+    if missing and not (cut_ok and rows and not any(line.strip() for line in lines[end:])):
         raise smi_error(what, f"a row for each of {', '.join(gpus)}", "\n".join(lines[header_at:end]),
                         f"Rows for {', '.join(missing)} are missing: the output looks cut short; "
                         "run the command again.")
     legend, _ = _parse_legends(lines[end:])
-    return P2PMatrix(gpus=gpus, status=[rows[name] for name in gpus], legend=legend)
+    status = [rows[name] if name in rows else [None] * len(gpus) for name in gpus]
+    return P2PMatrix(gpus=gpus, status=status, legend=legend, missing_rows=missing)  # type: ignore[arg-type]
