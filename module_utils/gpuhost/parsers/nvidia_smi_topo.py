@@ -462,6 +462,12 @@ class P2PMatrix:
         return gpu if isinstance(gpu, int) else self.gpus.index(gpu)
 
 
+def _ends_line(text: object) -> bool:
+    if isinstance(text, (bytes, bytearray)):
+        return bytes(text).rstrip(b" \t").endswith((b"\n", b"\r"))
+    return isinstance(text, str) and text.rstrip(" \t").endswith(("\n", "\r"))
+
+
 def parse_topo_p2p(text: str, cut_ok: bool = False) -> P2PMatrix:
     """Parse ``nvidia-smi topo -p2p r|w|n|a|p``. Raises ``NvidiaSmiParseError`` for output without a
     GPU header, with missing rows or rows of the wrong width. ``cut_ok``: a paste cut after some rows (support
@@ -480,6 +486,11 @@ def parse_topo_p2p(text: str, cut_ok: bool = False) -> P2PMatrix:
     while end < len(lines) and not _is_matrix_end(lines[end]):
         cells = [cell for cell in _split_cells(lines[end])[0] if cell]
         label, codes = cells[0], cells[1:]
+        if cut_ok and end == len(lines) - 1 and not _ends_line(text) and (
+                len(codes) != len(gpus) or codes[-1] not in P2P_STATUS_MEANING):
+            # The paste stops inside its last row: short, or its last cell cut ("N" of "NS"): not read.
+            end += 1
+            break
         if label not in gpus or label in rows:
             raise smi_error(what, f"one row for each of {', '.join(gpus)}", lines[end],
                             "The matrix holds a row the header does not name; capture the output again.")
