@@ -44,6 +44,7 @@ from ansible.module_utils.gpuhost.parsers.nvidia_smi_topo_cells import (
     BASE_LABELS,
     LABEL_LIKE_RE,
     check_mirror,
+    cut_inside_row,
     repair_links,
     split_header_cell,
     split_row_label,
@@ -428,8 +429,7 @@ class P2PMatrix:
     gpus: list[str]
     status: list[list[str]]
     legend: dict[str, str] = field(default_factory=dict)
-    # Rows a cut paste lost (``parse_topo_p2p(cut_ok=True)``): their cells are None, pairs not read.
-    missing_rows: list[str] = field(default_factory=list)
+    missing_rows: list[str] = field(default_factory=list)  # lost by a cut paste (cut_ok): their cells are None
 
     @property
     def matrix(self) -> list[list[str]]:
@@ -462,16 +462,10 @@ class P2PMatrix:
         return gpu if isinstance(gpu, int) else self.gpus.index(gpu)
 
 
-def _ends_line(text: object) -> bool:
-    if isinstance(text, (bytes, bytearray)):
-        return bytes(text).rstrip(b" \t").endswith((b"\n", b"\r"))
-    return isinstance(text, str) and text.rstrip(" \t").endswith(("\n", "\r"))
-
-
 def parse_topo_p2p(text: str, cut_ok: bool = False) -> P2PMatrix:
-    """Parse ``nvidia-smi topo -p2p r|w|n|a|p``. Raises ``NvidiaSmiParseError`` for output without a
-    GPU header, with missing rows or rows of the wrong width. ``cut_ok``: a paste cut after some rows (support
-    material) gives the rows it holds, the others all None (``missing_rows``); never a row it does not hold."""
+    """Parse ``nvidia-smi topo -p2p r|w|n|a|p``; ``NvidiaSmiParseError`` for output without a GPU header, with
+    missing rows or rows of the wrong width, except with ``cut_ok`` (support material) for a paste that ends after
+    some rows, with no legend: the rows it holds, the others all None (``missing_rows``), never a cut row."""
     what = "nvidia-smi topo -p2p"
     lines = _lines(text, what)
     header_at = _find_header(lines, what, "nvidia-smi topo -p2p r")
@@ -486,10 +480,8 @@ def parse_topo_p2p(text: str, cut_ok: bool = False) -> P2PMatrix:
     while end < len(lines) and not _is_matrix_end(lines[end]):
         cells = [cell for cell in _split_cells(lines[end])[0] if cell]
         label, codes = cells[0], cells[1:]
-        if cut_ok and end == len(lines) - 1 and not _ends_line(text) and (
-                len(codes) != len(gpus) or codes[-1] not in P2P_STATUS_MEANING):
-            # The paste stops inside its last row: short, or its last cell cut ("N" of "NS"): not read.
-            end += 1
+        if cut_ok and end == len(lines) - 1 and cut_inside_row(text, codes, len(gpus), P2P_STATUS_MEANING):
+            end += 1  # the paste stops inside its last row, which is not read
             break
         if label not in gpus or label in rows:
             raise smi_error(what, f"one row for each of {', '.join(gpus)}", lines[end],
@@ -500,11 +492,9 @@ def parse_topo_p2p(text: str, cut_ok: bool = False) -> P2PMatrix:
         rows[label] = codes
         end += 1
     missing = [name for name in gpus if name not in rows]
-    # Cut: the text ends after its last row (no legend), which a matrix that only lost rows inside never does.
     if missing and not (cut_ok and rows and not any(line.strip() for line in lines[end:])):
         raise smi_error(what, f"a row for each of {', '.join(gpus)}", "\n".join(lines[header_at:end]),
                         f"Rows for {', '.join(missing)} are missing: the output looks cut short; "
                         "run the command again.")
     legend, _ = _parse_legends(lines[end:])
-    status = [rows[name] if name in rows else [None] * len(gpus) for name in gpus]
-    return P2PMatrix(gpus=gpus, status=status, legend=legend, missing_rows=missing)  # type: ignore[arg-type]
+    return P2PMatrix(gpus, [rows.get(name, [None] * len(gpus)) for name in gpus], legend, missing)  # type: ignore
