@@ -248,10 +248,12 @@ def _declared(item: BundleInput, text: str) -> str | None:
 
 
 def _tool_output(text: str) -> str:
-    """What the tool printed: transport damage undone (CRLF, quoted-printable), without the shell line and
-    the Markdown fences a paste adds."""
+    """What the tool printed: transport damage undone (CRLF, quoted-printable), without the shell line, the
+    Markdown fences a paste adds, and the quote marks of a reply that quotes the whole output (``> ``)."""
     lines = normalize_paste(text).split("\n")
     kept = [line for line in lines if not re.match(r"^\s*(?:```|~~~)", line)]
+    if all(re.match(r"^\s{0,3}>", line) for line in kept if line.strip()):
+        kept = [re.sub(r"^\s{0,3}> ?", "", line, count=1) for line in kept]
     for index, line in enumerate(kept[:3]):
         if line.strip() and pasted_command(line) is not None:
             del kept[index]

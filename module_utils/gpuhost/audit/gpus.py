@@ -188,7 +188,7 @@ def _p2p_matrices(source: Source) -> dict[str, list[list[str]]]:
                 source.note_problem(TOPO_P2P[letter].key, p2p_error or "no output")
             continue
         try:
-            p2p[name] = nvidia_smi_topo.parse_topo_p2p(out).matrix
+            p2p[name] = _p2p_matrix(source, TOPO_P2P[letter].key, out)
         except NvidiaSmiParseError as exc:
             source.note_problem(TOPO_P2P[letter].key, str(exc))
     if source.partial:
@@ -198,10 +198,20 @@ def _p2p_matrices(source: Source) -> dict[str, list[list[str]]]:
             if out is None:
                 continue
             try:
-                p2p[capability_name(letters) if letters else NOT_STATED] = nvidia_smi_topo.parse_topo_p2p(out).matrix
+                p2p[capability_name(letters) if letters else NOT_STATED] = _p2p_matrix(source, command.key, out)
             except NvidiaSmiParseError as exc:
                 source.note_problem(command.key, str(exc))
     return p2p
+
+
+def _p2p_matrix(source: Source, key: str, out: str) -> list[list[str | None]]:
+    """A topo -p2p matrix; support material's paste cut after some rows gives those rows (the others not read,
+    and said so), as a host's own output is never cut."""
+    parsed = nvidia_smi_topo.parse_topo_p2p(out, cut_ok=source.partial)
+    if parsed.missing_rows:
+        source.note_problem(key, f"the paste is cut: rows {', '.join(parsed.missing_rows)} are missing, their pairs "
+                                 "are not read; paste the whole output to judge them")
+    return parsed.matrix
 
 
 def _topology(source: Source) -> dict[str, Any]:

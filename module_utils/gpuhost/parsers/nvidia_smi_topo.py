@@ -44,6 +44,7 @@ from ansible.module_utils.gpuhost.parsers.nvidia_smi_topo_cells import (
     BASE_LABELS,
     LABEL_LIKE_RE,
     check_mirror,
+    cut_inside_row,
     repair_links,
     split_header_cell,
     split_row_label,
@@ -428,6 +429,7 @@ class P2PMatrix:
     gpus: list[str]
     status: list[list[str]]
     legend: dict[str, str] = field(default_factory=dict)
+    missing_rows: list[str] = field(default_factory=list)  # lost by a cut paste (cut_ok): their cells are None
 
     @property
     def matrix(self) -> list[list[str]]:
@@ -460,9 +462,10 @@ class P2PMatrix:
         return gpu if isinstance(gpu, int) else self.gpus.index(gpu)
 
 
-def parse_topo_p2p(text: str) -> P2PMatrix:
-    """Parse ``nvidia-smi topo -p2p r|w|n|a|p``. Raises ``NvidiaSmiParseError`` for output without a
-    GPU header, with missing rows or rows of the wrong width."""
+def parse_topo_p2p(text: str, cut_ok: bool = False) -> P2PMatrix:
+    """Parse ``nvidia-smi topo -p2p r|w|n|a|p``; ``NvidiaSmiParseError`` for output without a GPU header, with
+    missing rows or rows of the wrong width, except with ``cut_ok`` (support material) for a paste that ends after
+    some rows, with no legend: the rows it holds, the others all None (``missing_rows``), never a cut row."""
     what = "nvidia-smi topo -p2p"
     lines = _lines(text, what)
     header_at = _find_header(lines, what, "nvidia-smi topo -p2p r")
@@ -477,6 +480,9 @@ def parse_topo_p2p(text: str) -> P2PMatrix:
     while end < len(lines) and not _is_matrix_end(lines[end]):
         cells = [cell for cell in _split_cells(lines[end])[0] if cell]
         label, codes = cells[0], cells[1:]
+        if cut_ok and end == len(lines) - 1 and cut_inside_row(text, codes, len(gpus), P2P_STATUS_MEANING):
+            end += 1  # the paste stops inside its last row, which is not read
+            break
         if label not in gpus or label in rows:
             raise smi_error(what, f"one row for each of {', '.join(gpus)}", lines[end],
                             "The matrix holds a row the header does not name; capture the output again.")
@@ -486,9 +492,9 @@ def parse_topo_p2p(text: str) -> P2PMatrix:
         rows[label] = codes
         end += 1
     missing = [name for name in gpus if name not in rows]
-    if missing:
+    if missing and not (cut_ok and rows and not any(line.strip() for line in lines[end:])):
         raise smi_error(what, f"a row for each of {', '.join(gpus)}", "\n".join(lines[header_at:end]),
                         f"Rows for {', '.join(missing)} are missing: the output looks cut short; "
                         "run the command again.")
     legend, _ = _parse_legends(lines[end:])
-    return P2PMatrix(gpus=gpus, status=[rows[name] for name in gpus], legend=legend)
+    return P2PMatrix(gpus, [rows.get(name, [None] * len(gpus)) for name in gpus], legend, missing)  # type: ignore

@@ -242,3 +242,14 @@ def repair_links(line: str, label: str, rest: list[str], tabbed: bool, devices: 
         notes.append(f"{label}: {found}; the cells for {', '.join(devices[read.exact:])} are unknown")
     touched = read.exact < gpu_count or (read.first_change is not None and read.first_change < gpu_count)
     return links, read.tail, touched
+
+
+def cut_inside_row(text: object, codes: list[str], width: int, known: object) -> bool:
+    """Whether the last line of a pasted matrix is a row the paste stops inside: the text ends without a line
+    break and the row is short or its last cell is no status (``N`` of ``NS``, ``G`` of ``GNS``; every
+    status's prefixes are none)."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", errors="replace")
+    if not isinstance(text, str) or text.rstrip(" \t").endswith(("\n", "\r")):
+        return False
+    return len(codes) != width or not codes or codes[-1] not in known  # type: ignore[operator]

@@ -19,7 +19,8 @@ def bundle_section(bundle: Any) -> list[str]:
     inputs = [i for i in bundle.get("inputs") or [] if isinstance(i, dict)]
     if inputs:
         out += table(["Input", "Recognised as", "Gave"], [
-            [_input_name(i), i.get("kind") or "not recognised", ", ".join(i.get("as") or []) or "nothing read"]
+            [_input_name(i), i.get("kind") or "not recognised",
+             (", ".join(i.get("as") or []) or "nothing read") + _capability_text(i.get("capability"))]
             for i in inputs])
     not_seen = [str(what) for what in bundle.get("not_seen") or []]
     if not_seen:
@@ -33,6 +34,15 @@ def bundle_section(bundle: Any) -> list[str]:
         # Warnings quote the material (file names, lines): each stays one line of text.
         out += ["Warnings:", ""] + [f"- {inline(w)}" for w in warnings] + [""]
     return out
+
+
+def _capability_text(capability: Any) -> str:
+    """What told a topo -p2p matrix's capability, where its own command line did not (audit/p2p_material.py)."""
+    if not isinstance(capability, dict) or capability.get("from") == "command line":
+        return ""
+    if capability.get("letters"):
+        return f" (capability {capability['letters']} from its file name)"
+    return " (capability not stated: see p2p_capability_not_stated)"
 
 
 def _input_name(item: dict[str, Any]) -> str:

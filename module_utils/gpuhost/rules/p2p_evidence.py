@@ -65,8 +65,8 @@ def p2p_evidence(facts: dict[str, Any]) -> P2PEvidence | None:
         if evidence.peer_access:
             return evidence
     for evidence in candidates:
-        if any(evidence.state(label) != "unknown" for row in evidence.matrix for label in row
-               if label not in (None, "X")):
+        if any(evidence.state(label) != "unknown" for row in evidence.matrix if isinstance(row, list)
+               for label in row if isinstance(label, str) and label != "X"):
             return evidence
     return candidates[0]
 

@@ -94,3 +94,36 @@ def test_lspci_without_ids_names_the_emulated_devices() -> None:
 def test_a_hosts_lspci_makes_no_virtualization_claim(name) -> None:
     virt = audit(build_capture([(name, (LSPCI / name).read_bytes())]))["virtualization"]
     assert virt["type"] is None and virt["evidence"] == []
+
+
+P2P_NS = (SMI / "topo-p2p-r_8gpu-vm-NS.txt").read_text()
+
+
+def test_a_matrix_quoted_whole_in_a_reply_is_read() -> None:
+    quoted = "".join(f"> {line}\n" for line in ["$ nvidia-smi topo -p2p r", *P2P_NS.split("\n")])
+    facts = audit(build_capture([("reply.txt", quoted.encode())]))
+    assert facts["summary"]["p2p"] == "none" and facts["summary"]["gpu_count"] == 8
+    assert "p2p_not_supported" in {f["id"] for f in facts["findings"]}
+
+
+def test_a_matrix_cut_after_some_rows_is_judged_on_the_rows_it_holds_and_says_so() -> None:
+    cut = "$ nvidia-smi topo -p2p r\n" + "\n".join(P2P_NS.split("\n")[:6])  # header and GPU0..GPU4
+    facts = audit(build_capture([("cut.txt", cut.encode())]))
+    found = {f["id"]: f for f in facts["findings"]}
+    assert found["p2p_not_supported"]["evidence"]["pairs_without_p2p"] == 35
+    assert found["p2p_not_supported"]["evidence"]["pairs_not_read"] == 21
+    assert facts["p2p"]["read"][5] == [None] * 8
+    assert any("rows GPU5, GPU6, GPU7 are missing" in p["error"] for p in facts["problems"])
+    assert facts["summary"]["gpu_count"] == 8
+
+
+def test_a_cut_matrix_is_refused_where_a_host_printed_it() -> None:
+    from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
+    from ansible.module_utils.gpuhost.parsers.nvidia_smi_topo import parse_topo_p2p
+
+    cut = "\n".join(P2P_NS.split("\n")[:6])
+    with pytest.raises(NvidiaSmiParseError, match="Rows for GPU5, GPU6, GPU7 are missing"):
+        parse_topo_p2p(cut)
+    # Rows lost inside the matrix, with its legend after, are no cut paste: refused either way.
+    with pytest.raises(NvidiaSmiParseError):
+        parse_topo_p2p("\n".join(P2P_NS.split("\n")[:6]) + "\n\nLegend:\n\n  X    = Self\n", cut_ok=True)

@@ -270,6 +270,9 @@ def test_the_incident_matrix_saved_as_p2p_read_alone_is_unfit_with_8_gpus(tmp_pa
     assert report["summary"]["verdict"] == "unfit"
     assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
     assert report["summary"]["gpu_count"] == 8
+    markdown = (tmp_path / "reports" / "pastes.md").read_text()
+    assert ("| p2p_read.txt | nvidia-smi-topo-p2p | commands:nvidia-smi topo -p2p r (capability r from its file "
+            "name) |") in markdown
 
 
 def test_a_healthy_bare_metal_hosts_pastes_give_no_p2p_finding_and_no_virtualization_claim(tmp_path: Path,

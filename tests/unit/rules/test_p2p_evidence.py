@@ -108,7 +108,8 @@ def test_the_gate_blocks_on_the_same_matrix_the_audit_judged() -> None:
     assert "p2p_not_supported" not in [r["id"] for r in unknown["reasons"]]
 
 
-@pytest.mark.parametrize("p2p", [None, [], "read", {"read": "NS"}, {1: [["X"]]}, {"read": [None, ["X", 3]]}])
+@pytest.mark.parametrize("p2p", [None, [], "read", {"read": "NS"}, {1: [["X"]]}, {"read": [None, ["X", 3]]},
+                                 {"": [None]}, {"nvlink": [None, "x", ["X", None, 7]]}])
 def test_odd_p2p_facts_give_no_matrix_or_one_without_raising(p2p) -> None:
     evidence = p2p_evidence({"p2p": p2p})
     assert evidence is None or isinstance(evidence.matrix, list)
