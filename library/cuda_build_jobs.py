@@ -28,6 +28,14 @@ options:
     type: list
     elements: str
     required: true
+  targets:
+    description:
+      - The gencode targets the build really compiles, for an extension that ignores O(archs) and hard-codes its
+        own; counted instead of O(archs). sgl-kernel compiles C(sm_80), C(sm_89), C(sm_90), C(sm_90a), C(sm_100a)
+        and C(sm_120a) with CUDA 12.8 on x86_64, whatever C(TORCH_CUDA_ARCH_LIST) says
+        (C(module_utils/gpuhost/serving/sgl_kernel_build.py) C(gencode_targets), from its C(CMakeLists.txt)).
+    type: list
+    elements: str
   mem_per_thread_gib:
     description: Peak resident memory of one nvcc thread on this extension's kernels, in GiB (measured, worst case).
     type: float
@@ -141,8 +149,12 @@ inputs:
       type: list
       elements: str
     targets:
-      description: Gencode targets counted from O(archs).
+      description: Gencode targets counted, from O(targets) when given, else from O(archs).
       type: int
+    gencode_targets:
+      description: O(targets).
+      type: list
+      elements: str
     mem_per_thread_gib:
       description: O(mem_per_thread_gib).
       type: float
@@ -161,6 +173,7 @@ from ansible.module_utils.gpuhost.serving.build_jobs import JobsError, count_tar
 def get_argument_spec() -> dict:
     return {
         "archs": {"type": "list", "elements": "str", "required": True},
+        "targets": {"type": "list", "elements": "str"},
         "mem_per_thread_gib": {"type": "float", "required": True},
         "headroom_min_gib": {"type": "float", "default": 4.0},
         "headroom_fraction": {"type": "float", "default": 0.15},
@@ -177,7 +190,8 @@ def main() -> None:
     if params["max_jobs"] < 0:
         module.fail_json(msg=f"cuda_build_jobs: expected max_jobs of 0 (the rule decides) or more; found "
                              f"{params['max_jobs']}")
-    targets = count_targets(params["archs"])
+    # An extension that hard-codes its targets (sgl-kernel) compiles those, whatever the archs say.
+    targets = len(params["targets"]) if params["targets"] else count_targets(params["archs"])
     if targets < 1:
         module.fail_json(msg=f"cuda_build_jobs: expected at least one architecture in archs (e.g. ['12.0']); "
                              f"found {params['archs']}")
@@ -187,6 +201,7 @@ def main() -> None:
         module.fail_json(msg=f"cuda_build_jobs: {err}")
 
     inputs = {**resources.as_dict(), "archs": params["archs"], "targets": targets,
+              "gencode_targets": params["targets"],
               "mem_per_thread_gib": params["mem_per_thread_gib"]}
     try:
         plan = plan_jobs(cpus=resources.cpus, mem_total_gib=resources.mem_total_gib,

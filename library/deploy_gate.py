@@ -15,8 +15,9 @@ description:
     (C(CUDA_VISIBLE_DEVICES)), the backend flags the known-good table gives for the GPUs' architecture,
     the model and the SGLang version, C(--disable-custom-all-reduce) unless P2P was proven between every pair
     of the chosen GPUs (C(--enable-p2p-check) instead for two GPUs, or an NVLink mesh of any size, whose P2P the
-    driver claims, so that SGLang tests CUDA IPC itself), the NCCL environment that won the benchmark's tuning (C(NCCL_P2P_DISABLE=1) when P2P
-    is missing), and the communication ceiling in tokens per second the benchmark's latency allows.
+    driver claims, so that SGLang tests CUDA IPC itself), the NCCL environment that won the benchmark's tuning
+    (C(NCCL_P2P_DISABLE=1) when P2P is missing), and the communication ceiling in tokens per second the
+    benchmark's latency allows.
   - Reports the all-reduce SGLang will really run (RV(launch.all_reduce)) as SGLang decides it; custom all-reduce
     at tensor-parallel sizes 2, 4, 6 and 8 only, above 2 GPUs only with NVLink between every pair (so PCIe GPUs at
     TP 4 or 8 run NCCL whatever P2P can do), up to 8 MiB; from SGLang 0.5.12 its v2 on NVLink up to 16 MiB (per
@@ -129,6 +130,15 @@ options:
       - Omitted, the counts come from O(model) alone (C(comm_profile), C(family), its own fields), and the floor's
         C(source) names which.
     type: raw
+  pcie_ipc_all_reduce:
+    description:
+      - Launch with SGLang's opt-in FlashInfer PCIe IPC all-reduce (C(SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1), SGLang
+        0.5.21 and later, 2, 4 or 8 GPUs) where the gate recommends it, RV(launch.pcie_ipc).
+      - It is recommended only for PCIe GPUs whose P2P O(probe) proved between every pair, since it maps peer memory
+        with no P2P check of its own; anywhere else it is never set, whatever this option says, and a benchmark
+        environment that sets it loses it, with a note.
+    type: bool
+    default: false
   fail_on_block:
     description: Fail the task when the verdict is C(block), with the reasons in the message.
     type: bool
@@ -290,6 +300,16 @@ launch:
     flag_check:
       description: C(checked) (against O(sglang_help)), C(translated) options and C(refused) ones.
       type: dict
+    p2p_cache:
+      description: >-
+        SGLang's cached P2P verdict tied to the P2P facts: C(file), C(facts) (fingerprint), C(env), C(read_by_sglang),
+        C(source); null below 2 GPUs.
+      type: dict
+    pcie_ipc:
+      description: >-
+        SGLang's opt-in PCIe IPC all-reduce: C(available) (0.5.21 on), C(recommended) (PCIe GPUs with P2P proven by
+        the probe only), C(applied) (set in C(env)), C(why), C(env); null below 2 GPUs.
+      type: dict
     comm_ceiling_basis:
       description: >-
         What the NCCL-measured ceiling is for the path that runs, C(nccl), C(nccl_lower_bound) (custom all-reduce
@@ -352,6 +372,7 @@ def get_argument_spec() -> dict:
         "fail_on_block": {"type": "bool", "default": False},
         # raw: a value of another shape becomes a note, not a type conversion failure.
         "model_collectives": {"type": "raw"},
+        "pcie_ipc_all_reduce": {"type": "bool", "default": False},
     }
 
 
@@ -361,7 +382,8 @@ def main() -> None:
     result = decide(params["audit"], params["model"], bench=params["bench"], probe=params["probe"],
                     accept=params["accept"], sglang_version=params["sglang_version"],
                     known_good_overrides=params["known_good_overrides"], sglang_help=params["sglang_help"],
-                    labels=params["labels"], model_collectives=params["model_collectives"])
+                    labels=params["labels"], model_collectives=params["model_collectives"],
+                    pcie_ipc_all_reduce=params["pcie_ipc_all_reduce"])
     if params["fail_on_block"] and result["verdict"] == "block":
         module.fail_json(msg=result["summary"] + ": " + " | ".join(r["summary"] for r in result["reasons"]),
                          changed=False, **result)

@@ -11,7 +11,8 @@ description:
   - Measures through the OpenAI-compatible API (C(POST /v1/completions)) the single-stream decode rate (tokens
     per second after the first, the median of O(single_requests) requests), the time to first token (their
     median), and the aggregate output rate of O(concurrency) requests at once.
-  - With SGLang's own benchmark client (C(python -m sglang.bench_serving --backend sglang-oai --dataset-name
+  - With SGLang's own benchmark client (C(python -m sglang.benchmark.serving), or C(sglang.bench_serving) where the
+    venv has only that (SGLang before 0.5.19; a deprecated shim after) C(--backend sglang-oai --dataset-name
     random-ids)) when O(python) can import it and O(tokenizer) is given; otherwise with a small client of its own
     (standard library, streaming, so that the first token is timed). RV(tool) says which ran, RV(tool_reason)
     why. The API key goes to bench_serving in its environment (C(OPENAI_API_KEY)), never on its command line.
@@ -39,7 +40,9 @@ options:
     type: str
     required: true
   python:
-    description: The serving venv's Python; when it can import C(sglang.bench_serving), that client is used.
+    description: >-
+      The serving venv's Python; when it can import C(sglang.benchmark.serving) (else C(sglang.bench_serving)),
+      that client is used.
     type: path
   tokenizer:
     description: The model directory, for bench_serving's tokenizer (C(--tokenizer)); without it the own client runs.
@@ -194,17 +197,20 @@ def option_problems(params: dict[str, Any]) -> list[str]:
     return problems
 
 
-def bench_serving_available(python: str | None) -> bool:
+def bench_serving_available(python: str | None) -> str | None:
+    """The benchmark client's module the serving venv has (bench_serving.MODULES, newest first), or None."""
     if not python or not os.access(python, os.X_OK):
-        return False
-    probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('sglang.bench_serving') else 1)"
+        return None
     try:
-        return subprocess.run([python, "-c", probe], capture_output=True, timeout=120, check=False).returncode == 0
+        done = subprocess.run([python, "-c", bench_serving.probe_code()], capture_output=True, text=True,
+                              timeout=120, check=False)
     except (OSError, subprocess.SubprocessError):
-        return False
+        return None
+    name = done.stdout.strip()
+    return name if done.returncode == 0 and name in bench_serving.MODULES else None
 
 
-def run_bench_serving(params: dict[str, Any]) -> dict[str, Any]:
+def run_bench_serving(params: dict[str, Any], module: str = bench_serving.MODULE) -> dict[str, Any]:
     """Two bench_serving runs, one stream then ``concurrency``; BenchServingError with its log when one fails."""
     env = {**os.environ, "OPENAI_API_KEY": params["api_key"], "HF_HUB_OFFLINE": "1", "LC_ALL": "C"}
     results = []
@@ -212,7 +218,7 @@ def run_bench_serving(params: dict[str, Any]) -> dict[str, Any]:
         for prompts, concurrency in ((params["single_requests"], 1), (params["concurrency"], params["concurrency"])):
             out = os.path.join(tmp, f"c{concurrency}.jsonl")
             argv = bench_serving.argv(params["python"], params["url"], params["model"], params["tokenizer"],
-                                      params["input_len"], params["max_tokens"], prompts, concurrency, out)
+                                      params["input_len"], params["max_tokens"], prompts, concurrency, out, module)
             try:
                 done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=params["timeout"],
                                       check=False)
@@ -235,16 +241,17 @@ def run_bench_serving(params: dict[str, Any]) -> dict[str, Any]:
 def throughput(params: dict[str, Any]) -> dict[str, Any]:
     use_bench = params["tool"] == "bench_serving"
     reason = "asked for"
+    module = bench_serving_available(params["python"]) if use_bench or params["tool"] == "auto" else None
     if params["tool"] == "auto":
-        use_bench = bool(params["tokenizer"]) and bench_serving_available(params["python"])
-        reason = ("sglang.bench_serving is in the serving venv" if use_bench
-                  else "no sglang.bench_serving in the serving venv" if params["tokenizer"]
+        use_bench = bool(params["tokenizer"]) and module is not None
+        reason = (f"{module} is in the serving venv" if use_bench
+                  else f"neither {' nor '.join(bench_serving.MODULES)} in the serving venv" if params["tokenizer"]
                   else "no model directory for bench_serving's tokenizer")
     result: dict[str, Any] = {"changed": False, "ok": True, "tool": "bench_serving" if use_bench else "client",
                               "tool_reason": reason, "single_stream": None, "aggregate": None}
     try:
         if use_bench:
-            measurement = run_bench_serving(params)
+            measurement = run_bench_serving(params, module or bench_serving.MODULES[0])
         else:
             measurement = measure(params["url"], params["api_key"], params["model"], params["prompt"],
                                   params["max_tokens"], params["single_requests"], params["concurrency"],

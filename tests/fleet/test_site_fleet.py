@@ -28,7 +28,9 @@ FLEET = {"incident-guest", "incident-guest-accepted", "pro6000-baremetal", "pro6
          "pve-clique-ok", "pve-vfio"}
 # The unreachable host's last report, from an earlier run: fleet.md shows it with this date.
 LAST_REPORT_MTIME = 1767323045  # 2026-01-02 03:04:05 UTC
-INCIDENT_ARGS = ["--tp", "8", "--nsa-decode-backend", "trtllm", "--disable-custom-all-reduce"]
+# The fleet runs SGLang 0.5.10.post1, whose own defaults on SM120 are trtllm for both DSA backends (with the fp8
+# KV cache it picks there): the known-good table adds no backend flag (gate/known_good.py).
+INCIDENT_ARGS = ["--tp", "8", "--disable-custom-all-reduce"]
 
 
 def ansible_playbook() -> str:
@@ -136,7 +138,7 @@ def test_incident_guest_passes_with_the_risk_accepted_and_p2p_off(fleet):
     assert "transfer test, not an all-reduce" in " ".join(result["notes"])
     assert "communication floor 30.6 ms per token (estimated: 14 ring steps at TP 8" in result["summary"]
     assert launch["all_reduce"]["path"] == "nccl" and launch["comm_ceiling_basis"] == "nccl"
-    # Its replayed --help still names --nsa-decode-backend: checked, nothing to change.
+    # Its replayed --help is checked: nothing to change.
     assert launch["flag_check"] == {"checked": True, "translated": [], "refused": []}
 
 
@@ -160,12 +162,11 @@ def test_bare_metal_pro6000_at_tp8_runs_nccl_as_sglang_would(fleet):
     assert floor["comm_us_per_token"] == pytest.approx(157 * 14 * 1.0)
 
 
-def test_a_replayed_help_with_dsa_options_translates_the_tables_nsa_flag(fleet):
+def test_on_0_5_10_post1_the_table_adds_no_backend_flag_sglangs_defaults_do_it(fleet):
     result = gate(fleet, "pro6000-baremetal")
-    assert result["launch"]["args"] == ["--tp", "8", "--dsa-decode-backend", "trtllm"]
-    assert result["launch"]["flag_check"]["translated"] == [
-        {"from": "--nsa-decode-backend", "to": "--dsa-decode-backend", "values": ["trtllm"], "why": "deprecated"}]
-    assert [s["id"] for s in result["launch"]["known_good_source"]] == ["sm120-glm5-nsa-decode-trtllm"]
+    assert result["launch"]["args"] == ["--tp", "8"]
+    assert result["launch"]["flag_check"]["translated"] == []
+    assert [s["id"] for s in result["launch"]["known_good_source"]] == ["sm120-glm5-dsa-trtllm-by-default"]
 
 
 def test_two_pcie_gpus_with_p2p_claimed_not_proven_get_sglangs_own_p2p_check(fleet):

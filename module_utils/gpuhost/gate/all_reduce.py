@@ -19,8 +19,12 @@ The decision, in SGLang's order (``RULES`` keeps it per SGLang version):
    asks the driver (``torch.cuda.can_device_access_peer``) instead, with or without the flag.
 5. Otherwise its custom all-reduce, for messages under its buffer size (8 MiB); larger ones go to NCCL.
 
-Not modelled: opt-in all-reduce backends that newer SGLang versions enable through environment variables
-(``SGLANG_ENABLE_PCIE_IPC_ALLREDUCE``, a FlashInfer PCIe kernel), which the gate never sets.
+6. From 0.5.21, with ``SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1`` in its environment, FlashInfer's PCIe IPC
+   all-reduce at 2, 4 or 8 GPUs takes the messages the custom all-reduce does not (decode-sized ones; NCCL
+   the rest), ``--disable-custom-all-reduce`` or not, and with no P2P check of its own (path ``pcie_ipc``).
+   The gate recommends it only where the probe proved P2P (launch.py).
+
+Not modelled: other opt-in all-reduce backends still in flight upstream.
 """
 
 from __future__ import annotations
@@ -54,10 +58,22 @@ from ansible.module_utils.gpuhost.gate.inputs import Host, cell
 _LEGACY = {"world_sizes": (2, 4, 6, 8), "pcie_max_ranks": 2, "max_message_mib": 8}
 RULES: tuple[dict[str, Any], ...] = (
     {
-        "id": "sglang-custom-ar-v2-nvlink-16mib-legacy-pcie",
-        "sglang_versions": ">=0.5.19",
+        "id": "sglang-custom-ar-v2-nvlink-16mib-legacy-pcie-ipc-opt-in",
+        "sglang_versions": ">=0.5.21",
         **_LEGACY,
         "v2": {"world_sizes": tuple(range(2, 17)), "max_message_mib": 16, "pcie_fallback": True},
+        "pcie_ipc": {"world_sizes": (2, 4, 8)},
+        "source": "SGLang 0.5.21 and 0.5.23 custom_all_reduce.py dispatch_custom_allreduce, custom_all_reduce_v2.py "
+                  "can_use_custom_all_reduce_v2, configs/custom_all_reduce_v2.py, environ.py; "
+                  "device_communicators/pcie_ipc_ar.py (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE, world sizes 2, 4, 8) and "
+                  "parallel_state.py (tried after the custom all-reduce, whatever --disable-custom-all-reduce)",
+    },
+    {
+        "id": "sglang-custom-ar-v2-nvlink-16mib-legacy-pcie",
+        "sglang_versions": ">=0.5.19,<0.5.21",
+        **_LEGACY,
+        "v2": {"world_sizes": tuple(range(2, 17)), "max_message_mib": 16, "pcie_fallback": True},
+        "pcie_ipc": None,
         "source": "SGLang 0.5.19 and 0.5.23 custom_all_reduce.py dispatch_custom_allreduce, custom_all_reduce_v2.py "
                   "can_use_custom_all_reduce_v2, configs/custom_all_reduce_v2.py, environ.py",
     },
@@ -66,6 +82,7 @@ RULES: tuple[dict[str, Any], ...] = (
         "sglang_versions": ">=0.5.13,<0.5.19",
         **_LEGACY,
         "v2": {"world_sizes": tuple(range(2, 9)), "max_message_mib": 16, "pcie_fallback": True},
+        "pcie_ipc": None,
         "source": "SGLang 0.5.13 custom_all_reduce.py dispatch_custom_allreduce, custom_all_reduce_v2.py "
                   "can_use_custom_all_reduce_v2 (THRESHOLD_2_SHOT_MAP 2..8, max_pull_size 16 MiB)",
     },
@@ -74,6 +91,7 @@ RULES: tuple[dict[str, Any], ...] = (
         "sglang_versions": ">=0.5.12,<0.5.13",
         **_LEGACY,
         "v2": {"world_sizes": tuple(range(2, 9)), "max_message_mib": 16, "pcie_fallback": False},
+        "pcie_ipc": None,
         "source": "SGLang 0.5.12 custom_all_reduce.py dispatch_custom_allreduce (CustomAllReduceV2 whatever the "
                   "link), custom_all_reduce_v2.py CustomAllReduceV2.__init__ (full_nvlink != True: disabled)",
     },
@@ -82,12 +100,18 @@ RULES: tuple[dict[str, Any], ...] = (
         "sglang_versions": ">=0.3,<0.5.12",
         **_LEGACY,
         "v2": None,
+        "pcie_ipc": None,
         "source": "SGLang custom_all_reduce.py (CustomAllreduce: _SUPPORTED_WORLD_SIZES [2, 4, 6, 8]; above 2 GPUs "
                   "only with is_full_nvlink; _can_p2p through gpu_p2p_access_check, replaced by "
                   "monkey_patch_p2p_access_check without --enable-p2p-check), adapted from vLLM's",
     },
 )
 V2_ENV = "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2"
+# FlashInfer's PCIe IPC all-reduce, opt-in from 0.5.21: built for any TP group of 2, 4 or 8 ranks when the
+# variable is set, tried after the custom all-reduce, for decode-sized messages (NCCL above). It maps its
+# peers' memory through CUDA IPC with no P2P check of its own (pcie_ipc_ar.py eligible_group,
+# PcieIpcCommunicator; parallel_state.py GroupCoordinator.__init__ and its all-reduce dispatch).
+PCIE_IPC_ENV = "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE"
 
 DISABLE = "--disable-custom-all-reduce"
 P2P_CHECK = "--enable-p2p-check"
@@ -154,7 +178,17 @@ def sglang_all_reduce(tp: int, mesh: bool | None, p2p: str, flags: Iterable[str]
     check = p2p_check_kind(flags, env)
     nccl_all = "NCCL does every all-reduce"
 
+    ipc = rule.get("pcie_ipc")
+    ipc_on = bool(ipc) and (env or {}).get(PCIE_IPC_ENV, "0").lower() in ("1", "true") and tp in ipc["world_sizes"]
+
     def result(path: str | None, off_by: str | None, brief: str, reason: str) -> dict[str, Any]:
+        if ipc_on and path == "nccl":
+            proof = ("the probe proved P2P between these GPUs" if p2p == "proven" else
+                     "P2P between these GPUs is not proven: it may fail or return wrong sums; remove the variable "
+                     "or prove P2P with gpu_p2p_probe")
+            path, brief = "pcie_ipc", "FlashInfer PCIe IPC all-reduce (decode-sized messages), NCCL the rest"
+            reason = (f"{reason} {PCIE_IPC_ENV}=1: SGLang's FlashInfer PCIe IPC all-reduce takes the decode-sized "
+                      f"messages over CUDA IPC and NCCL the larger ones; it checks no P2P itself, and {proof}.")
         return {"path": path, "off_by": off_by, "brief": brief, "reason": reason,
                 "p2p_check": check if tp > 1 else None, "rule": rule["id"]}
 

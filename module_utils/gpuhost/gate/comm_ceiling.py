@@ -65,6 +65,11 @@ def ceiling_basis(out: Decision, ceiling: float | None, all_reduce: dict[str, An
                          "all-reduce takes the decode's small messages here: the figure is a lower bound of the "
                          "real ceiling.")
         return "nccl_lower_bound"
+    if all_reduce.get("path") == "pcie_ipc":
+        out.notes.append("The communication ceiling is priced on NCCL's measured all-reduce, but SGLang's FlashInfer "
+                         "PCIe IPC all-reduce takes the decode's messages here: the figure is a lower bound of the "
+                         "real ceiling.")
+        return "nccl_lower_bound"
     out.notes.append("The communication ceiling is priced on NCCL's measured all-reduce; whether SGLang's custom "
                      "all-reduce takes the small messages instead is decided at its start-up, and then the figure "
                      "is a lower bound.")

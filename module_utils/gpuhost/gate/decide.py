@@ -75,6 +75,7 @@ from ansible.module_utils.gpuhost.gate.launch import (
     known_good_source,
     launch_args,
     launch_env,
+    pcie_ipc_plan,
     wants_p2p_check,
 )
 from ansible.module_utils.gpuhost.gate.model_collectives import apply_collectives
@@ -84,12 +85,13 @@ from ansible.module_utils.gpuhost.gate.triage import triage_findings
 
 def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept: Any = None,
            sglang_version: Any = None, known_good_overrides: Any = None, sglang_help: Any = None,
-           labels: Any = None, model_collectives: Any = None) -> dict[str, Any]:
+           labels: Any = None, model_collectives: Any = None, pcie_ipc_all_reduce: Any = False) -> dict[str, Any]:
     """The gate's verdict and launch settings. Never raises on odd input: it blocks and says why.
 
     ``labels`` maps an input (``model``, ``accept``, ``known_good_overrides``) to the name its messages give
     it, the variable the user wrote (``deploy_model``); by default the input's own name. ``model_collectives``
     is sglang_model_check's ``collectives`` for the model's directory: its counts price the communication floor.
+    ``pcie_ipc_all_reduce`` launches with SGLang's PCIe IPC all-reduce where the gate recommends it (launch.py).
     """
     out = Decision()
     names = {key: as_text(value) for key, value in as_dict(labels).items() if as_text(value)}
@@ -137,6 +139,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
 
     args = launch_args(group, entries, custom_allowed, wants_p2p_check(group, p2p, env, host))
     args, flag_check = checked_args(out, args, sglang_help, flag_sources(entries), version)
+    pcie_ipc = pcie_ipc_plan(out, host, group, p2p, env, version, pcie_ipc_all_reduce is True)
     all_reduce = all_reduce_path(out, host, group, p2p, args, version, env)
     path = (all_reduce or {}).get("path")
     ceiling, floor = comm_ceiling(out, bench_data, profile, group, probe)
@@ -147,7 +150,8 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
         "cuda_visible_devices": ",".join(str(g.index) for g in group) if group else None,
         "args": args,
         "env": dict(sorted(env.items())),
-        "custom_all_reduce": {"custom": True, "nccl": False}.get(path) if group and len(group) > 1 else None,
+        "custom_all_reduce": {"custom": True, "nccl": False, "pcie_ipc": False}.get(path)
+        if group and len(group) > 1 else None,
         "all_reduce": all_reduce,
         "p2p": p2p,
         "memory": fit.as_dict() if fit else None,
@@ -157,6 +161,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
         "known_good_source": [known_good_source(e) for e in entries],
         "flag_check": flag_check,
         "p2p_cache": p2p_cache(host, group, p2p, args, out.notes),
+        "pcie_ipc": pcie_ipc,
     }
     return {
         "verdict": verdict,
@@ -200,7 +205,7 @@ def _floor_text(launch: dict[str, Any]) -> str:
     # Priced on NCCL: where SGLang's custom all-reduce takes the small messages the figure is no floor
     # (comm_ceiling_basis says so), and a summary line would overstate it.
     if not isinstance(per_token, (int, float)) or per_token <= 0 or (launch.get("all_reduce") or {}).get("path") \
-            == "custom":
+            in ("custom", "pcie_ipc"):
         return ""
     return f"; communication floor {per_token / 1000:.1f} ms per token ({floor.get('source') or 'source unknown'})"
 
@@ -215,6 +220,8 @@ def _summary(verdict: str, out: Decision, launch: dict[str, Any], profile: Profi
     all_reduce = launch["all_reduce"] or {}
     if all_reduce.get("path") == "custom":
         parts.append(f"custom all-reduce on ({all_reduce['brief']})")
+    elif all_reduce.get("path") == "pcie_ipc":
+        parts.append(f"custom all-reduce off; {all_reduce['brief']}")
     elif all_reduce.get("off_by") == "sglang":
         parts.append(f"custom all-reduce off (SGLang turns it off: {all_reduce['brief']}); NCCL does every "
                      "all-reduce")

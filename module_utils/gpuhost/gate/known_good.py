@@ -37,25 +37,45 @@ KNOWN_GOOD: tuple[dict[str, Any], ...] = (
         "id": "sm120-glm5-nsa-decode-trtllm",
         "arch": ["sm_120"],
         "models": ["glm-5", "glm-5-*", "glm5", "glm5-*"],
-        # The incident ran an SGLang source build whose exact version was not recorded. With the
-        # v0.5.12 release image, sgl-project/sglang#26087 reports every NSA/DSA decode backend (trtllm
-        # included) failing at start-up on SM120 for GLM-5.1-NVFP4 (DeepGEMM's indexer metadata has no
-        # SM120 path), so the entry stops before 0.5.12.
-        "sglang_versions": "<0.5.12",
+        # The incident ran an SGLang source build whose exact version was not recorded. Up to 0.5.9 SGLang
+        # defaults a DSA model's KV cache to fp8_e4m3 on SM >= 10 and then its decode backend to flashmla_kv
+        # (0.5.9 server_args.py _set_default_nsa_kv_cache_dtype, _set_default_nsa_backends), the backend that
+        # hit device-side asserts: the flag changes that. From 0.5.10 the defaults already are trtllm (next
+        # entry), and with the v0.5.12 release image sgl-project/sglang#26087 reports every NSA/DSA decode
+        # backend (trtllm included) failing at start-up on SM120 for GLM-5.1-NVFP4.
+        "sglang_versions": "<0.5.10",
         "flags": ["--nsa-decode-backend", "trtllm"],
         "env": {},
         "purpose": "correctness",
         "source": "GLM-5-NVFP4 on 8x RTX PRO 6000 Blackwell (SM120) with an SGLang source build: decode gave NaN "
                   "until --nsa-decode-backend trtllm was set; flashmla_kv and flashmla_sparse hit device-side "
-                  "asserts. Upper bound from sgl-project/sglang#26087 (v0.5.12); later SM120 reports: "
-                  "sgl-project/sglang#37105, #34629.",
+                  "asserts. SGLang 0.5.9 server_args.py: fp8_e4m3 KV cache and flashmla_kv decode by default on "
+                  "SM >= 10.",
         "note": "GLM-5 uses DeepSeek-style sparse attention (NSA/DSA); on SM120 only the trtllm decode kernel gave "
                 "finite output in the incident. Later SGLang versions renamed the options (--dsa-decode-backend) "
                 "and changed which backends run on SM120: check with the smoke test and add an override for the "
                 "version you run.",
     },
+    {
+        "id": "sm120-glm5-dsa-trtllm-by-default",
+        "arch": ["sm_120"],
+        "models": ["glm-5", "glm-5-*", "glm5", "glm5-*"],
+        # 0.5.10 and 0.5.10.post1 server_args.py: on SM >= 10 the KV cache of a DSA model defaults to fp8_e4m3,
+        # and with an fp8_e4m3 KV cache _set_default_nsa_backends sets both NSA backends to trtllm whatever the
+        # user set; with --kv-cache-dtype bfloat16 the decode default on SM >= 10 is trtllm too. 0.5.11 keeps
+        # those defaults and respects the user's backends again. So a --nsa-decode-backend trtllm flag changes
+        # nothing there; another backend takes effect only with --kv-cache-dtype bfloat16 (0.5.10.x).
+        "sglang_versions": ">=0.5.10,<0.5.12",
+        "flags": [],
+        "env": {},
+        "purpose": "correctness",
+        "source": "SGLang 0.5.10, 0.5.10.post1 and 0.5.11 server_args.py (_set_default_nsa_kv_cache_dtype, "
+                  "_set_default_nsa_backends)",
+        "note": "Nothing to add: SGLang itself runs GLM-5 on SM120 with an fp8_e4m3 KV cache and trtllm for both "
+                "DSA backends (0.5.10.x forces them over a user's --nsa-*-backend unless --kv-cache-dtype "
+                "bfloat16). The smoke test still judges the output.",
+    },
 )
-
 
 def entry_problems(entry: Any, where: str) -> list[str]:
     """What is wrong with one table entry (shipped or override), each as a sentence."""

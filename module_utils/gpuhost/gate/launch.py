@@ -17,7 +17,14 @@ from typing import Any
 
 from ansible.module_utils.gpuhost.findings.catalog import text
 from ansible.module_utils.gpuhost.gate import versions
-from ansible.module_utils.gpuhost.gate.all_reduce import DISABLE, P2P_CHECK, nvlink_mesh, rule_for, sglang_all_reduce
+from ansible.module_utils.gpuhost.gate.all_reduce import (
+    DISABLE,
+    P2P_CHECK,
+    PCIE_IPC_ENV,
+    nvlink_mesh,
+    rule_for,
+    sglang_all_reduce,
+)
 from ansible.module_utils.gpuhost.gate.decision import Decision
 from ansible.module_utils.gpuhost.gate.flag_check import GATE_SETTINGS, check_flags, group_options
 from ansible.module_utils.gpuhost.gate.inputs import Gpu, Host, Profile, as_dict, as_int, as_list, as_text
@@ -225,3 +232,44 @@ def all_reduce_path(out: Decision, host: Host, group: tuple[Gpu, ...] | None, p2
                              "result as probe to know beforehand.")
         out.notes.append(f"All-reduce: {found['reason']}")
     return {**found, "nvlink_mesh": mesh, "nvlink_pairs": pairs}
+
+
+def pcie_ipc_plan(out: Decision, host: Host, group: tuple[Gpu, ...] | None, p2p: dict[str, Any], env: dict[str, str],
+                  version: str | None, wanted: bool) -> dict[str, Any] | None:
+    """SGLang's opt-in FlashInfer PCIe IPC all-reduce (launch.pcie_ipc): recommended only where the probe proved P2P
+    between every pair of a PCIe group of 2, 4 or 8 GPUs on an SGLang that has it; set in ``env`` only when
+    ``wanted`` too. It checks no P2P itself, so a variable that sets it anywhere else is taken out of ``env``."""
+    if not group or len(group) < 2:
+        return None
+    ipc = rule_for(version)[0].get("pcie_ipc") if version else None
+    mesh = nvlink_mesh(host, [g.index for g in group])[0]
+    proven = p2p.get("state") == "proven" and env.get("NCCL_P2P_DISABLE") != "1"
+    if ipc is None:
+        why = (f"SGLang {version} has no PCIe IPC all-reduce (from 0.5.21)" if version else
+               "the SGLang version is not given, and the PCIe IPC all-reduce exists from 0.5.21 only")
+    elif len(group) not in ipc["world_sizes"]:
+        why = f"it runs at 2, 4 or 8 GPUs, not {len(group)}"
+    elif mesh is not False:
+        why = ("NVLink connects these GPUs: SGLang's custom all-reduce serves them" if mesh else
+               "whether NVLink connects these GPUs is unknown")
+    elif not proven:
+        why = ("P2P between these GPUs is not proven by the probe, and this all-reduce maps peer memory with no "
+               "check of its own: never recommended without that proof")
+    else:
+        why = ("PCIe GPUs whose P2P the probe proved: SGLang's FlashInfer PCIe IPC all-reduce takes the decode-sized "
+               "messages NCCL otherwise carries through the root complex")
+    recommended = ipc is not None and why.startswith("PCIe GPUs whose P2P the probe proved")
+    if env.get(PCIE_IPC_ENV) not in (None, "0") and not recommended:
+        del env[PCIE_IPC_ENV]
+        out.notes.append(f"{PCIE_IPC_ENV} from the benchmark's environment is left out: {why}.")
+    applied = recommended and wanted
+    if applied:
+        env[PCIE_IPC_ENV] = "1"
+        out.notes.append(f"{PCIE_IPC_ENV}=1 (pcie_ipc_all_reduce): {why}.")
+    elif recommended:
+        out.notes.append(f"Recommended: SGLang's opt-in PCIe IPC all-reduce ({PCIE_IPC_ENV}=1): {why}. Set "
+                         "pcie_ipc_all_reduce: true to launch with it, and compare the throughput.")
+    elif wanted:
+        out.notes.append(f"pcie_ipc_all_reduce asked for, not applied: {why}.")
+    return {"available": ipc is not None, "recommended": recommended, "applied": applied, "why": why,
+            "env": {PCIE_IPC_ENV: "1"}}

@@ -1,4 +1,5 @@
-"""SGLang's own benchmark client, ``python -m sglang.bench_serving``: its command line and its result read back.
+"""SGLang's own benchmark client, ``python -m sglang.benchmark.serving`` (``sglang.bench_serving`` before
+0.5.19): its command line and its result read back.
 
 Two runs through the OpenAI-compatible API (``--backend sglang-oai``: ``POST /v1/completions``, the path
 clients use, with the API key from ``OPENAI_API_KEY``, never on the command line):
@@ -19,16 +20,36 @@ import json
 import math
 from typing import Any
 
-MODULE = "sglang.bench_serving"
+# The client's module, newest first. From 0.5.19 the client lives in sglang/benchmark/serving.py and
+# sglang/bench_serving.py is a shim that warns it is deprecated and will be removed (0.5.19 and 0.5.23 wheels);
+# up to 0.5.13 only sglang.bench_serving exists. The first one the serving venv can import is run.
+MODULES = ("sglang.benchmark.serving", "sglang.bench_serving")
+MODULE = MODULES[-1]
 
 
 class BenchServingError(ValueError):
     """The benchmark's output cannot be read as a result; the message says what was found."""
 
 
+def probe_code() -> str:
+    """Python that prints the first of MODULES the interpreter can import, and exits 1 when it has none."""
+    return ("import importlib.util, sys\n"
+            f"for name in {MODULES!r}:\n"
+            "    try:\n"
+            "        found = importlib.util.find_spec(name)\n"
+            "    except ImportError:\n"
+            "        found = None\n"
+            "    if found:\n"
+            "        print(name)\n"
+            "        sys.exit(0)\n"
+            "sys.exit(1)\n")
+
+
 def argv(python: str, url: str, model: str, tokenizer: str, input_len: int, output_len: int, prompts: int,
-         concurrency: int, output_file: str) -> list[str]:
-    return [python, "-m", MODULE, "--backend", "sglang-oai", "--base-url", url, "--model", model,
+         concurrency: int, output_file: str, module: str = MODULE) -> list[str]:
+    if module not in MODULES:
+        raise BenchServingError(f"expected the benchmark client as one of {', '.join(MODULES)}; found {module!r}")
+    return [python, "-m", module, "--backend", "sglang-oai", "--base-url", url, "--model", model,
             "--tokenizer", tokenizer, "--dataset-name", "random-ids", "--random-input-len", str(input_len),
             "--random-output-len", str(output_len), "--random-range-ratio", "1", "--num-prompts", str(prompts),
             "--max-concurrency", str(concurrency), "--request-rate", "inf", "--output-file", output_file,

@@ -157,6 +157,13 @@ def validate(profile: Any, source: str, expected_name: str = "") -> dict[str, An
             check.problem(f"{where}.env", "a mapping of strings to strings (quote numbers)", env)
             env = {}
         item["env"] = env
+        # Targets an extension compiles whatever the archs say (sgl-kernel hard-codes its own).
+        targets = extension.get("gencode_targets") or []
+        if not isinstance(targets, list) or not all(isinstance(t, str) and re.fullmatch(r"sm_[0-9]+[af]?", t)
+                                                    for t in targets):
+            check.problem(f"{where}.gencode_targets", "a list of targets such as sm_90a", targets)
+            targets = []
+        item["gencode_targets"] = targets
         result["extensions"].append(item)
 
     sglang = check.mapping(profile, "sglang", root)

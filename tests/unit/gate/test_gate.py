@@ -152,7 +152,7 @@ def test_incident_guest_passes_when_missing_p2p_is_accepted():
     assert [(a["id"], a["source"], a["accepted_because"]) for a in result["accepted"]] == [
         ("p2p_not_supported", "gate", "listed in accept")]
     assert [s["id"] for s in launch["known_good_source"]] == ["sm120-glm5-nsa-decode-trtllm"]
-    assert launch["known_good_source"][0]["sglang_versions"] == "<0.5.12"
+    assert launch["known_good_source"][0]["sglang_versions"] == "<0.5.10"
     assert any(note.startswith("Missing P2P is accepted as a risk") for note in result["notes"])
     # 403 GiB over 8 GPUs of 97887 MiB, with 10% each for KV cache and headroom.
     assert launch["memory"] == {"fits": True, "need_gib_per_gpu": 69.49, "have_gib_per_gpu": 95.59,
@@ -233,26 +233,32 @@ def test_unknown_model_family_gets_no_backend_flags_and_a_note():
             "the smoke test judges them.") in result["notes"]
 
 
-@pytest.mark.parametrize(("version", "applied"), [
-    ("0.5.9", True),
-    ("0.5.11.post1", True),
-    ("0.5.12rc0", True),  # a pre-release of 0.5.12 comes before it
-    ("0.5.12", False),
-    ("0.6.0", False),
-    ("v0.5.10", True),
+@pytest.mark.parametrize(("version", "applied", "defaults"), [
+    ("0.5.9", True, False),
+    ("0.5.9.post1", True, False),
+    ("0.5.10rc0", True, False),  # a pre-release of 0.5.10 comes before it
+    # 0.5.10 to 0.5.11: SGLang's own defaults on SM120 are trtllm already (server_args.py): the flag changes nothing.
+    ("v0.5.10", False, True),
+    ("0.5.10.post1", False, True),
+    ("0.5.11.post1", False, True),
+    ("0.5.12rc0", False, True),
+    ("0.5.12", False, False),
+    ("0.6.0", False, False),
 ])
-def test_known_good_flags_follow_the_sglang_version(version, applied):
+def test_known_good_flags_follow_the_sglang_version(version, applied, defaults):
     result = gate.decide(audit(INCIDENT), GLM5, accept=["p2p_not_supported"], sglang_version=version)
     assert ("--nsa-decode-backend" in result["launch"]["args"]) is applied
     skipped = [n for n in result["notes"] if n.startswith("Known-good entry sm120-glm5-nsa-decode-trtllm")]
     assert bool(skipped) is not applied
+    used = [e["id"] for e in result["launch"]["known_good_source"]]
+    assert ("sm120-glm5-dsa-trtllm-by-default" in used) is defaults
 
 
 def test_without_a_version_the_entry_applies_with_a_note():
     result = gate.decide(audit(INCIDENT), GLM5, accept=["p2p_not_supported"])
     assert result["launch"]["args"] == INCIDENT_FLAGS
     assert ("SGLang version not given: known-good entry sm120-glm5-nsa-decode-trtllm applied; it is known good for "
-            "SGLang <0.5.12. Pass sglang_version to check.") in result["notes"]
+            "SGLang <0.5.10. Pass sglang_version to check.") in result["notes"]
 
 
 def test_known_good_overrides_add_replace_and_remove_entries():

@@ -234,6 +234,31 @@ def test_module_uses_bench_serving_from_the_venv(tmp_path, monkeypatch, capsys) 
     assert result["aggregate"]["tok_s"] == 200.0 and result["aggregate"]["output_tokens"] == 32
 
 
+def test_the_new_module_is_run_where_the_venv_has_it(tmp_path, monkeypatch, capsys) -> None:
+    # From 0.5.19 sglang.bench_serving is a deprecated shim of sglang.benchmark.serving (0.5.19 and 0.5.23 wheels):
+    # here the old one exits with an error, so only a run of the new one succeeds.
+    package = tmp_path / "sglang"
+    (package / "benchmark").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "benchmark" / "__init__.py").write_text("")
+    (package / "benchmark" / "serving.py").write_text(FAKE_BENCH_SERVING % KEY)
+    (package / "bench_serving.py").write_text("import sys\nsys.exit('the deprecated shim ran')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    result = run_module(sglang_throughput.main, {
+        "url": "http://127.0.0.1:1", "api_key": KEY, "model": "GLM-5-NVFP4", "python": sys.executable,
+        "tokenizer": str(tmp_path), "concurrency": 4, "max_tokens": 8}, capsys)
+    assert result["ok"], result
+    assert (result["tool"], result["tool_reason"]) == ("bench_serving",
+                                                       "sglang.benchmark.serving is in the serving venv")
+
+
+def test_the_client_module_is_one_of_the_known_ones() -> None:
+    argv = bench_serving.argv("/venv/bin/python", "http://h:1", "m", "/t", 1, 1, 1, 1, "/o", "sglang.benchmark.serving")
+    assert argv[1:3] == ["-m", "sglang.benchmark.serving"]
+    with pytest.raises(bench_serving.BenchServingError, match="expected the benchmark client"):
+        bench_serving.argv("/venv/bin/python", "http://h:1", "m", "/t", 1, 1, 1, 1, "/o", "os")
+
+
 def test_a_wave_that_does_not_finish_in_time_is_an_error(monkeypatch) -> None:
     release = threading.Event()
 
