@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import importlib
 import inspect
+import json
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -18,9 +19,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from tests.paths import ROOT
+from tests.paths import CAPTURES, ROOT
 
 PARSERS = ROOT / "module_utils" / "gpuhost" / "parsers"
+# The capture whose outputs the whole analysis is fuzzed through: a Proxmox guest, so that the VM, P2P and
+# driver findings all have something to judge.
+CAPTURE = CAPTURES / "proxmox-q35-guest-8xRTXPRO6000-no-nvml.json"
 PACKAGE = "ansible.module_utils.gpuhost.parsers"
 # The first parameter's names that take the text (or bytes) a tool printed.
 TEXT_PARAMETERS = {"text", "data", "line", "value", "raw", "output", "title", "label", "word", "cell", "detail",
@@ -99,7 +103,7 @@ def _analysis_entry_points() -> list[EntryPoint]:
     from ansible.module_utils.gpuhost.audit.bundle_section import with_bundle
     from ansible.module_utils.gpuhost.audit.facts import audit, resolve_subsets
     from ansible.module_utils.gpuhost.audit.gunzip import GunzipLimitError, gunzip
-    from ansible.module_utils.gpuhost.audit.source import ReplaySource
+    from ansible.module_utils.gpuhost.audit.source import CaptureError, ReplaySource
     from ansible.module_utils.gpuhost.files.analysis_reports import planned_files
     from ansible.module_utils.gpuhost.files.support_material import MaterialError, read_material
     from ansible.module_utils.gpuhost.parsers.paste_kind import detect_kind
@@ -123,8 +127,24 @@ def _analysis_entry_points() -> list[EntryPoint]:
             packed[at] ^= 0x55
         return bytes(packed[:len(packed) - (len(data) % 3)])
 
-    def analysis(data: bytes) -> dict[str, str]:
-        material = read_material(on_disk(data))
+    def with_output(data: bytes) -> str:
+        """A real capture with one of its command outputs or files replaced by the data, saved as a capture file."""
+        capture = json.loads(CAPTURE.read_text())
+        outputs = [(section, key) for section in ("commands", "files") for key in sorted(capture[section])
+                   if isinstance(capture[section][key], (str, dict))]
+        section, key = outputs[sum(data[:256]) % len(outputs)]
+        text = data.decode("utf-8", "surrogateescape")  # a surrogate becomes a \udcXX escape in the JSON
+        if section == "commands":
+            capture[section][key] = {**capture[section][key], "stdout": text}
+        else:
+            capture[section][key] = text
+        path = os.path.join(work, "capture.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(capture, handle)
+        return path
+
+    def analysis(data: bytes, path: str | None = None) -> dict[str, str]:
+        material = read_material(path or on_disk(data))
         facts = with_bundle(audit(ReplaySource(material.capture), subsets, RuleOptions()), material.capture, material)
         return planned_files(os.path.join(work, "reports"), {"material": facts}, {})
 
@@ -138,6 +158,8 @@ def _analysis_entry_points() -> list[EntryPoint]:
         EntryPoint("support_material.read_material", lambda data: read_material(on_disk(data)), (MaterialError,),
                    "bytes"),
         EntryPoint("analysis: material, audit, reports", analysis, (MaterialError,), "bytes"),
+        EntryPoint("analysis: a capture with one output mutated", lambda data: analysis(data, with_output(data)),
+                   (MaterialError, CaptureError), "bytes"),
     ]
 
 
