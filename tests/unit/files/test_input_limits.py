@@ -67,11 +67,13 @@ def test_each_gzip_file_is_decompressed_once(tmp_path: Path, monkeypatch) -> Non
 def test_a_link_inside_a_directory_is_not_followed(tmp_path: Path) -> None:
     directory = pastes(tmp_path / "ticket")
     (directory / "cmdline").symlink_to("/proc/cmdline")
+    (directory / "kmsg").symlink_to("/proc/kmsg")  # followed, a read of it waits for the next kernel message
     (directory / "sneaky").symlink_to(P2P_NS)
     (directory / "up").symlink_to(tmp_path)
     material = read_material(str(directory))
     notes = not_used(material)
     assert notes["cmdline"].startswith("a symbolic link, not followed")
+    assert notes["kmsg"].startswith("a symbolic link, not followed")
     assert notes["sneaky"].startswith("a symbolic link, not followed")
     assert notes["up"].startswith("a symbolic link, not followed")
     # The analyst's own kernel command line never reaches the capture.
