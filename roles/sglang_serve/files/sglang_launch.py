@@ -108,7 +108,7 @@ class StreamMasker:
         self._pending = b""
 
     def _held(self, data: bytes) -> int:
-        """The length of the longest tail of data that is the beginning of a form."""
+        """The length of the longest tail of data that is the beginning of a form, shorter than the form."""
         held = 0
         for form in self._forms:
             start = max(0, len(data) - len(form) + 1)
@@ -123,10 +123,21 @@ class StreamMasker:
     def feed(self, data: bytes) -> bytes:
         if self._pattern is None:
             return data
-        buffer = self._pattern.sub(self._placeholder, self._pending + data)
-        held = self._held(buffer)
-        self._pending = buffer[len(buffer) - held:] if held else b""
-        return buffer[:len(buffer) - held]
+        # Masking is decided on the raw bytes: a short form that is also the start of a longer one (the key
+        # "0\r" has forms "0" and "0%0D") waits with the tail, so that a read cut after "0" masks the same
+        # text as one read of it all. Matches starting before the held tail are final; one may end inside it.
+        buffer = self._pending + data
+        open_at = len(buffer) - self._held(buffer)
+        out, at = [], 0
+        for match in self._pattern.finditer(buffer):
+            if match.start() >= open_at:
+                break
+            out += [buffer[at:match.start()], self._placeholder]
+            at = match.end()
+        cut = max(at, open_at)
+        out.append(buffer[at:cut])
+        self._pending = buffer[cut:]
+        return b"".join(out)
 
     def flush(self) -> bytes:
         rest, self._pending = self._pending, b""

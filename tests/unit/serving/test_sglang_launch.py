@@ -63,6 +63,15 @@ def test_no_form_survives_any_split_into_reads(key: str, before: str, after: str
     assert b"<api key>" in out
 
 
+@pytest.mark.parametrize("cut", [1, 2, 3])
+def test_a_short_form_that_begins_a_longer_one_waits_for_it(cut: int) -> None:
+    """The key "0\\r" has the forms "0%0D" (URL) and "0" (stripped): a read cut after "0" masked it on its own
+    and then "0" again inside "%0D" ("<api key>%<api key>D"), where one read gives "<api key>"."""
+    data = b"0%0D\n"
+    masker = LAUNCHER.StreamMasker("0\r")
+    assert masker.feed(data[:cut]) + masker.feed(data[cut:]) + masker.flush() == b"<api key>\n"
+
+
 def test_lines_pass_at_once_and_a_cut_form_waits(secret: Path) -> None:
     masker = LAUNCHER.StreamMasker(KEY)
     assert masker.feed(b"ready\n") == b"ready\n"
