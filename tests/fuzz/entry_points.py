@@ -8,11 +8,13 @@ else escaping is a crash."""
 
 from __future__ import annotations
 
+import atexit
 import gzip
 import importlib
 import inspect
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -110,6 +112,7 @@ def _analysis_entry_points() -> list[EntryPoint]:
     from ansible.module_utils.gpuhost.rules.views import RuleOptions
 
     work = tempfile.mkdtemp(prefix="gpuhost-fuzz-")
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     subsets = resolve_subsets(["all"])
 
     def on_disk(data: bytes) -> str:
