@@ -299,12 +299,12 @@ def test_a_benchmark_log_pasted_after_other_outputs_is_read_from_its_file(tmp_pa
     # One file: the incident's matrix under its shell line, topo -m and the nccl-tests log under their headings.
     pastes = tmp_path / "one-file"
     pastes.mkdir()
-    (pastes / "session.md").write_text("$ nvidia-smi topo -p2p r\n" + P2P_NS.read_text() + "\n## nvidia-smi topo -m\n"
+    (pastes / "terminal.md").write_text("$ nvidia-smi topo -p2p r\n" + P2P_NS.read_text() + "\n## nvidia-smi topo -m\n"
                                        + TOPO_M.decode() + "\n## all_reduce_perf -g 8\n" + NCCL_LOG.read_text())
     result = analyse(capsys, tmp_path, ["one-file"])
     report = json.loads((tmp_path / "reports" / "one-file.json").read_text())
     assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
-    assert result["inputs"][0]["bench_logs"] == {"nccl": str(pastes / "session.md")}
+    assert result["inputs"][0]["bench_logs"] == {"nccl": str(pastes / "terminal.md")}
     assert any(row["size_bytes"] == 12288 for row in report["bench"]["nccl"]["results"])
     gave = [(i["kind"], i["as"]) for i in report["bundle"]["inputs"]]
     assert gave == [("nvidia-smi-topo-p2p", ["commands:nvidia-smi topo -p2p r"]),

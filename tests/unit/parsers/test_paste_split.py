@@ -44,12 +44,12 @@ def test_outputs_after_shell_prompts_are_each_filed_under_their_command_through_
     text = ("user@gpu-box:~$ nvidia-smi -L\n" + (SMI / "list-gpus_570_TITAN-V_RTX-5880-Ada.txt").read_text()
             + "user@gpu-box:~$ nvidia-smi topo -p2p r\n" + " \tGPU0\tGPU1\t\n GPU0\tX\tOK\t\n GPU1\tOK\tX\t\n\n"
             + "user@gpu-box:~$ nvidia-smi topo -m\n" + (SMI / "topo-m_2xRTX5090-PHB.txt").read_text())
-    capture = build_capture([("session.txt", text.replace("\n", "\r\n").encode())])
+    capture = build_capture([("terminal.txt", text.replace("\n", "\r\n").encode())])
     assert sorted(capture["commands"]) == ["nvidia-smi -L", "nvidia-smi topo -m", "nvidia-smi topo -p2p r"]
     facts = audit(capture)
     assert facts["summary"]["p2p"] == "ok" and facts["summary"]["gpu_count"] == 2
-    assert [i["name"] for i in capture["bundle"]["inputs"]] == ["session.txt, line 1", "session.txt, line 4",
-                                                                "session.txt, line 9"]
+    assert [i["name"] for i in capture["bundle"]["inputs"]] == ["terminal.txt, line 1", "terminal.txt, line 4",
+                                                                "terminal.txt, line 9"]
 
 
 def test_one_output_under_its_own_shell_line_is_one_piece() -> None:
