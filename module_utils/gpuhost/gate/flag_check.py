@@ -3,9 +3,11 @@
 SGLang renames options between versions, so a known-good flag recorded on one version can stop the
 server on another with "unrecognized arguments". Each option of the launch is looked up as argparse
 would (an exact name, else an unambiguous abbreviation). One the installed SGLang does not accept, or
-accepts only as deprecated, but whose rename is known (``RENAMES``, else the new name its deprecated
-help names) is translated; an unknown one, or a value outside the choices the help shows, is refused:
-it leaves the arguments and becomes a blocking reason (decide.py). Pure.
+accepts only as deprecated, but whose rename is known (``RENAMES``, both ways, else the new name its
+deprecated help names) is translated, never a switch into an option that takes a value (the deprecated
+``--enable-dp-attention`` becomes ``--attn-dp-size N`` only with a ``--dp-size N`` beside it); an unknown
+one, or a value outside the choices the help shows, is refused: it leaves the arguments and becomes a
+blocking reason (decide.py). Pure.
 """
 
 from __future__ import annotations
