@@ -124,9 +124,12 @@ def test_the_gate_alone_on_a_fresh_checkout_creates_the_reports_directory(tmp_pa
     gate_md = cwd / "reports" / f"{HOST}-gate.md"
     assert f"Report: {gate_md}" in said(run)
     assert gate_md.is_file()
-    # The --help was read: the table's --nsa-* flag is translated to this SGLang's --dsa-* one.
+    # The --help was read and the launch checked against it (SGLang 0.5.10.post1 gets no backend flag from the
+    # table on SM120: its own defaults are trtllm there, gate/known_good.py).
     verdict = json.loads((cwd / "reports" / f"{HOST}-gate.json").read_text())
-    assert "--dsa-decode-backend" in verdict["launch"]["args"]
+    assert verdict["launch"]["flag_check"]["checked"] is True
+    assert verdict["launch"]["flag_check"]["refused"] == []
+    assert [e["id"] for e in verdict["launch"]["known_good_source"]] == ["sm120-glm5-dsa-trtllm-by-default"]
 
 
 def test_the_capture_playbook_says_where_it_wrote(tmp_path, no_config):
