@@ -24,7 +24,9 @@ CHECK_TASK = "TASK [Check the schedule's settings]"
 
 def schedule(tmp_path: Path, settings: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     extra = tmp_path / "settings.json"
-    extra.write_text(json.dumps(settings))  # JSON keeps the line breaks that -e key=value would not
+    # JSON keeps the line breaks that -e key=value would not. The controller's own interpreter, as every other
+    # local play of these tests: interpreter discovery may pick a pyenv shim with no version selected.
+    extra.write_text(json.dumps({"ansible_python_interpreter": "{{ ansible_playbook_python }}", **settings}))
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run([ansible_playbook(), "-i", "localhost,", "-c", "local", "--check",
                            str(ROOT / "playbooks" / "schedule.yml"), "-e", f"@{extra}"],

@@ -27,7 +27,10 @@ def backup(tmp_path: Path, in_service: list[str]) -> subprocess.CompletedProcess
     }
     (tmp_path / "settings.json").write_text(json.dumps(settings))
     (tmp_path / "play.yml").write_text(
-        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        # The controller's own interpreter, as every other local play of these tests: interpreter discovery may
+        # pick a pyenv shim with no version selected, which fails.
+        "- hosts: localhost\n  gather_facts: false\n"
+        "  vars: {ansible_python_interpreter: '{{ ansible_playbook_python }}'}\n  tasks:\n"
         f"    - ansible.builtin.include_tasks: {ROOT / 'roles' / 'sglang_serve' / 'tasks' / 'backup.yml'}\n")
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run([ansible_playbook(), "-i", "localhost,", "-c", "local", str(tmp_path / "play.yml"),
