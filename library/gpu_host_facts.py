@@ -106,7 +106,7 @@ options:
       - Where the host deviates, the findings C(manifest_gpu_count), C(manifest_gpu_model),
         C(manifest_driver_version), C(manifest_vbios_mismatch), C(manifest_link_below), C(manifest_numa) and
         C(manifest_p2p) say how; values it expects that the audit could not read are C(manifest_not_checked).
-      - Unset, nothing is checked against a class.
+      - Unset or empty, nothing is checked against a class.
     type: dict
 author:
   - GPU host audit maintainers
@@ -312,7 +312,7 @@ def main() -> None:
             redactions = compile_redactions(params["capture_redact"])
         source = load_capture(params["capture"]) if params["capture"] else \
             LiveSource(record=params["save_capture"], redact=redactions)
-        manifest = None if params["manifest"] is None else load(params["manifest"], "the manifest (option manifest)")
+        manifest = load(params["manifest"], "the manifest (option manifest)") if params["manifest"] else None
         options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
                               min_bar1_mib=params["min_bar1_mib"], manifest=manifest)
         facts = audit(source, subsets, options)

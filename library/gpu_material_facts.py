@@ -43,7 +43,7 @@ options:
   manifest:
     description:
       - The expected-host manifest of the host's class, as data, as for gpu_host_facts
-        (docs/host_manifest.schema.json). Unset, nothing is checked against a class.
+        (docs/host_manifest.schema.json). Unset or empty, nothing is checked against a class.
     type: dict
   save_capture:
     description: Nothing is read from a host here, so nothing is saved; true only adds a warning that says so.
@@ -119,7 +119,7 @@ def main() -> None:
         if params["capture_redact"]:
             compile_redactions(params["capture_redact"])
         material = read_material(params["bundle"])
-        manifest = None if params["manifest"] is None else load(params["manifest"], "the manifest (option manifest)")
+        manifest = load(params["manifest"], "the manifest (option manifest)") if params["manifest"] else None
         options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
                               min_bar1_mib=params["min_bar1_mib"], manifest=manifest)
         facts = with_bundle(audit(ReplaySource(material.capture), subsets, options), material.capture, material)

@@ -54,13 +54,13 @@ def load(data: Any, origin: str = "the manifest") -> dict[str, Any]:
     """The manifest, checked, with PCI addresses in lower case; ManifestError names what is wrong."""
     top = _mapping(data, origin, _TOP_KEYS)
     if top.get("format") != FORMAT:
-        raise ManifestError(f"{origin}: key 'format' must be {FORMAT!r}, found {top.get('format')!r}")
+        raise ManifestError(f"{origin}: key format must be {FORMAT!r}, found {top.get('format')!r}")
     name = top.get("class")
     if not isinstance(name, str) or not name.strip():
-        raise ManifestError(f"{origin}: key 'class' must name the host class (a non-empty string), "
+        raise ManifestError(f"{origin}: key class must name the host class (a non-empty string), "
                             f"found {name!r}")
     if "description" in top and not isinstance(top["description"], str):
-        raise ManifestError(f"{origin}: key 'description' must be a string")
+        raise ManifestError(f"{origin}: key description must be a string")
     return {"class": name.strip(), "description": top.get("description", ""),
             "gpus": _gpus(top.get("gpus"), origin),
             "slots": _slots(top.get("slots", []), origin),
@@ -93,7 +93,7 @@ def _text(value: Any, where: str) -> str:
 
 
 def _gpus(value: Any, origin: str) -> dict[str, Any]:
-    where = f"{origin}: key 'gpus'"
+    where = f"{origin}: key gpus"
     gpus = _mapping(value, where, _GPU_KEYS)
     if "count" not in gpus:
         raise ManifestError(f"{where} must hold 'count', the number of GPUs every host of the class has")
@@ -117,7 +117,7 @@ def _gpus(value: Any, origin: str) -> dict[str, Any]:
 
 def _slots(value: Any, origin: str) -> list[dict[str, Any]]:
     if not isinstance(value, list):
-        raise ManifestError(f"{origin}: key 'slots' must be a list of slots, found {type(value).__name__}")
+        raise ManifestError(f"{origin}: key slots must be a list of slots, found {type(value).__name__}")
     slots, seen = [], set()
     for number, item in enumerate(value):
         where = f"{origin}: slots[{number}]"
@@ -147,7 +147,7 @@ def _slots(value: Any, origin: str) -> list[dict[str, Any]]:
 
 
 def _p2p(value: Any, origin: str) -> dict[str, str]:
-    where = f"{origin}: key 'p2p'"
+    where = f"{origin}: key p2p"
     p2p = _mapping(value, where, set(P2P_CAPABILITIES))
     for capability, label in p2p.items():
         if label not in P2P_LABELS:

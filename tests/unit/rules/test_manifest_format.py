@@ -50,11 +50,11 @@ def _set(data: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
 _DELETE = object()
 # (what is changed in the H100 example, to what, words the loader's message must hold)
 WRONG = [
-    (("format",), "gpuhost-manifest/2", "'format' must be 'gpuhost-manifest/1'"),
-    (("class",), "", "'class' must name the host class"),
-    (("gpus", "count"), _DELETE, "'gpus' must hold 'count'"),
-    (("gpus", "count"), 0, "gpus'.count must be a whole number of at least 1"),
-    (("gpus", "count"), True, "gpus'.count must be a whole number"),
+    (("format",), "gpuhost-manifest/2", "key format must be 'gpuhost-manifest/1'"),
+    (("class",), "", "key class must name the host class"),
+    (("gpus", "count"), _DELETE, "key gpus must hold 'count'"),
+    (("gpus", "count"), 0, "key gpus.count must be a whole number of at least 1"),
+    (("gpus", "count"), True, "key gpus.count must be a whole number"),
     (("gpus", "driver_version"), 550.127, "driver_version must be a non-empty string (quote versions"),
     (("gpus", "colour"), "green", "unknown key(s) colour"),
     (("gpus", "vbios_versions"), {"NVIDIA H100 80GB HBM3": []}, "must be a non-empty list of VBIOS versions"),
@@ -63,8 +63,8 @@ WRONG = [
     (("slots", 0, "pci_bus_id"), "18:00.0", "slots[0].pci_bus_id must be a PCI address like 0000:18:00.0"),
     (("slots", 0, "pci_bus_id"), _DELETE, "slots[0] must name its GPU by exactly one of 'pci_bus_id'"),
     (("slots", 1, "pci_bus_id"), "0000:18:00.0", "slots[1] names pci_bus_id 0000:18:00.0 a second time"),
-    (("slots",), {"gpu": 0}, "'slots' must be a list of slots"),
-    (("p2p", "read"), "ok", "p2p'.read must be one of OK, CNS"),
+    (("slots",), {"gpu": 0}, "key slots must be a list of slots"),
+    (("p2p", "read"), "ok", "key p2p.read must be one of OK, CNS"),
     (("p2p", "bandwidth"), "OK", "unknown key(s) bandwidth"),
 ]
 
