@@ -99,6 +99,15 @@ options:
     description: A BAR1 below this size (MiB) is reported as small.
     type: int
     default: 1024
+  manifest:
+    description:
+      - The expected-host manifest of the host's class, as data (the gpu_audit role reads it from the YAML or
+        JSON file that C(gpu_audit_manifest) names). docs/host_manifest.schema.json describes it.
+      - Where the host deviates, the findings C(manifest_gpu_count), C(manifest_gpu_model),
+        C(manifest_driver_version), C(manifest_vbios_mismatch), C(manifest_link_below), C(manifest_numa) and
+        C(manifest_p2p) say how; values it expects that the audit could not read are C(manifest_not_checked).
+      - Unset or empty, nothing is checked against a class.
+    type: dict
 author:
   - GPU host audit maintainers
 notes:
@@ -236,6 +245,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.audit.bundle_section import with_bundle
 from ansible.module_utils.gpuhost.audit.facts import SubsetError, audit, resolve_subsets
 from ansible.module_utils.gpuhost.audit.source import CaptureError, LiveSource, ReplaySource
+from ansible.module_utils.gpuhost.rules.manifest_format import ManifestError, load
 from ansible.module_utils.gpuhost.rules.views import DEFAULT_MIN_BAR1_MIB, RuleOptions
 
 CAPTURE_MODE = 0o600
@@ -251,6 +261,7 @@ def get_argument_spec() -> dict:
         "capture_redact": {"type": "list", "elements": "str", "default": []},
         "tensor_parallel_gpus": {"type": "list", "elements": "int", "default": []},
         "min_bar1_mib": {"type": "int", "default": DEFAULT_MIN_BAR1_MIB},
+        "manifest": {"type": "dict"},
     }
 
 
@@ -301,13 +312,14 @@ def main() -> None:
             redactions = compile_redactions(params["capture_redact"])
         source = load_capture(params["capture"]) if params["capture"] else \
             LiveSource(record=params["save_capture"], redact=redactions)
+        manifest = load(params["manifest"], "the manifest (option manifest)") if params["manifest"] else None
         options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
-                              min_bar1_mib=params["min_bar1_mib"])
+                              min_bar1_mib=params["min_bar1_mib"], manifest=manifest)
         facts = audit(source, subsets, options)
         if isinstance(source, ReplaySource):
             # A capture built from support material says what the material did not show.
             facts = with_bundle(facts, source.capture)
-    except (SubsetError, CaptureError) as exc:
+    except (SubsetError, CaptureError, ManifestError) as exc:
         module.fail_json(msg=str(exc))
     # The facts again as one JSON string: gpu_audit_report takes a whole fleet's from it without Ansible
     # walking every value of every host's facts to template them into its arguments.

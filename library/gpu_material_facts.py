@@ -40,6 +40,11 @@ options:
     description: A BAR1 below this size (MiB) is reported as small.
     type: int
     default: 1024
+  manifest:
+    description:
+      - The expected-host manifest of the host's class, as data, as for gpu_host_facts
+        (docs/host_manifest.schema.json). Unset or empty, nothing is checked against a class.
+    type: dict
   save_capture:
     description: Nothing is read from a host here, so nothing is saved; true only adds a warning that says so.
     type: bool
@@ -89,6 +94,7 @@ from ansible.module_utils.gpuhost.audit.capture_privacy import compile_redaction
 from ansible.module_utils.gpuhost.audit.facts import SubsetError, audit, resolve_subsets
 from ansible.module_utils.gpuhost.audit.source import CaptureError, ReplaySource
 from ansible.module_utils.gpuhost.files.support_material import MaterialError, read_material
+from ansible.module_utils.gpuhost.rules.manifest_format import ManifestError, load
 from ansible.module_utils.gpuhost.rules.views import DEFAULT_MIN_BAR1_MIB, RuleOptions
 
 
@@ -98,6 +104,7 @@ def get_argument_spec() -> dict:
         "gather_subset": {"type": "list", "elements": "str", "default": ["all"]},
         "tensor_parallel_gpus": {"type": "list", "elements": "int", "default": []},
         "min_bar1_mib": {"type": "int", "default": DEFAULT_MIN_BAR1_MIB},
+        "manifest": {"type": "dict"},
         "save_capture": {"type": "bool", "default": False},
         "save_capture_path": {"type": "path"},
         "capture_redact": {"type": "list", "elements": "str", "default": []},
@@ -112,10 +119,11 @@ def main() -> None:
         if params["capture_redact"]:
             compile_redactions(params["capture_redact"])
         material = read_material(params["bundle"])
+        manifest = load(params["manifest"], "the manifest (option manifest)") if params["manifest"] else None
         options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
-                              min_bar1_mib=params["min_bar1_mib"])
+                              min_bar1_mib=params["min_bar1_mib"], manifest=manifest)
         facts = with_bundle(audit(ReplaySource(material.capture), subsets, options), material.capture, material)
-    except (SubsetError, CaptureError, MaterialError) as exc:
+    except (SubsetError, CaptureError, MaterialError, ManifestError) as exc:
         module.fail_json(msg=str(exc))
     if params["save_capture"]:
         module.warn("save_capture is ignored when replaying a capture or auditing a bundle: nothing was read from "

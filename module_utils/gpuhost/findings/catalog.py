@@ -531,6 +531,41 @@ CATALOG = _entries(
           texts={"gate": "The gate emits {option} itself: check that the --help given comes from the SGLang that "
                          "will serve (the sglang role's sglang_result, or deployment_gate_sglang_help_file)."}),
 
+    # ---- the host against the manifest of its class (rules/manifest.py) ------------------------
+    # Raised only when the inventory names a manifest. A GPU missing or P2P below the class is critical:
+    # either one cuts what the host can serve (fewer GPUs than the class's tensor-parallel size, or
+    # collectives through host memory, the incident's 13.7 us floor). The rest is a warning: the host still
+    # serves, but not as its class was measured, so the class's numbers do not hold for it.
+    Entry("manifest_gpu_count", "gpu", "critical", "fewer GPUs than the host's class has, or a slot empty",
+          "Find the missing GPU: `lspci -nn -d 10de:` and `dmesg | grep -e NVRM -e Xid` on the host (a GPU fallen "
+          "off the bus needs a cold reboot, one that keeps failing a reseat or RMA); in a VM, compare the VM's "
+          "hostpci lines with the class. If this host is rightly different, give it the manifest of its own "
+          "class instead of {manifest_class}.", also=("warning",)),
+    Entry("manifest_gpu_model", "gpu", "warning", "GPUs of another model than the host's class has",
+          "Put the class's GPU model in, or give this host the manifest of the class it belongs to."),
+    Entry("manifest_driver_version", "gpu", "warning", "another NVIDIA driver than the host's class expects",
+          "Install driver {expected} (the nvidia_driver role's branch and version pin) and hold its packages, or "
+          "update the manifest of class {manifest_class} once the whole class has moved to this driver."),
+    Entry("manifest_vbios_mismatch", "gpu", "warning", "a VBIOS the host's class does not list",
+          "Flash the class's VBIOS with the vendor's tool (nvflash or the server vendor's firmware bundle), or "
+          "add this version to vbios_versions in the manifest of class {manifest_class} once it is qualified."),
+    Entry("manifest_link_below", "pci", "warning", "a GPU link below the generation or width its slot has in the "
+          "host's class",
+          "Reseat the card or riser, check the slot's BIOS settings (link speed forced lower, bifurcation) and "
+          "cabling of a retimer; `lspci -vv -s <bdf>` shows LnkCap and LnkSta. Bandwidth to that GPU is cut."),
+    Entry("manifest_numa", "pci", "warning", "a GPU on another NUMA node than its slot has in the host's class",
+          "Check that the GPU sits in the slot the class names (a card moved to the other socket's slots) and "
+          "that the BIOS has NUMA per socket as the class has; CPU threads bound by the class's layout now "
+          "cross the interconnect."),
+    Entry("manifest_p2p", "p2p", "critical", "GPU pairs without the P2P the host's class has",
+          "Compare the host with one of class {manifest_class}: `nvidia-smi topo -p2p r` on both; the "
+          "p2p_not_supported finding, when raised, names the cause. A driver upgrade, an ACS or IOMMU setting "
+          "changed in the BIOS, or a VM missing its clique (x-nv-gpudirect-clique) are the usual ones.",
+          also=("warning",)),
+    Entry("manifest_not_checked", "audit", "info", "values the host's manifest expects that could not be read",
+          "Audit the host itself as root (`become: true`), or add the missing outputs to the material "
+          "(`nvidia-smi -q` for VBIOS versions, `nvidia-smi topo -p2p r` for P2P)."),
+
     # ---- the audit itself ----------------------------------------------------------------
     Entry("audit_incomplete", "audit", "info", "something could not be read; what and why",
           "Run the audit as root (`become: true`) for privileged files such as PCI extended config space and "

@@ -18,6 +18,7 @@ DEFAULT_MIN_BAR1_MIB = 1024
 class RuleOptions:
     tensor_parallel_gpus: list[int] | None = None  # None: every GPU
     min_bar1_mib: int = DEFAULT_MIN_BAR1_MIB
+    manifest: dict[str, Any] | None = None  # the host class's manifest, loaded (rules/manifest_format.py)
 
 
 # What support material may not hold, by the id facts["not_seen"] names it with (audit/seen.py decides), in

@@ -12,6 +12,7 @@ import pytest
 
 from ansible.module_utils.gpuhost.audit.facts import SUBSETS, SubsetError, resolve_subsets
 from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT
+from tests.paths import CAPTURES
 from tests.unit.modules import run_module
 
 
@@ -112,3 +113,25 @@ def test_bad_capture_fails_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_missing_capture_file_fails_cleanly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result = run_module(gpu_host_facts.main, {"capture": str(tmp_path / "absent.json")}, capsys)
     assert result["failed"] is True and "cannot read the capture" in result["msg"]
+
+
+def _manifest(**gpus: object) -> dict[str, object]:
+    return {"format": "gpuhost-manifest/1", "class": "rtxpro6000-server-8gpu", "gpus": gpus}
+
+
+def test_manifest_option_judges_the_host_against_its_class(capsys: pytest.CaptureFixture[str]) -> None:
+    capture = str(CAPTURES / "baremetal-8xRTXPRO6000-gpu-lost.json")
+    result = run_module(gpu_host_facts.main, {"capture": capture, "manifest": _manifest(count=8)}, capsys)
+    found = [f for f in result["ansible_facts"]["gpu_host"]["findings"] if f["id"] == "manifest_gpu_count"]
+    assert [f["severity"] for f in found] == ["critical"]
+    # Empty, as the gpu_audit role passes it for a host in no class: nothing is judged against a class.
+    result = run_module(gpu_host_facts.main, {"capture": capture, "manifest": {}}, capsys)
+    assert not [f for f in result["ansible_facts"]["gpu_host"]["findings"] if f["id"].startswith("manifest_")]
+
+
+def test_wrong_manifest_fails_naming_the_key(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_module(gpu_host_facts.main, {"capture": str(CAPTURES / "baremetal-8xH100-SXM.json"),
+                                              "manifest": _manifest(count="eight")}, capsys)
+    assert result["failed"] is True
+    assert result["msg"] == ("the manifest (option manifest): key gpus.count must be a whole number of at least 1, "
+                             "found 'eight'")
