@@ -108,13 +108,15 @@ class BundleInput:
     """One piece of material: a name (only to report it), its bytes, and optionally the command the caller
     says it is the output of (``nvidia-smi topo -p2p r``, ``qm config 120``). A caller that has undone the
     gzip itself (files/support_material.py, so that a file is decompressed once) gives the plain bytes with
-    ``gzip`` True, and ``truncated`` when the stream was cut short."""
+    ``gzip`` True, and ``truncated`` when the stream was cut short. ``named_by`` is "heading" when the command
+    is only what a heading of a paste names (parsers/paste_split.py), not a command line."""
 
     name: str
     data: bytes
     command: str | None = None
     gzip: bool = False
     truncated: bool = False
+    named_by: str = "command line"
 
 
 @dataclass
@@ -222,6 +224,10 @@ def _take(bundle: _Bundle, item: BundleInput, max_decompressed: int) -> None:
         return
     command = _declared(item, text)
     output = _tool_output(text)
+    if kind == "nvidia-smi-topo-p2p":  # what told its capability is recorded with it
+        told_by = item.named_by if command is not None and command == item.command else "command line"
+        _take_p2p(bundle, item.name, command, output, entry, told_by)
+        return
     handler = _HANDLERS[kind]
     handler(bundle, item.name, command, output, entry)
 
@@ -233,8 +239,8 @@ def _took_pieces(bundle: _Bundle, item: BundleInput, text: str, max_decompressed
     if len(pieces) < 2:
         return False
     for piece in pieces:
-        _take(bundle, BundleInput(f"{item.name}, line {piece.start + 1}", piece.text.encode("utf-8"), piece.command),
-              max_decompressed)
+        _take(bundle, BundleInput(f"{item.name}, line {piece.start + 1}", piece.text.encode("utf-8"), piece.command,
+                                  named_by=piece.named_by or "command line"), max_decompressed)
     return True
 
 
@@ -275,8 +281,9 @@ def _command(key: str) -> Callable[[_Bundle, str, str | None, str, dict[str, Any
     return handler
 
 
-def _take_p2p(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
-    matrix, capability = p2p_command(command, name)  # the capability from its command line or file name
+def _take_p2p(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any],
+              told_by: str = "command line") -> None:
+    matrix, capability = p2p_command(command, name, told_by)  # the capability from its command line or file name
     if matrix is None:
         bundle.skip(name, str(capability))
         return
