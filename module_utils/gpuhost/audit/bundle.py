@@ -66,6 +66,7 @@ from ansible.module_utils.gpuhost.audit.gunzip import (
     GunzipLimitError,
     gunzip,
 )
+from ansible.module_utils.gpuhost.audit.material_gpus import NCCL_DEBUG_MATERIAL
 from ansible.module_utils.gpuhost.audit.p2p_material import p2p_command
 from ansible.module_utils.gpuhost.audit.proxmox_probe import QEMU_SERVER_DIR
 from ansible.module_utils.gpuhost.audit.virt import NCCL_TOPO_MATERIAL
@@ -88,7 +89,7 @@ _KEPT_FILE_PREFIXES = ("/proc/", "/sys/", "/etc/modprobe.d/", "/lib/modprobe.d/"
                        "/etc/modprobe.conf", "/etc/pve/")
 _BUG_REPORT_SMI_Q = ("nvidia-smi --query", "nvidia-smi -q")  # --query is -q's long name: the same output
 _BENCH_KINDS = {
-    "nccl-tests": "gpu_bench_nccl_log", "nccl-tests-json": "gpu_bench_nccl_log", "nccl-debug": "gpu_bench_nccl_log",
+    "nccl-tests": "gpu_bench_nccl_log", "nccl-tests-json": "gpu_bench_nccl_log",
     "p2p-bandwidth-latency-test": "gpu_bench_probe_log", "simple-p2p": "gpu_bench_probe_log",
     "nvbandwidth": "gpu_bench_probe_log", "nvbandwidth-json": "gpu_bench_probe_log",
 }
@@ -358,6 +359,9 @@ _HANDLERS: dict[str, Callable[[_Bundle, str, str | None, str, dict[str, Any]], N
     "dmesg": _command(DMESG_KEY),
     "journal-kernel": _command(JOURNAL.key),
     "proc-cmdline": _take_cmdline,
+    # An NCCL INFO log: its GPUs (audit/material_gpus.py) where nothing else lists them.
+    "nccl-debug": lambda bundle, name, _command, output, entry: bundle.put("material", NCCL_DEBUG_MATERIAL, output,
+                                                                          name, entry),
     "nccl-topo-xml": lambda bundle, name, _command, output, entry: bundle.put("material", NCCL_TOPO_MATERIAL, output,
                                                                              name, entry),
 }
