@@ -50,7 +50,7 @@ _DRIVER_RE = re.compile(r"^Driver Version: (\S+)")
 _UNIT_RE = re.compile(r"\((GB/s|ns|us)\)\s*$")
 # "Device 0: NVIDIA H20-3e (00000000:18:00)": the domain in 8 digits, bus and device.
 _DEVICE_RE = re.compile(r"^Device (\d{1,3}): (.+?) \(([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\)\s*$")
-_NUMBER_TOKEN_RE = re.compile(r"^[-+]?\d+(?:\.\d*)?$")
+_NUMBER_TOKEN_RE = re.compile(r"^[-+]?\d+(?:[.,]\d*)*$")
 # v0.2 printed the name alone (NVIDIA/nvbandwidth issue 15): the bus id is then not told.
 _DEVICE_NAME_RE = re.compile(r"^Device (\d{1,3}): (\S.*?)\s*$")
 # What nvbandwidth prints when a test case stops (inline_common.h ASSERT, memcpy.cpp's pattern check).
@@ -131,6 +131,7 @@ class _Reader:
         self.done: list[dict[str, Any]] = []
         self.last: dict[str, Any] | None = None  # the last matrix closed, which a SUM line may follow
         self.cut: str | None = None  # where a paste cut mid-row ends, said in the result's warning
+        self.notes: list[str] = []  # figures not read (a localized "1,234"), said in the warning too
         self.failure: tuple[str | None, list[str]] | None = None  # (the test case, its lines) where a run stopped
 
     def close(self, name: str | None = None, total: float | None = None) -> None:
@@ -186,7 +187,7 @@ class _Reader:
                 raise P2PToolParseError(f"{where}: expected row {len(pending['rows'])} of the matrix; found row "
                                         f"{index}. Mark rows cut out of a paste with [...]")
             pending["rows"] += [[None] * pending["columns"]] * (index - len(pending["rows"]))
-        pending["rows"].append([number(t, where) for t in tokens[1:]])
+        pending["rows"].append([number(t, where, self.notes) for t in tokens[1:]])
         # A matrix has as many rows as columns, except the CPU(row) ones; a cut paste may end early.
         pending["expected"] = max(pending["expected"], len(pending["rows"]))
 
@@ -195,11 +196,13 @@ class _Reader:
         """The paste's last row, maybe cut: its figures up to the last, which is kept only where it has the
         decimals of the row's others (``%.2f``: ``16.`` or ``26.3`` is a cut figure, never read as 16 or 26.3);
         cells never printed are None."""
-        cells = [number(t, where) if _NUMBER_TOKEN_RE.match(t) or t == "N/A" else None for t in tokens[1:]]
-        decimals = {_decimals(t) for t in tokens[1:-1] if t != "N/A"}
-        if len(tokens) > 1 and (not decimals or decimals != {_decimals(tokens[-1])}):
+        cells = [number(t, where, self.notes) if _NUMBER_TOKEN_RE.match(t) or t == "N/A" else None
+                 for t in tokens[1:]]
+        decimals = {_decimals(t) for t in tokens[1:-1] if t != "N/A"} or {2}  # alone: the tool's %.2f
+        printed = len(cells)
+        if len(tokens) > 1 and tokens[-1] != "N/A" and decimals != {_decimals(tokens[-1])}:
             cells[-1] = None
-        printed = sum(1 for cell in cells if cell is not None)
+            printed -= 1
         pending["rows"].append(cells + [None] * (pending["columns"] - len(cells)))
         pending["expected"] = max(pending["expected"], len(pending["rows"]))
         if printed < pending["columns"]:
@@ -208,7 +211,8 @@ class _Reader:
 
 
 def _decimals(token: str) -> int | None:
-    return len(token.split(".", 1)[1]) if "." in token else 0 if token.isdigit() else None
+    separator = token.replace(",", ".").rsplit(".", 1)
+    return len(separator[1]) if len(separator) == 2 else 0 if token.isdigit() else None
 
 
 def parse_nvbandwidth_text(text: str) -> dict[str, Any]:
@@ -253,8 +257,8 @@ def parse_nvbandwidth_text(text: str) -> dict[str, Any]:
         match = _SUM_RE.match(stripped)
         if match:
             try:
-                total = float(match.group(2))
-            except ValueError:
+                total = number(match.group(2), where, reader.notes)  # "715,53" from a localized system too
+            except P2PToolParseError:
                 total = None
             reader.close(match.group(1), total)
             reader.running = None
@@ -279,4 +283,5 @@ def parse_nvbandwidth_text(text: str) -> dict[str, Any]:
     return {"tool": "nvbandwidth", "version": reader.version, "driver_version": reader.driver,
             "cuda_runtime_version": None, "devices": reader.devices,
             "testcases": [{"name": m["name"] or "unnamed", "status": "Passed", "error": None} for m in reader.done],
-            "matrices": reader.done, "error": None, "warning": reader.cut}
+            "matrices": reader.done, "error": None,
+            "warning": "; ".join(([reader.cut] if reader.cut else []) + reader.notes) or None}

@@ -62,3 +62,33 @@ def test_a_cut_anywhere_gives_a_prefixs_reading_or_a_clear_error(name, data) -> 
         for row, full_row in zip(part["values"], full["values"], strict=False):
             # Every value read from a prefix is the whole output's value, or None (not printed yet, or cut).
             assert all(value is None or value == full_value for value, full_value in zip(row, full_row, strict=False))
+
+
+LOCALIZED = "nvbandwidth_v0.8_6xA6000-read-ce_decimal-comma_constructed.txt"
+
+
+def test_decimal_commas_of_a_localized_paste_read_as_the_same_figures() -> None:
+    localized = parse_nvbandwidth_text((P2P / LOCALIZED).read_text())
+    plain = parse_nvbandwidth_text((P2P / "nvbandwidth_v0.8_6xA6000-read-ce.txt").read_text())
+    assert localized["matrices"][0]["values"] == plain["matrices"][0]["values"]
+    assert localized["matrices"][0]["sum"] == 715.53 and localized["warning"] is None
+
+
+@pytest.mark.parametrize(("cell", "value"), [
+    ("12,34", 12.34), ("1.234,56", 1234.56), ("1,234.56", 1234.56), ("26.34", 26.34), ("1,234", None),
+])
+def test_a_comma_is_read_where_its_form_tells_and_null_with_a_reason_where_not(cell, value) -> None:
+    # Two decimals always (%.2f): ",dd" is a decimal comma, ",ddd." groups thousands, a bare ",ddd" is either.
+    text = f"memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)\n  0  1\n 0  N/A  {cell}\n 1  {cell}  N/A\n"
+    parsed = parse_nvbandwidth_text(text)
+    assert parsed["matrices"][0]["values"] == [[None, value], [value, None]]
+    assert (parsed["warning"] is not None) == (value is None)
+    if value is None:
+        assert "thousands separator or a decimal comma cannot be told apart" in parsed["warning"]
+
+
+def test_a_reader_with_no_warning_refuses_an_ambiguous_figure_with_a_reason() -> None:
+    from ansible.module_utils.gpuhost.parsers.p2p_common import number
+    with pytest.raises(P2PToolParseError, match="LC_ALL=C"):
+        number("1,234", "line 3")
+    assert number("1,234", "line 3", []) is None and number("12,34", "line 3") == 12.34
