@@ -66,6 +66,7 @@ from ansible.module_utils.gpuhost.audit.gunzip import (
     GunzipLimitError,
     gunzip,
 )
+from ansible.module_utils.gpuhost.audit.material_gpus import NCCL_DEBUG_MATERIAL
 from ansible.module_utils.gpuhost.audit.p2p_material import p2p_command
 from ansible.module_utils.gpuhost.audit.proxmox_probe import QEMU_SERVER_DIR
 from ansible.module_utils.gpuhost.audit.virt import NCCL_TOPO_MATERIAL
@@ -88,7 +89,7 @@ _KEPT_FILE_PREFIXES = ("/proc/", "/sys/", "/etc/modprobe.d/", "/lib/modprobe.d/"
                        "/etc/modprobe.conf", "/etc/pve/")
 _BUG_REPORT_SMI_Q = ("nvidia-smi --query", "nvidia-smi -q")  # --query is -q's long name: the same output
 _BENCH_KINDS = {
-    "nccl-tests": "gpu_bench_nccl_log", "nccl-tests-json": "gpu_bench_nccl_log", "nccl-debug": "gpu_bench_nccl_log",
+    "nccl-tests": "gpu_bench_nccl_log", "nccl-tests-json": "gpu_bench_nccl_log",
     "p2p-bandwidth-latency-test": "gpu_bench_probe_log", "simple-p2p": "gpu_bench_probe_log",
     "nvbandwidth": "gpu_bench_probe_log", "nvbandwidth-json": "gpu_bench_probe_log",
 }
@@ -108,13 +109,15 @@ class BundleInput:
     """One piece of material: a name (only to report it), its bytes, and optionally the command the caller
     says it is the output of (``nvidia-smi topo -p2p r``, ``qm config 120``). A caller that has undone the
     gzip itself (files/support_material.py, so that a file is decompressed once) gives the plain bytes with
-    ``gzip`` True, and ``truncated`` when the stream was cut short."""
+    ``gzip`` True, and ``truncated`` when the stream was cut short. ``named_by`` is "heading" when the command
+    is only what a heading of a paste names (parsers/paste_split.py), not a command line."""
 
     name: str
     data: bytes
     command: str | None = None
     gzip: bool = False
     truncated: bool = False
+    named_by: str = "command line"
 
 
 @dataclass
@@ -222,6 +225,10 @@ def _take(bundle: _Bundle, item: BundleInput, max_decompressed: int) -> None:
         return
     command = _declared(item, text)
     output = _tool_output(text)
+    if kind == "nvidia-smi-topo-p2p":  # what told its capability is recorded with it
+        told_by = item.named_by if command is not None and command == item.command else "command line"
+        _take_p2p(bundle, item.name, command, output, entry, told_by)
+        return
     handler = _HANDLERS[kind]
     handler(bundle, item.name, command, output, entry)
 
@@ -233,8 +240,8 @@ def _took_pieces(bundle: _Bundle, item: BundleInput, text: str, max_decompressed
     if len(pieces) < 2:
         return False
     for piece in pieces:
-        _take(bundle, BundleInput(f"{item.name}, line {piece.start + 1}", piece.text.encode("utf-8"), piece.command),
-              max_decompressed)
+        _take(bundle, BundleInput(f"{item.name}, line {piece.start + 1}", piece.text.encode("utf-8"), piece.command,
+                                  named_by=piece.named_by or "command line"), max_decompressed)
     return True
 
 
@@ -275,8 +282,9 @@ def _command(key: str) -> Callable[[_Bundle, str, str | None, str, dict[str, Any
     return handler
 
 
-def _take_p2p(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
-    matrix, capability = p2p_command(command, name)  # the capability from its command line or file name
+def _take_p2p(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any],
+              told_by: str = "command line") -> None:
+    matrix, capability = p2p_command(command, name, told_by)  # the capability from its command line or file name
     if matrix is None:
         bundle.skip(name, str(capability))
         return
@@ -351,6 +359,9 @@ _HANDLERS: dict[str, Callable[[_Bundle, str, str | None, str, dict[str, Any]], N
     "dmesg": _command(DMESG_KEY),
     "journal-kernel": _command(JOURNAL.key),
     "proc-cmdline": _take_cmdline,
+    # An NCCL INFO log: its GPUs (audit/material_gpus.py) where nothing else lists them.
+    "nccl-debug": lambda bundle, name, _command, output, entry: bundle.put("material", NCCL_DEBUG_MATERIAL, output,
+                                                                          name, entry),
     "nccl-topo-xml": lambda bundle, name, _command, output, entry: bundle.put("material", NCCL_TOPO_MATERIAL, output,
                                                                              name, entry),
 }

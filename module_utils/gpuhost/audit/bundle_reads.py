@@ -29,6 +29,7 @@ from ansible.module_utils.gpuhost.audit.commands import (
     TOPO_P2P_MATERIAL,
     Command,
 )
+from ansible.module_utils.gpuhost.audit.material_gpus import NCCL_DEBUG_MATERIAL
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR
 from ansible.module_utils.gpuhost.audit.proxmox_probe import QEMU_SERVER_DIR
 from ansible.module_utils.gpuhost.audit.virt import NCCL_TOPO_MATERIAL
@@ -127,7 +128,8 @@ _READS = (
 )
 
 
-_MATERIAL_READS = {NCCL_TOPO_MATERIAL: "NCCL topology dump (GPU placement, links, NUMA; virtualization signs)"}
+_MATERIAL_READS = {NCCL_TOPO_MATERIAL: "NCCL topology dump (GPU placement, links, NUMA; virtualization signs)",
+                   NCCL_DEBUG_MATERIAL: "NCCL INFO log (the GPUs its ranks used, where nothing else lists GPUs)"}
 
 
 def coverage(capture: dict[str, Any], sources: dict[str, list[str]]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from ansible.module_utils.gpuhost.audit.commands import (
     TOPO_P2P,
     TOPO_P2P_MATERIAL,
 )
+from ansible.module_utils.gpuhost.audit.material_gpus import nccl_gpus
 from ansible.module_utils.gpuhost.audit.source import Source
 from ansible.module_utils.gpuhost.parsers import nvidia_smi_list, nvidia_smi_query, nvidia_smi_topo
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
@@ -62,6 +63,8 @@ def gather_gpus(source: Source, pci_facts: dict[str, Any]) \
             smi_health = smi_q_gather.complete_from_smi_q(source, gpus)
         if source.partial:
             _complete_from_list(source, gpus)
+            if not gpus.get("devices"):
+                _devices_from_nccl(source, gpus)
     module_version = source.read_value(KERNEL_MODULE_VERSION) if "nvidia" in (source.listdir("/sys/module") or []) \
         else None
     if module_version:
@@ -271,6 +274,22 @@ def _complete_from_list(source: Source, gpus: dict[str, Any]) -> None:
     gpus.update({"source": "nvidia-smi", "count": len(listed),
                  "devices": [smi_device_facts({**unknown, "index": gpu.index, "name": gpu.name, "uuid": gpu.uuid})
                              for gpu in listed]})
+    gpus.pop("nvidia_smi_error", None)
+
+
+def _devices_from_nccl(source: Source, gpus: dict[str, Any]) -> None:
+    """Support material whose only GPU list is NCCL's (audit/material_gpus.py): those GPUs, by bus id, with the
+    index and model nvidia-smi would give left unknown."""
+    found = nccl_gpus(source)
+    if not found:
+        return
+    unknown = {field: None for field in nvidia_smi_query.QUERY_GPU_FIELDS}
+    devices = []
+    for gpu in found:
+        device = smi_device_facts({**unknown, "compute_cap": gpu["compute_capability"]})
+        device["pci_bus_id"] = gpu["pci_bus_id"]
+        devices.append(device)
+    gpus.update({"source": "nccl", "count": len(devices), "devices": devices})
     gpus.pop("nvidia_smi_error", None)
 
 

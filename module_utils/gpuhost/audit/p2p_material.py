@@ -14,10 +14,12 @@ from ansible.module_utils.gpuhost.audit.commands import TOPO_P2P, TOPO_P2P_MATER
 from ansible.module_utils.gpuhost.parsers import p2p_capability
 
 
-def p2p_command(command: str | None, name: str) -> tuple[Command | None, dict[str, Any] | str]:
+def p2p_command(command: str | None, name: str, command_from: str = "command line") \
+        -> tuple[Command | None, dict[str, Any] | str]:
     """(the command to file the matrix under, ``{letters, from}``), or (None, why not) when its command line
-    names no capability nvidia-smi takes."""
-    letters, told_by = p2p_capability.from_command(command), "command line"
+    names no capability nvidia-smi takes. ``command_from`` is what gave the command: a "command line" pasted
+    with the matrix, or a "heading" of a paste of several outputs that names it."""
+    letters, told_by = p2p_capability.from_command(command), command_from
     if letters is None and command and command.startswith("nvidia-smi topo"):
         return None, (f"an nvidia-smi topo -p2p matrix pasted with the command '{command}', whose capability is none "
                       "of r, w, n, a, p (or a combination of them): paste the command that printed it")

@@ -35,7 +35,9 @@ def material_not_seen(source: Source, facts: dict[str, Any]) -> list[str]:
     dmesg = source.seen("commands", DMESG.key) or source.seen("commands", JOURNAL.key)
     missing = {
         "nvml": not nvml,
-        "gpus": not nvml and not any(source.seen("commands", command.key) for command in (*GPU_LISTS, LIST_GPUS)),
+        # NCCL's outputs list GPUs only where nothing else does (audit/material_gpus.py): then they were seen.
+        "gpus": not nvml and not any(source.seen("commands", command.key) for command in (*GPU_LISTS, LIST_GPUS))
+        and (facts.get("gpus") or {}).get("source") != "nccl",
         "p2p": not nvml and not any(source.seen("commands", key) for key in P2P_JUDGED_FROM),
         "pci": not source.seen("dirs", PCI_DIR),
         "iommu": not (source.seen("dirs", GROUPS_DIR) or source.seen("dirs", IOMMU_CLASS_DIR)),

@@ -50,6 +50,12 @@ _DRIVER_RE = re.compile(r"^Driver Version: (\S+)")
 _UNIT_RE = re.compile(r"\((GB/s|ns|us)\)\s*$")
 # "Device 0: NVIDIA H20-3e (00000000:18:00)": the domain in 8 digits, bus and device.
 _DEVICE_RE = re.compile(r"^Device (\d{1,3}): (.+?) \(([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\)\s*$")
+_NUMBER_TOKEN_RE = re.compile(r"^[-+]?\d+(?:[.,]\d*)*$")
+# v0.2 printed the name alone (NVIDIA/nvbandwidth issue 15): the bus id is then not told.
+_DEVICE_NAME_RE = re.compile(r"^Device (\d{1,3}): (\S.*?)\s*$")
+# What nvbandwidth prints when a test case stops (inline_common.h ASSERT, memcpy.cpp's pattern check).
+_FAILURE_RE = re.compile(r"^(?:ASSERT in expression .+|.*\bInvalid value when checking the pattern\b.*|"
+                         r"CUDA_ERROR\w*.*)$")
 
 
 def describe(name: str | None, description: str | None, rows: list[list[float | None]],
@@ -124,6 +130,9 @@ class _Reader:
         self.pending: dict[str, Any] | None = None  # {name, description, columns, rows, elided}
         self.done: list[dict[str, Any]] = []
         self.last: dict[str, Any] | None = None  # the last matrix closed, which a SUM line may follow
+        self.cut: str | None = None  # where a paste cut mid-row ends, said in the result's warning
+        self.notes: list[str] = []  # figures not read (a localized "1,234"), said in the warning too
+        self.failure: tuple[str | None, list[str]] | None = None  # (the test case, its lines) where a run stopped
 
     def close(self, name: str | None = None, total: float | None = None) -> None:
         pending, self.pending = self.pending, None
@@ -146,7 +155,9 @@ class _Reader:
         self.running = None
         self.last = None
 
-    def read(self, line: str, where: str) -> None:
+    def read(self, line: str, where: str, final: bool = False) -> None:
+        """One line of a matrix; ``final``: the paste's last line, where a cut may have shortened the row or
+        its last figure."""
         pending = self.pending
         if pending is not None and is_elision(line):
             pending["elided"] = True
@@ -163,6 +174,10 @@ class _Reader:
         tokens = line.split()
         if not tokens:
             return
+        if final and tokens[0].isdigit() and int(tokens[0]) == len(pending["rows"]) \
+                and 1 <= len(tokens) <= pending["columns"] + 1:
+            self._read_cut_row(tokens, pending, where)
+            return
         if not tokens[0].isdigit() or len(tokens) != pending["columns"] + 1:
             raise P2PToolParseError(f"{where}: expected a row index and {pending['columns']} values; found "
                                     f"{line.strip()!r}. The output is cut or garbled")
@@ -172,9 +187,32 @@ class _Reader:
                 raise P2PToolParseError(f"{where}: expected row {len(pending['rows'])} of the matrix; found row "
                                         f"{index}. Mark rows cut out of a paste with [...]")
             pending["rows"] += [[None] * pending["columns"]] * (index - len(pending["rows"]))
-        pending["rows"].append([number(t, where) for t in tokens[1:]])
+        pending["rows"].append([number(t, where, self.notes) for t in tokens[1:]])
         # A matrix has as many rows as columns, except the CPU(row) ones; a cut paste may end early.
         pending["expected"] = max(pending["expected"], len(pending["rows"]))
+
+
+    def _read_cut_row(self, tokens: list[str], pending: dict[str, Any], where: str) -> None:
+        """The paste's last row, maybe cut: its figures up to the last, which is kept only where it has the
+        decimals of the row's others (``%.2f``: ``16.`` or ``26.3`` is a cut figure, never read as 16 or 26.3);
+        cells never printed are None."""
+        cells = [number(t, where, self.notes) if _NUMBER_TOKEN_RE.match(t) or t == "N/A" else None
+                 for t in tokens[1:]]
+        decimals = {_decimals(t) for t in tokens[1:-1] if t != "N/A"} or {2}  # alone: the tool's %.2f
+        printed = len(cells)
+        if len(tokens) > 1 and tokens[-1] != "N/A" and decimals != {_decimals(tokens[-1])}:
+            cells[-1] = None
+            printed -= 1
+        pending["rows"].append(cells + [None] * (pending["columns"] - len(cells)))
+        pending["expected"] = max(pending["expected"], len(pending["rows"]))
+        if printed < pending["columns"]:
+            self.cut = (f"the paste is cut in {pending['name'] or pending['description'] or 'its last matrix'}: "
+                        f"row {tokens[0]} holds {printed} of {pending['columns']} values, the rest are not read")
+
+
+def _decimals(token: str) -> int | None:
+    separator = token.replace(",", ".").rsplit(".", 1)
+    return len(separator[1]) if len(separator) == 2 else 0 if token.isdigit() else None
 
 
 def parse_nvbandwidth_text(text: str) -> dict[str, Any]:
@@ -184,7 +222,9 @@ def parse_nvbandwidth_text(text: str) -> dict[str, Any]:
     if not isinstance(text, str):
         raise P2PToolParseError("nvbandwidth: expected the text nvbandwidth printed")
     reader = _Reader()
-    for number_, line in enumerate(p2p_lines(text), start=1):
+    lines = p2p_lines(text)
+    final = max((index for index, line in enumerate(lines, start=1) if line.strip()), default=0)
+    for number_, line in enumerate(lines, start=1):
         where = f"nvbandwidth line {number_}"
         stripped = line.strip()
         match = _VERSION_RE.match(stripped)
@@ -201,6 +241,14 @@ def parse_nvbandwidth_text(text: str) -> dict[str, Any]:
                                    "pci_bus_id": f"{int(match.group(3), 16):04x}:{match.group(4).lower()}:"
                                                  f"{match.group(5).lower()}"})
             continue
+        match = _DEVICE_NAME_RE.match(stripped)
+        if match and reader.pending is None:
+            reader.devices.append({"index": int(match.group(1)), "name": match.group(2), "pci_bus_id": None})
+            continue
+        if _FAILURE_RE.match(stripped):
+            reader.failure = reader.failure or (reader.running, [])
+            reader.failure[1].append(stripped)
+            continue
         match = _RUNNING_RE.match(stripped)
         if match:
             reader.close()
@@ -209,8 +257,8 @@ def parse_nvbandwidth_text(text: str) -> dict[str, Any]:
         match = _SUM_RE.match(stripped)
         if match:
             try:
-                total = float(match.group(2))
-            except ValueError:
+                total = number(match.group(2), where, reader.notes)  # "715,53" from a localized system too
+            except P2PToolParseError:
                 total = None
             reader.close(match.group(1), total)
             reader.running = None
@@ -221,8 +269,13 @@ def parse_nvbandwidth_text(text: str) -> dict[str, Any]:
         if not stripped and reader.pending is not None and reader.pending["rows"]:
             reader.close()
             continue
-        reader.read(line, where)
+        reader.read(line, where, final=number_ == final)
     reader.close()
+    if not reader.done and reader.failure is not None:
+        case, said = reader.failure
+        raise P2PToolParseError(f"nvbandwidth stopped{' in ' + case if case else ''} before printing any matrix: "
+                                f"{'; '.join(said)[:400]}. The run failed; fix what it reports (or try a smaller "
+                                "--bufferSize) and pass the output of a run that completes")
     if not reader.done:
         raise P2PToolParseError("nvbandwidth: expected at least one test case's matrix (its description, such as "
                                 "'memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)', and rows); found none. Pass "
@@ -230,4 +283,5 @@ def parse_nvbandwidth_text(text: str) -> dict[str, Any]:
     return {"tool": "nvbandwidth", "version": reader.version, "driver_version": reader.driver,
             "cuda_runtime_version": None, "devices": reader.devices,
             "testcases": [{"name": m["name"] or "unnamed", "status": "Passed", "error": None} for m in reader.done],
-            "matrices": reader.done, "error": None, "warning": None}
+            "matrices": reader.done, "error": None,
+            "warning": "; ".join(([reader.cut] if reader.cut else []) + reader.notes) or None}

@@ -40,14 +40,44 @@ _ELISION_RE = re.compile(r"^\s*(?:\[\s*(?:\.{2,}|…|snip\w*|cut|omitted|truncat
                          r"\.{3,}|…)\s*$", re.I)
 
 
-def number(token: str, where: str) -> float | None:
-    """A cell's value; None for the tool's ``N/A``."""
+def number(token: str, where: str, notes: list[str] | None = None) -> float | None:
+    """A cell's value; None for the tool's ``N/A``. A figure pasted from a localized system is read where its
+    form tells (see ``_localized``); one it cannot tell is None, said in ``notes`` when given."""
     if token in ("N/A", "n/a", "-"):
         return None
+    if "," in token:
+        value = _localized(token)
+        if value is None and _AMBIGUOUS_COMMA_RE.match(token):
+            note = (f"{where}: {token!r} is not read: a thousands separator or a decimal comma cannot be told "
+                    "apart; paste the output of a system with the C locale (LC_ALL=C)")
+            if notes is None:  # a reader with no place to say so refuses the table rather than guess
+                raise P2PToolParseError(note)
+            if note not in notes:
+                notes.append(note)
+            return None
+        if value is not None:
+            return value
     if not _NUMBER_RE.match(token):
         raise P2PToolParseError(f"{where}: expected a number or N/A; found {token!r}. The output is garbled or cut: "
                                 "pass the tool's output as it printed it")
     return float(token)
+
+
+# Both tools print figures with two decimals (nvbandwidth's %.2f, p2pBandwidthLatencyTest's %6.02f), so a
+# comma followed by one or two digits is a decimal comma ("12,34", "1.234,56": '.' then groups thousands), and a
+# comma followed by three digits before a decimal point groups thousands ("1,234.56"). A comma followed by
+# three digits and nothing else ("1,234") is either: not read.
+_DECIMAL_COMMA_RE = re.compile(r"^[-+]?(?:\d{1,3}(?:\.\d{3})+|\d+),\d{1,2}$")
+_THOUSANDS_COMMA_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+\.\d+$")
+_AMBIGUOUS_COMMA_RE = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+$")
+
+
+def _localized(token: str) -> float | None:
+    if _DECIMAL_COMMA_RE.match(token):
+        return float(token.replace(".", "").replace(",", "."))
+    if _THOUSANDS_COMMA_RE.match(token):
+        return float(token.replace(",", ""))
+    return None
 
 
 def p2p_lines(text: str) -> list[str]:

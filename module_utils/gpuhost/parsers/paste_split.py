@@ -44,6 +44,7 @@ class Piece:
     command: str | None  # the command the shell line or heading names, single-spaced
     start: int  # the line the piece starts at (0-based), for the input's name
     text: str
+    named_by: str | None = None  # "command line" (a shell line) or "heading"; None with no command
 
 
 def split_paste(text: str) -> list[Piece]:
@@ -53,30 +54,30 @@ def split_paste(text: str) -> list[Piece]:
     if not isinstance(text, str):
         return []
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    starts = [(index, command) for index, line in enumerate(lines) for command in [_starts_output(line)]
-              if command is not None]
+    starts = [(index, started) for index, line in enumerate(lines) for started in [_starts_output(line)]
+              if started is not None]
     before = "\n".join(lines[:starts[0][0]]) + "\n" if starts else text
     if not starts or (len(starts) == 1 and not before.strip()):
         return [Piece(None, 0, text)]
     pieces = [Piece(None, 0, before)] if before.strip() else []
-    for number, (index, command) in enumerate(starts):
+    for number, (index, (command, named_by)) in enumerate(starts):
         end = starts[number + 1][0] if number + 1 < len(starts) else len(lines)
-        pieces.append(Piece(command, index, "\n".join(lines[index:end]) + "\n"))
+        pieces.append(Piece(command, index, "\n".join(lines[index:end]) + "\n", named_by))
     return pieces
 
 
-def _starts_output(line: str) -> str | None:
-    """The command a line starts an output of, or None when the line starts nothing."""
+def _starts_output(line: str) -> tuple[str, str] | None:
+    """(the command a line starts an output of, "command line" or "heading"), or None when it starts nothing."""
     shell = _SHELL_RE.match(line)
     if shell:
-        return " ".join(shell.group("command").split())
+        return " ".join(shell.group("command").split()), "command line"
     heading = _HEADING_RE.match(line)
     if heading:
         program = _BENCH_NAMED_RE.search(heading.group("title"))
         if program and heading.group("mark").strip() != "#":
-            return program.group("program")
+            return program.group("program"), "heading"
         for pattern, command in _NAMED_RE:
             found = pattern.search(heading.group("title"))
             if found:
-                return command.format(**{key: value.lower() for key, value in found.groupdict().items()})
+                return command.format(**{key: value.lower() for key, value in found.groupdict().items()}), "heading"
     return None

@@ -41,7 +41,7 @@ def _capability_text(capability: Any) -> str:
     if not isinstance(capability, dict) or capability.get("from") == "command line":
         return ""
     if capability.get("letters"):
-        return f" (capability {capability['letters']} from its file name)"
+        return f" (capability {capability['letters']} from its {capability.get('from') or 'file name'})"
     return " (capability not stated: see p2p_capability_not_stated)"
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible.module_utils.gpuhost.rules.p2p_evidence import P2PEvidence, p2p_evidence
 from ansible.module_utils.gpuhost.values import as_dict
 
 FORMAT = "gpuhost-p2p-fix/1"
@@ -33,11 +34,22 @@ def _off_diagonal(matrix: Any) -> list[Any]:
 
 def read_state(matrix: Any) -> str | None:
     """The P2P read matrix in one word: ok (every pair OK), none (no pair OK), partial; null without a matrix."""
-    cells = _off_diagonal(matrix)
+    return p2p_state(P2PEvidence("read", matrix) if isinstance(matrix, list) else None)
+
+
+def p2p_state(evidence: P2PEvidence | None) -> str | None:
+    """The matrix the P2P rule judges from, in one word, by what each cell proves (rules/p2p_evidence.py): ok
+    (every pair granted), none (every pair proved without P2P), partial (some granted); null without a matrix
+    or where its cells prove nothing (NS under NVLink is every PCIe card's answer)."""
+    cells = _off_diagonal(evidence.matrix) if evidence is not None else []
     if not cells:
         return None
-    ok = sum(1 for cell in cells if cell == "OK")
-    return "ok" if ok == len(cells) else "none" if ok == 0 else "partial"
+    states = [evidence.state(cell) if isinstance(cell, str) else "unknown" for cell in cells]
+    if all(state == "ok" for state in states):
+        return "ok"
+    if "ok" in states:
+        return "partial"
+    return "none" if all(state == "none" for state in states) else None
 
 
 def probe_proof(probe: Any) -> dict[str, Any]:
@@ -98,15 +110,18 @@ def measurement(facts: Any, bench: Any) -> dict[str, Any]:
     """One side of the comparison, from the guest's audit facts and its benchmark results."""
     facts, bench = as_dict(facts), as_dict(bench)
     summary = as_dict(facts.get("summary"))
-    read = as_dict(facts.get("p2p")).get("read")
+    # The matrix the P2P rule judged (on a live guest the read matrix), so that the comparison and the audit's
+    # verdict never read two different matrices.
+    evidence = p2p_evidence(facts)
     nccl = as_dict(bench.get("nccl"))
     measured = bool(allreduce_times(nccl))
     return {
         "verdict": summary.get("verdict"),
         "virtualization": summary.get("virtualization"),
         "findings": [f.get("id") for f in facts.get("findings") or [] if isinstance(f, dict)],
-        "p2p_read": read if isinstance(read, list) else None,
-        "p2p_read_state": read_state(read),
+        "p2p_read": evidence.matrix if evidence is not None else None,
+        "p2p_read_state": p2p_state(evidence),
+        "p2p_capability": evidence.capability if evidence is not None else None,
         "probe": probe_proof(bench.get("probe")),
         "allreduce_us": {str(size): time for size, time in sorted(allreduce_times(nccl).items())},
         "allreduce_why_not": None if measured else (nccl.get("msg") or "no all-reduce curve measured"),

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible.module_utils.gpuhost.parsers.p2p_capability import CAPABILITIES, COMBINATIONS, NOT_STATED, capability_name
 from ansible.module_utils.gpuhost.report.markdown import cell, matrix_table, table
+
+# The P2P facts' key -> the letters of the command that printed it ("read+write" -> "rw").
+LETTERS = {capability_name(letters): letters for letters in (*CAPABILITIES, *COMBINATIONS)}
 
 
 def _size(size: int) -> str:
@@ -14,12 +18,23 @@ def _size(size: int) -> str:
     return f"{size} B"
 
 
+def _matrix_heading(before: dict[str, Any], after: dict[str, Any] | None) -> str:
+    """The capability of the matrices compared: the one the P2P rule judged each side from (report/p2p_fix.py)."""
+    names = sorted({str(side["p2p_capability"]) for side in (before, after or {}) if side.get("p2p_capability")})
+    if not names:
+        return "## P2P read (nvidia-smi topo -p2p r)"
+    if names == [NOT_STATED]:
+        return "## P2P (nvidia-smi topo -p2p, capability not stated)"
+    commands = [f"nvidia-smi topo -p2p {LETTERS[name]}" for name in names if name in LETTERS]
+    return f"## P2P {' / '.join(names)}" + (f" ({', '.join(commands)})" if commands else "")
+
+
 def _matrix(side: dict[str, Any] | None) -> list[str]:
     if side is None:
         return ["Not measured.", ""]
     matrix = side.get("p2p_read")
     if not matrix:
-        return ["No P2P read matrix (the audit could not read one).", ""]
+        return ["No P2P matrix (the audit could not read one).", ""]
     return matrix_table([f"GPU{i}" for i in range(len(matrix))], matrix)
 
 
@@ -58,7 +73,7 @@ def render(report: dict[str, Any]) -> str:
                                                 for c in change["changes"]]) if change["changes"] else ["None.", ""]
     lines += [f"Command: `{change['command_line']}`" if change["command_line"] else "Command: none", "",
               f"Backup of the config: {cell(change['backup'])}; QEMU restarted: {cell(change['restarted'])}", ""]
-    lines += ["## P2P read (nvidia-smi topo -p2p r)", "", f"Before ({cell(before['p2p_read_state'])}):", ""]
+    lines += [_matrix_heading(before, after), "", f"Before ({cell(before['p2p_read_state'])}):", ""]
     lines += _matrix(before)
     lines += [f"After ({cell((after or {}).get('p2p_read_state'))}):", ""]
     lines += _matrix(after)

@@ -251,6 +251,23 @@ def test_a_matrix_whose_capability_nothing_states_is_kept_as_such() -> None:
     assert "P2P matrix of a capability not stated (nvidia-smi topo -p2p)" in seen
 
 
+def test_a_capability_named_by_a_heading_is_recorded_as_told_by_the_heading() -> None:
+    # A Markdown heading or HTML summary is not the command line nvidia-smi ran: the report says which told it.
+    paste = (b"## nvidia-smi -L\nGPU 0: NVIDIA A100 (UUID: GPU-1)\nGPU 1: NVIDIA A100 (UUID: GPU-2)\n"
+             b"<summary>GPU peer-access matrix (topo -p2p r)</summary>\n" + P2P_NS)
+    capture = build_capture([("report.md", paste)])
+    matrices = [i for i in capture["bundle"]["inputs"] if i.get("capability")]
+    assert [i["capability"] for i in matrices] == [{"letters": "r", "from": "heading"}]
+    assert "nvidia-smi topo -p2p r" in capture["commands"]
+
+
+def test_a_shell_line_in_a_paste_of_several_outputs_is_still_a_command_line() -> None:
+    paste = b"$ nvidia-smi -L\nGPU 0: NVIDIA A100 (UUID: GPU-1)\n$ nvidia-smi topo -p2p r\n" + P2P_NS
+    capture = build_capture([("report.md", paste)])
+    matrices = [i for i in capture["bundle"]["inputs"] if i.get("capability")]
+    assert [i["capability"] for i in matrices] == [{"letters": "r", "from": "command line"}]
+
+
 def test_a_command_line_of_no_capability_nvidia_smi_takes_is_refused_with_what_to_do() -> None:
     capture = build_capture([("p2p_read.txt", b"$ nvidia-smi topo -p2p x\n" + P2P_NS)])
     assert capture["commands"] == {}

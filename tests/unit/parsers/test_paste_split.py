@@ -71,6 +71,20 @@ def test_cutting_never_raises_and_loses_no_line(lines) -> None:
         assert [p.start for p in pieces] == sorted({p.start for p in pieces})
 
 
+@given(st.lists(st.sampled_from(["$ nvidia-smi topo -m", "GPU0 X", "<summary>topo -p2p rw</summary>", "",
+                                 "## nvidia-smi -q", "root@pve:~# qm config 100", "text", "**topo -p2p n**"]),
+                max_size=25))
+def test_each_piece_says_whether_a_shell_line_or_a_heading_named_its_command(lines) -> None:
+    # A capability a heading names is not one nvidia-smi was run with: audit/bundle.py records which told it.
+    for piece in split_paste("\n".join(lines)):
+        first = piece.text.split("\n", 1)[0]
+        if piece.command is None:
+            assert piece.named_by is None
+        else:
+            expected = "command line" if first.lstrip().startswith(("$", "root@")) else "heading"
+            assert piece.named_by == expected
+
+
 SINGLE = sorted(path for path in FIXTURES.rglob("*") if path.is_file() and path.parent.name != "pastes"
                 and path.name != "SOURCES.md" and path.suffix not in (".gz", ".py"))
 

@@ -105,3 +105,26 @@ def test_odd_results_give_nulls_not_errors() -> None:
     assert odd["p2p_read"] is None and odd["probe"]["ran"] is False and odd["allreduce_us"] == {}
     assert allreduce_times({"results": [{"size_bytes": 8, "in_place": {"time_us": 2}}]}) == {8: 2.0}
     assert "Not measured on either side." not in render(report(copy.deepcopy(odd)))
+
+
+@pytest.mark.parametrize(("p2p", "state", "capability"), [
+    # The P2P rule's one judgement (rules/p2p_evidence.py), not the read matrix alone.
+    ({"write": NS}, "none", "write"),  # NS under write denies peer access as under read
+    ({"read+write": NS}, "none", "read+write"),
+    ({"not_stated": [["X", "GNS"], ["GNS", "X"]]}, "none", "not_stated"),  # GNS: no P2P whatever the capability
+    ({"nvlink": NS}, None, "nvlink"),  # NS under NVLink is every PCIe card's normal answer: nothing proved
+    ({"nvlink": NS, "read": OK}, "ok", "read"),  # the read matrix decides over another capability
+])
+def test_the_p2p_state_is_the_one_the_p2p_rule_judges_from(p2p, state, capability) -> None:
+    side = measurement({"p2p": p2p}, {})
+    assert side["p2p_read_state"] == state
+    assert side["p2p_capability"] == capability
+
+
+def test_the_report_names_the_matrix_it_compared() -> None:
+    before = measurement({"p2p": {"write": NS}}, {})
+    after = measurement({"p2p": {"write": OK}}, {})
+    made = compare(guest="g", node="pve", vmid=120, date=None, before=before, after=after,
+                   change={"changes": [], "command_line": None, "backup": None, "restarted": True})
+    assert made["verdict"] == "granted_unproven"
+    assert "## P2P write (nvidia-smi topo -p2p w)" in render(made)

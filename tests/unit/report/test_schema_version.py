@@ -24,14 +24,16 @@ from tests.unit import schemas
 # 4: the kernel's release and command line, each GPU's VBIOS version; in reports the drift since the previous
 #    report (report/drift.py) and the proof: when the benchmark was measured and the facts it was measured on.
 # 5: P2P matrices of several capabilities at once (read+write ...) and of a capability not stated (not_stated),
-#    from support material; a bundle input's capability (its letters and what told them); the probe's
+#    from support material; a bundle input's capability (its letters and what told them: command line, heading,
+#    file name or not stated); the probe's
 #    simpleP2P logs (tool simpleP2P, memcpy_peer, passed) and where a p2pBandwidthLatencyTest paste was cut (cut);
-#    the NCCL benchmark's serving_env (the environment it measured with).
+#    the NCCL benchmark's serving_env (the environment it measured with); gpus.source "nccl" (support material
+#    whose only GPU list is an NCCL topology dump or INFO log).
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
     4: "0c9feec2a7edddbc",
-    5: "d55d1a2b34e8bc34",
+    5: "03bb10437251f748",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 
