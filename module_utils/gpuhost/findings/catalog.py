@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ansible.module_utils.gpuhost.findings.actions import ACTION_RANK, ACTIONS, CRITICAL_AT_LEAST, most_disruptive
 from ansible.module_utils.gpuhost.findings.finding import SEVERITIES, Finding
 from ansible.module_utils.gpuhost.findings.health_limits import (
     AER_CORRECTABLE_LIMIT,
@@ -550,6 +551,50 @@ CATALOG = _entries(
 )
 
 
+# What each finding asks of the host (findings/actions.py, in order of disruption), beside the table above:
+# one line per action so that a new id is placed by reading one line. A finding raised critical asks at least
+# CRITICAL_AT_LEAST (``action_of``), except the gate's own reasons, which are about a deployment, not the host;
+# one raised info asks nothing, as info findings leave the verdict as it is (a balloon on an idle VM).
+# Ids are checked below: each catalog id in exactly one line.
+IDS_BY_ACTION = MappingProxyType({
+    "none": ("gpus_bound_to_vfio", "persistence_mode_off", "nvml_unavailable", "gpu_added", "xid_errors",
+             "gpu_clocks_slowdown", "pcie_aer_errors", "p2p_capability_not_stated", "consumer_p2p_unproven",
+             "p2p_peer_access_unavailable", "p2p_no_gain", "p2p_proof_stale", "gpus_on_several_numa_nodes",
+             "link_trained_lower", "pcie_link_slow", "small_bar1", "acs_unreadable", "iommu_group_shared",
+             "nccl_low_bus_bandwidth", "nccl_p2p_no_gain", "nccl_no_p2p_transport", "nccl_p2p_refused",
+             "nccl_tuning_recommendation", "nccl_results_not_measured", "nccl_diagnostics_flagged", "comm_floor",
+             "bench_probe_not_run", "bench_nccl_not_run", "serving_decode_slow", "audit_missing",
+             "model_profile_invalid", "known_good_override_invalid", "driver_version_unknown",
+             "cuda_version_unknown", "compute_capability_too_low", "compute_capability_unknown", "not_enough_gpus",
+             "tensor_parallel_unsatisfiable", "not_enough_gpu_memory", "sglang_flag_unsupported", "audit_incomplete",
+             "rule_error", "tensor_parallel_gpus_not_on_host", "audit_not_judged"),
+    "drain": ("no_nvidia_gpu", "gpus_unusable", "row_remap_failed", "fabric_manager_inactive", "p2p_not_supported",
+              "p2p_write_not_arriving", "p2p_probe_timeout", "p2p_small_copy_latency", "pcie_link_narrow",
+              "acs_redirect_between_gpus", "nccl_wrong_values", "nccl_timeout", "nccl_run_failed",
+              "nccl_small_message_latency", "nccl_tuning_no_working_candidate", "nccl_known_bad_version",
+              "nccl_diagnostics_p2p_failed", "no_usable_gpu"),
+    "reset_gpu": ("xid_needs_reset", "ecc_uncorrectable_errors", "retired_pages_pending", "row_remap_pending",
+                  "gpu_fabric_not_ready"),
+    "reboot": ("gpu_count_mismatch", "gpu_driver_library_mismatch", "gpu_lost", "gpu_handle_failed", "gpu_gone"),
+    "reinstall_driver": ("nvidia_driver_not_loaded", "nouveau_loaded", "nvidia_driver_not_binding",
+                         "driver_too_old", "cuda_too_old"),
+    "fix_hypervisor": ("qemu_machine_i440fx", "proxmox_iommu_off", "proxmox_vm_not_q35", "proxmox_vm_no_pcie",
+                       "proxmox_vm_function_not_explicit", "proxmox_vm_hidden", "proxmox_vm_no_clique",
+                       "proxmox_vm_mmio_window_small", "proxmox_gpu_not_vfio", "proxmox_gpu_group_shared",
+                       "proxmox_vm_balloon", "proxmox_cpu_not_host", "proxmox_no_numa"),
+})
+ACTION_OF = MappingProxyType({finding_id: action for action, ids in IDS_BY_ACTION.items() for finding_id in ids})
+
+
+def action_of(finding_id: str, severity: str) -> str:
+    """The action a finding of this id asks for, raised at ``severity``."""
+    declared = ACTION_OF[finding_id]
+    if severity == "info":
+        return "none"
+    if severity == "critical" and CATALOG[finding_id].category != "gate":
+        return most_disruptive((declared, CRITICAL_AT_LEAST))
+    return declared
+
 def entry(finding_id: str) -> Entry:
     try:
         return CATALOG[finding_id]
@@ -588,7 +633,7 @@ def make(finding_id: str, summary: str, evidence: dict[str, Any] | None = None, 
     if found.retired:
         raise CatalogError(f"finding {finding_id!r} is retired ({found.retired}) and must not be raised")
     return Finding(finding_id, severity, summary, evidence or {},
-                   text(finding_id, **fields) if remedy is None else remedy)
+                   text(finding_id, **fields) if remedy is None else remedy, action_of(finding_id, severity))
 
 
 def gate_accept_hint(finding_id: str) -> str:
@@ -607,6 +652,14 @@ def _check(catalog: Mapping[str, Entry]) -> None:
         unknown = [s for s in item.severities if s not in SEVERITIES]
         if unknown:
             raise CatalogError(f"finding {item.id!r}: unknown severity {unknown}")
+    missing = sorted(set(catalog) - set(ACTION_OF))
+    if missing:
+        raise CatalogError(f"finding(s) {', '.join(missing)} have no action: add each to one line of ACTION_OF")
+    if sum(map(len, IDS_BY_ACTION.values())) != len(ACTION_OF):
+        raise CatalogError("an id is in more than one line of IDS_BY_ACTION: give each id one action")
+    strays = sorted(i for i, a in ACTION_OF.items() if i not in catalog or a not in ACTION_RANK)
+    if strays:
+        raise CatalogError(f"ACTION_OF names ids outside the catalog or actions outside {ACTIONS}: {strays}")
 
 
 _check(CATALOG)

@@ -26,12 +26,13 @@ from tests.unit import schemas
 # 5: P2P matrices of several capabilities at once (read+write ...) and of a capability not stated (not_stated),
 #    from support material; a bundle input's capability (its letters and what told them); the probe's
 #    simpleP2P logs (tool simpleP2P, memcpy_peer, passed) and where a p2pBandwidthLatencyTest paste was cut (cut);
-#    the NCCL benchmark's serving_env (the environment it measured with).
+#    the NCCL benchmark's serving_env (the environment it measured with); each finding's action and the
+#    summary's action (findings/actions.py).
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
     4: "0c9feec2a7edddbc",
-    5: "d55d1a2b34e8bc34",
+    5: "2251d454c090ebcb",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 
