@@ -157,6 +157,11 @@ CATALOG = _entries(
           "check its riser, power cable and slot). In a VM, check the hostpci lines of its config on the hypervisor. "
           "If the GPU was taken out on purpose, remove this host's report (<report dir>/<host>.json, its last "
           "benchmark with it) so that the next audit takes the GPUs it sees as the new baseline."),
+    Entry("gpu_vbios_mismatch", "gpu", "warning", "GPUs of one model run different VBIOS versions",
+          "Bring every GPU of the model to one VBIOS, the newest the server vendor (or NVIDIA, for its own boards) "
+          "publishes for it, in a maintenance window: the vendor's firmware update tool, or nvflash where the "
+          "vendor allows it; then a cold reboot. `nvidia-smi --query-gpu=index,name,vbios_version --format=csv` "
+          "lists them. Until then, read a failure on the odd GPU(s) with their VBIOS in mind."),
     Entry("gpu_added", "gpu", "info", "a GPU the previous report did not list (drift between audits)",
           "Nothing is wrong if it was added on purpose. A P2P proof or benchmark measured before does not cover it: "
           "run playbooks/bench.yml on this host to prove P2P and measure again with every GPU."),
@@ -567,7 +572,8 @@ IDS_BY_ACTION = MappingProxyType({
              "model_profile_invalid", "known_good_override_invalid", "driver_version_unknown",
              "cuda_version_unknown", "compute_capability_too_low", "compute_capability_unknown", "not_enough_gpus",
              "tensor_parallel_unsatisfiable", "not_enough_gpu_memory", "sglang_flag_unsupported", "audit_incomplete",
-             "rule_error", "tensor_parallel_gpus_not_on_host", "audit_not_judged"),
+             "rule_error", "tensor_parallel_gpus_not_on_host", "audit_not_judged",
+             "gpu_vbios_mismatch"),
     "drain": ("no_nvidia_gpu", "gpus_unusable", "row_remap_failed", "fabric_manager_inactive", "p2p_not_supported",
               "p2p_write_not_arriving", "p2p_probe_timeout", "p2p_small_copy_latency", "pcie_link_narrow",
               "acs_redirect_between_gpus", "nccl_wrong_values", "nccl_timeout", "nccl_run_failed",
