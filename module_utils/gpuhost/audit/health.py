@@ -26,6 +26,7 @@ from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import (
     parse_health_query,
 )
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import is_invalid_field_error
+from ansible.module_utils.gpuhost.parsers.nvswitch_sxid import parse_sxid_log, summarize_sxids
 from ansible.module_utils.gpuhost.parsers.pci_aer import AER_KINDS, parse_aer_counters
 from ansible.module_utils.gpuhost.parsers.pci_common import PciParseError
 
@@ -79,7 +80,7 @@ def _from_nvidia_smi(source: Source) -> list[dict[str, Any]]:
 
 
 def gather_kernel_log(source: Source) -> dict[str, Any]:
-    """Xid events of this boot from dmesg, or from the journal when dmesg is refused."""
+    """Xid events (and NVSwitch SXid events) of this boot from dmesg, or from the journal when dmesg is refused."""
     result = source.run(DMESG.argv)
     origin = "dmesg"
     if not result.ok:
@@ -94,10 +95,11 @@ def gather_kernel_log(source: Source) -> dict[str, Any]:
         # stands for both. A journal this user may not read answers with nothing, which says nothing either.
         if result.rc is not None:
             source.note_problem(DMESG.key, (result.stderr or result.stdout).strip()[:200] or f"exit {result.rc}")
-        return {"source": None, "events": 0, "xid_events": []}
+        return {"source": None, "events": 0, "xid_events": [], "sxid_events": []}
     events = parse_kernel_log(result.stdout)
     summary = summarize_events(events)
-    return {"source": origin, "events": len(events), "xid_events": summary[:MAX_XID_ENTRIES]}
+    return {"source": origin, "events": len(events), "xid_events": summary[:MAX_XID_ENTRIES],
+            "sxid_events": summarize_sxids(parse_sxid_log(result.stdout))[:MAX_XID_ENTRIES]}
 
 
 def gather_aer(source: Source, pci_facts: dict[str, Any]) -> list[dict[str, Any]]:

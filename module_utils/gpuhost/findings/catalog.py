@@ -208,6 +208,18 @@ CATALOG = _entries(
           "an NVSwitch host whose nvidia-fabricmanager is not running",
           "`systemctl enable --now nvidia-fabricmanager` (its version must equal the driver's: `nv-fabricmanager "
           "--version`); if it fails, `journalctl -u nvidia-fabricmanager` says why. CUDA starts once it runs."),
+    Entry("nvswitch_sxid_fatal", "health", "critical",
+          "an NVSwitch reported a fatal SXid this boot (the driver's own word on the line)",
+          "NVIDIA's recovery for a fatal SXid is to reset the GPUs and NVSwitches: drain the host and reboot it "
+          "(on an HGX system, a cold reboot), then audit again; SXids that return on the same switch or link after "
+          "that go to the system vendor with an nvidia-bug-report.log.gz. Look the code up in the SXid tables of "
+          "NVIDIA's Fabric Manager User Guide: {known}"),
+    Entry("nvswitch_sxid_errors", "health", "warning",
+          "an NVSwitch reported non-fatal SXids, or SXids whose severity no line said",
+          "Non-fatal SXids are corrected or contained by the switch; watch whether they grow between audits, and "
+          "look the code up in the SXid tables of NVIDIA's Fabric Manager User Guide: {known}. A paste without the "
+          "line that says Fatal or Non-fatal hides the severity: read the whole kernel log "
+          "(`dmesg | grep SXid`)."),
     Entry("gpu_fabric_not_ready", "health", "critical",
           "NVML says a GPU has not joined the NVLink fabric (state not started or in progress, or an error status)",
           "Check nvidia-fabricmanager (fabric_manager_inactive) and its log, then wait for the state to reach "
@@ -573,7 +585,7 @@ IDS_BY_ACTION = MappingProxyType({
              "cuda_version_unknown", "compute_capability_too_low", "compute_capability_unknown", "not_enough_gpus",
              "tensor_parallel_unsatisfiable", "not_enough_gpu_memory", "sglang_flag_unsupported", "audit_incomplete",
              "rule_error", "tensor_parallel_gpus_not_on_host", "audit_not_judged",
-             "gpu_vbios_mismatch"),
+             "gpu_vbios_mismatch", "nvswitch_sxid_errors"),
     "drain": ("no_nvidia_gpu", "gpus_unusable", "row_remap_failed", "fabric_manager_inactive", "p2p_not_supported",
               "p2p_write_not_arriving", "p2p_probe_timeout", "p2p_small_copy_latency", "pcie_link_narrow",
               "acs_redirect_between_gpus", "nccl_wrong_values", "nccl_timeout", "nccl_run_failed",
@@ -581,7 +593,8 @@ IDS_BY_ACTION = MappingProxyType({
               "nccl_diagnostics_p2p_failed", "no_usable_gpu"),
     "reset_gpu": ("xid_needs_reset", "ecc_uncorrectable_errors", "retired_pages_pending", "row_remap_pending",
                   "gpu_fabric_not_ready"),
-    "reboot": ("gpu_count_mismatch", "gpu_driver_library_mismatch", "gpu_lost", "gpu_handle_failed", "gpu_gone"),
+    "reboot": ("nvswitch_sxid_fatal", "gpu_count_mismatch", "gpu_driver_library_mismatch", "gpu_lost",
+               "gpu_handle_failed", "gpu_gone"),
     "reinstall_driver": ("nvidia_driver_not_loaded", "nouveau_loaded", "nvidia_driver_not_binding",
                          "driver_too_old", "cuda_too_old"),
     "fix_hypervisor": ("qemu_machine_i440fx", "proxmox_iommu_off", "proxmox_vm_not_q35", "proxmox_vm_no_pcie",

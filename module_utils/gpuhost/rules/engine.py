@@ -1,8 +1,9 @@
 """The rules engine: gpu_host facts in, findings out, worst first.
 
 The rules live in host.py (the host itself), gpu_usable.py (GPUs the host cannot use), tp_group.py (the
-tensor-parallel group asked for), health.py (GPU health), vbios.py (one VBIOS per GPU model) and proxmox.py
-(a Proxmox host's VMs); every finding they make comes from the catalog (findings/catalog.py).
+tensor-parallel group asked for), health.py (GPU health), sxids.py (NVSwitch SXids), vbios.py (one VBIOS per
+GPU model) and proxmox.py (a Proxmox host's VMs); every finding they make comes from the catalog
+(findings/catalog.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ansible.module_utils.gpuhost.findings.finding import Finding, worst_first
 from ansible.module_utils.gpuhost.rules.gpu_usable import GPU_USABLE_RULES
 from ansible.module_utils.gpuhost.rules.health import HEALTH_RULES
 from ansible.module_utils.gpuhost.rules.host import HOST_RULES
+from ansible.module_utils.gpuhost.rules.sxids import SXID_RULES
 from ansible.module_utils.gpuhost.rules.tp_group import TP_GROUP_RULES
 from ansible.module_utils.gpuhost.rules.vbios import VBIOS_RULES
 from ansible.module_utils.gpuhost.rules.views import RuleOptions
@@ -23,7 +25,8 @@ Rule = Callable[[dict[str, Any], RuleOptions], list[Finding]]
 
 # GPUs the host cannot use come first: among findings of one severity, they name the cause that the others
 # (a count that differs, a matrix that lacks a GPU) only show. The Proxmox rules come last (rules_for).
-RULES: tuple[Rule, ...] = (*GPU_USABLE_RULES, *HOST_RULES, *TP_GROUP_RULES, *HEALTH_RULES, *VBIOS_RULES)
+RULES: tuple[Rule, ...] = (*GPU_USABLE_RULES, *HOST_RULES, *TP_GROUP_RULES, *HEALTH_RULES, *SXID_RULES,
+                                *VBIOS_RULES)
 
 
 def rules_for(facts: dict[str, Any]) -> tuple[Rule, ...]:
