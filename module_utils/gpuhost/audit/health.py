@@ -13,10 +13,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.module_utils.gpuhost.audit.commands import DMESG, FABRIC_MANAGER, HEALTH_QUERY, HEALTH_QUERY_OLD, JOURNAL
+from ansible.module_utils.gpuhost.audit.commands import (
+    DMESG,
+    FABRIC_MANAGER,
+    FABRIC_MANAGER_JOURNAL,
+    HEALTH_QUERY,
+    HEALTH_QUERY_OLD,
+    JOURNAL,
+)
 from ansible.module_utils.gpuhost.audit.nvml_health import health_from_nvml, health_from_parsed
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR
 from ansible.module_utils.gpuhost.audit.source import Source
+from ansible.module_utils.gpuhost.findings.health_limits import FABRIC_MANAGER_RUNNING
+from ansible.module_utils.gpuhost.parsers.fabric_manager_log import version_mismatch
 from ansible.module_utils.gpuhost.parsers.kernel_log import parse_kernel_log, summarize_events
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import nvidia_smi_failure
@@ -139,7 +148,9 @@ def _aer_of(source: Source, bdf: str) -> dict[str, Any] | None:
 
 
 def gather_fabric_manager(source: Source, pci_facts: dict[str, Any]) -> dict[str, Any] | None:
-    """On a host with NVSwitches: whether nvidia-fabricmanager runs (systemctl is-active)."""
+    """On a host with NVSwitches: whether nvidia-fabricmanager runs (systemctl is-active) and, when it does not,
+    whether its log says it refused a driver of another version (``version_mismatch``; None when the log was
+    not read or says no such thing)."""
     switches = [d["bdf"] for d in pci_facts.get("nvidia_devices") or [] if d.get("kind") == "nvswitch"]
     if not switches:
         return None
@@ -147,4 +158,8 @@ def gather_fabric_manager(source: Source, pci_facts: dict[str, Any]) -> dict[str
     state = result.stdout.strip().splitlines()[0].strip() if result.rc is not None and result.stdout.strip() else None
     if result.rc is not None and state is None:
         source.note_problem(FABRIC_MANAGER.key, (result.stderr.strip() or f"exit {result.rc}")[:200])
-    return {"nvswitches": len(switches), "service": state}
+    mismatch = None
+    if state is not None and state not in FABRIC_MANAGER_RUNNING:
+        log = source.run(FABRIC_MANAGER_JOURNAL.argv)
+        mismatch = version_mismatch(log.stdout) if log.ok else None
+    return {"nvswitches": len(switches), "service": state, "version_mismatch": mismatch}

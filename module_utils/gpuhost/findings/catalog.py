@@ -208,6 +208,12 @@ CATALOG = _entries(
           "an NVSwitch host whose nvidia-fabricmanager is not running",
           "`systemctl enable --now nvidia-fabricmanager` (its version must equal the driver's: `nv-fabricmanager "
           "--version`); if it fails, `journalctl -u nvidia-fabricmanager` says why. CUDA starts once it runs."),
+    Entry("fabric_manager_version_mismatch", "health", "critical",
+          "nvidia-fabricmanager refused to start: it was built for another driver version than the one loaded",
+          "Install the nvidia-fabricmanager package of exactly the loaded driver's version ({driver}; the fabric "
+          "manager found is {fabric_manager}), from the same repository as the driver, and hold both "
+          "(`apt-mark hold`) so that an unattended upgrade cannot move one without the other; or install the driver "
+          "of the fabric manager's version. Then `systemctl restart nvidia-fabricmanager` and audit again."),
     Entry("nvswitch_sxid_fatal", "health", "critical",
           "an NVSwitch reported a fatal SXid this boot (the driver's own word on the line)",
           "NVIDIA's recovery for a fatal SXid is to reset the GPUs and NVSwitches: drain the host and reboot it "
@@ -595,7 +601,8 @@ IDS_BY_ACTION = MappingProxyType({
                   "gpu_fabric_not_ready"),
     "reboot": ("nvswitch_sxid_fatal", "gpu_count_mismatch", "gpu_driver_library_mismatch", "gpu_lost",
                "gpu_handle_failed", "gpu_gone"),
-    "reinstall_driver": ("nvidia_driver_not_loaded", "nouveau_loaded", "nvidia_driver_not_binding",
+    "reinstall_driver": ("fabric_manager_version_mismatch", "nvidia_driver_not_loaded", "nouveau_loaded",
+                         "nvidia_driver_not_binding",
                          "driver_too_old", "cuda_too_old"),
     "fix_hypervisor": ("qemu_machine_i440fx", "proxmox_iommu_off", "proxmox_vm_not_q35", "proxmox_vm_no_pcie",
                        "proxmox_vm_function_not_explicit", "proxmox_vm_hidden", "proxmox_vm_no_clique",

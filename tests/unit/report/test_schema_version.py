@@ -27,12 +27,13 @@ from tests.unit import schemas
 #    from support material; a bundle input's capability (its letters and what told them); the probe's
 #    simpleP2P logs (tool simpleP2P, memcpy_peer, passed) and where a p2pBandwidthLatencyTest paste was cut (cut);
 #    the NCCL benchmark's serving_env (the environment it measured with); each finding's action and the
-#    summary's action (findings/actions.py); the kernel log's NVSwitch SXid events (sxid_events).
+#    summary's action (findings/actions.py); the kernel log's NVSwitch SXid events (sxid_events);
+#    the fabric manager's version_mismatch.
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
     4: "0c9feec2a7edddbc",
-    5: "9bd6d2ae72e82ebe",
+    5: "d8426bf5054cfb31",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 
