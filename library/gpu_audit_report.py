@@ -164,15 +164,16 @@ stats:
   description: >-
     The run in the compact shape C(ansible.builtin.set_stats) publishes (AWX shows it as the job's artifacts):
     C(hosts), per host given and per host of O(fleet_hosts) that was unreachable or failed, its C(audit) (C(this
-    run), C(unreachable), C(failed)), C(verdict) and C(worst_finding) (C(severity: id); null when not judged or
-    without findings), C(report) (its Markdown report, null when it has none) and, when lost, C(msg); C(counts),
+    run), C(unreachable), C(failed)), C(verdict), C(worst_finding) (C(severity: id); null when not judged or
+    without findings) and C(action) (the host's action, none to fix_hypervisor; null when not judged),
+    C(report) (its Markdown report, null when it has none) and, when lost, C(msg); C(counts),
     the number of hosts per verdict or status.
   returned: always
   type: dict
   sample:
     hosts:
       gpu-node-1: {audit: this run, verdict: unfit, worst_finding: "critical: p2p_not_supported",
-                   report: reports/gpu-node-1.md}
+                   action: drain, report: reports/gpu-node-1.md}
     counts: {unfit: 1}
 drift:
   description: >-

@@ -58,7 +58,7 @@ hosts:
 stats:
   description: >-
     The fleet in the shape set_stats publishes, as M(gpu_audit_report)'s RV(gpu_audit_report#module:stats):
-    per host its C(audit), C(verdict), C(worst_finding), C(report) (and C(msg) when lost), and C(counts).
+    per host its C(audit), C(verdict), C(worst_finding), C(action), C(report) (and C(msg) when lost), and C(counts).
   returned: always
   type: dict
 """

@@ -30,15 +30,15 @@ def _import_module_utils() -> None:
 
 def render() -> str:
     _import_module_utils()
-    from ansible.module_utils.gpuhost.findings.catalog import CATALOG, CATEGORIES
+    from ansible.module_utils.gpuhost.findings.catalog import ACTION_OF, CATALOG, CATEGORIES
 
-    lines = ["| id | category | severity | when |", "|---|---|---|---|"]
+    lines = ["| id | category | severity | action | when |", "|---|---|---|---|---|"]
     for category in CATEGORIES:
         for entry in CATALOG.values():
             if entry.category != category:
                 continue
             when = entry.title.replace("|", "\\|") + (f" (retired: {entry.retired})" if entry.retired else "")
-            lines.append(f"| `{entry.id}` | {category} | {entry.severity_text()} | {when} |")
+            lines.append(f"| `{entry.id}` | {category} | {entry.severity_text()} | {ACTION_OF[entry.id]} | {when} |")
     return "\n".join(lines)
 
 

@@ -123,7 +123,7 @@ def test_the_audit_publishes_every_hosts_verdict_as_artifacts(runs):
         worst = summary["worst_finding"]
         assert stats["hosts"][host] == {"audit": "this run", "verdict": summary["verdict"],
                                         "worst_finding": f"{worst['severity']}: {worst['id']}" if worst else None,
-                                        "report": str(reports / f"{host}.md")}
+                                        "action": summary["action"], "report": str(reports / f"{host}.md")}
     lost, broken = stats["hosts"]["lost-gpu-host"], stats["hosts"]["broken-capture-host"]
     assert (lost["audit"], lost["verdict"], lost["report"]) == ("unreachable", None, str(reports / "lost-gpu-host.md"))
     assert "Connection refused" in lost["msg"]

@@ -5,7 +5,7 @@ Two real runs, reports written: site.yml's audit, benchmark-from-logs and gate p
 tests/fleet/hosts.yml, and playbooks/audit.yml over one host per capture of tests/captures (every capture,
 including those no fleet host replays). Each view is read back as a person or a scraper would read it (the
 Markdown by its lines, the metrics by their series), never through the code that wrote it, and compared on:
-verdict, finding ids, severity counts, GPU count, P2P state, worst finding, pair counts and the communication
+verdict, action, finding ids, severity counts, GPU count, P2P state, worst finding, pair counts and the communication
 ceiling with its basis.
 """
 
@@ -85,10 +85,13 @@ def markdown_view(markdown: str) -> dict[str, Any]:
     verdict = re.search(r"^\*\*Verdict: (.+?)\*\* \((\d+) critical, (\d+) warning, (\d+) info\)", markdown,
                         re.MULTILINE)
     assert verdict, "the host Markdown has no verdict line"
+    action = re.search(r"^\*\*Action: (\S+)\*\*", markdown, re.MULTILINE)
+    assert action, "the host Markdown has no action line"
     gpus = row(markdown, "GPUs") or ""
     ceiling = row(markdown, "Communication ceiling")
     return {
         "verdict": verdict.group(1),
+        "action": action.group(1),
         "counts": {"critical": int(verdict.group(2)), "warning": int(verdict.group(3)), "info": int(verdict.group(4))},
         "ids": sorted(re.findall(r"^### (?:CRITICAL|warning|info): (\S+)$", section(markdown, "Findings"),
                                  re.MULTILINE)),
@@ -110,7 +113,7 @@ def json_view(report: dict[str, Any]) -> dict[str, Any]:
     floor = (((report.get("bench") or {}).get("nccl") or {}).get("comm_floor") or {}).get("batch_1")
     rate = (floor or {}).get("max_tokens_per_s_single_stream")
     return {
-        "verdict": summary["verdict"], "counts": summary["counts"],
+        "verdict": summary["verdict"], "action": summary["action"], "counts": summary["counts"],
         "ids": sorted(f["id"] for f in report["findings"]),
         "gpu_count": summary["gpu_count"], "p2p": summary["p2p"],
         "ceiling": (format_rate(rate), BASIS_WORD[floor["basis"]]) if rate else None,
@@ -120,9 +123,9 @@ def json_view(report: dict[str, Any]) -> dict[str, Any]:
 def fleet_row(fleet_md: str, host: str) -> dict[str, Any]:
     match = re.search(rf"^\| {re.escape(host)} \| (.*) \|$", fleet_md, re.MULTILINE)
     assert match, f"fleet.md has no row for {host}"
-    _audit, verdict, _scope, gpus, _virt, p2p, worst = match.group(1).split(" | ")
+    _audit, verdict, _scope, gpus, _virt, p2p, worst, action = match.group(1).split(" | ")
     return {"verdict": verdict, "gpu_count": 0 if gpus == "none found" else int(gpus.split(" x ")[0]), "p2p": p2p,
-            "worst": None if worst == "none" else worst}
+            "worst": None if worst == "none" else worst, "action": action}
 
 
 def metrics_view(report: dict[str, Any]) -> dict[str, Any]:
@@ -133,9 +136,11 @@ def metrics_view(report: dict[str, Any]) -> dict[str, Any]:
         return [(dict(re.findall(r'(\w+)="([^"]*)"', labels)), value) for n, labels, value in samples if n == name]
 
     verdicts = [labels["verdict"] for labels, value in labelled("gpuhost_verdict") if value == "1"]
+    actions = [labels["action"] for labels, value in labelled("gpuhost_action") if value == "1"]
     gpus = [value for _labels, value in labelled("gpuhost_gpus")]
     return {
         "verdict": verdicts[0] if len(verdicts) == 1 else verdicts,
+        "action": actions[0] if len(actions) == 1 else actions,
         "counts": {labels["severity"]: int(value) for labels, value in labelled("gpuhost_findings")},
         "ids": sorted(labels["id"] for labels, _value in labelled("gpuhost_finding")),
         "gpu_count": int(gpus[0]) if gpus else None,
@@ -164,10 +169,12 @@ def test_host_json_markdown_fleet_row_and_metrics_agree(host: str, reports: dict
     fleet = fleet_row((reports[host] / "fleet.md").read_text(), host)
     worst = report["summary"]["worst_finding"]
     assert fleet == {"verdict": record["verdict"], "gpu_count": record["gpu_count"], "p2p": record["p2p"],
-                     "worst": f"{worst['severity']}: {worst['id']}" if worst else None}, host
+                     "worst": f"{worst['severity']}: {worst['id']}" if worst else None,
+                     "action": record["action"]}, host
 
     metrics = metrics_view(report)
     assert metrics["verdict"] == record["verdict"] and metrics["counts"] == record["counts"], host
+    assert metrics["action"] == record["action"], host
     # Ids this catalog does not know get no series; every id a report of this version holds is known.
     assert metrics["ids"] == sorted(set(record["ids"])), host
     # No GPU series only where the material did not show the GPU list (0 would be a guess there).

@@ -63,6 +63,9 @@ DMESG = Command(["dmesg"], "kernel log (dmesg)")
 JOURNAL = Command(["journalctl", "-k", "-b", "--no-pager", "-q"], "kernel log (journal)")
 FABRIC_MANAGER = Command(["systemctl", "is-active", "nvidia-fabricmanager"],
                          "fabric manager state (systemctl is-active nvidia-fabricmanager)")
+# Read only when the service is not running: why it stopped (a driver of another version, most often).
+FABRIC_MANAGER_JOURNAL = Command(["journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager", "-q", "-n", "200"],
+                                 "fabric manager log (journalctl -u nvidia-fabricmanager)")
 DETECT_VIRT = {flag: Command(["systemd-detect-virt", flag], "systemd-detect-virt") for flag in ("--vm", "--container")}
 PVEVERSION = Command(["pveversion"], "pveversion")
 # Each nvidia-smi output the GPU facts can come from (audit/gpus.py, audit/smi_q_gather.py).

@@ -13,10 +13,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.module_utils.gpuhost.audit.commands import DMESG, FABRIC_MANAGER, HEALTH_QUERY, HEALTH_QUERY_OLD, JOURNAL
+from ansible.module_utils.gpuhost.audit.commands import (
+    DMESG,
+    FABRIC_MANAGER,
+    FABRIC_MANAGER_JOURNAL,
+    HEALTH_QUERY,
+    HEALTH_QUERY_OLD,
+    JOURNAL,
+)
 from ansible.module_utils.gpuhost.audit.nvml_health import health_from_nvml, health_from_parsed
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR
 from ansible.module_utils.gpuhost.audit.source import Source
+from ansible.module_utils.gpuhost.findings.health_limits import FABRIC_MANAGER_RUNNING
+from ansible.module_utils.gpuhost.parsers.fabric_manager_log import version_mismatch
 from ansible.module_utils.gpuhost.parsers.kernel_log import parse_kernel_log, summarize_events
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import nvidia_smi_failure
@@ -26,6 +35,7 @@ from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import (
     parse_health_query,
 )
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import is_invalid_field_error
+from ansible.module_utils.gpuhost.parsers.nvswitch_sxid import parse_sxid_log, summarize_sxids
 from ansible.module_utils.gpuhost.parsers.pci_aer import AER_KINDS, parse_aer_counters
 from ansible.module_utils.gpuhost.parsers.pci_common import PciParseError
 
@@ -79,7 +89,7 @@ def _from_nvidia_smi(source: Source) -> list[dict[str, Any]]:
 
 
 def gather_kernel_log(source: Source) -> dict[str, Any]:
-    """Xid events of this boot from dmesg, or from the journal when dmesg is refused."""
+    """Xid events (and NVSwitch SXid events) of this boot from dmesg, or from the journal when dmesg is refused."""
     result = source.run(DMESG.argv)
     origin = "dmesg"
     if not result.ok:
@@ -94,10 +104,11 @@ def gather_kernel_log(source: Source) -> dict[str, Any]:
         # stands for both. A journal this user may not read answers with nothing, which says nothing either.
         if result.rc is not None:
             source.note_problem(DMESG.key, (result.stderr or result.stdout).strip()[:200] or f"exit {result.rc}")
-        return {"source": None, "events": 0, "xid_events": []}
+        return {"source": None, "events": 0, "xid_events": [], "sxid_events": []}
     events = parse_kernel_log(result.stdout)
     summary = summarize_events(events)
-    return {"source": origin, "events": len(events), "xid_events": summary[:MAX_XID_ENTRIES]}
+    return {"source": origin, "events": len(events), "xid_events": summary[:MAX_XID_ENTRIES],
+            "sxid_events": summarize_sxids(parse_sxid_log(result.stdout))[:MAX_XID_ENTRIES]}
 
 
 def gather_aer(source: Source, pci_facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -137,7 +148,9 @@ def _aer_of(source: Source, bdf: str) -> dict[str, Any] | None:
 
 
 def gather_fabric_manager(source: Source, pci_facts: dict[str, Any]) -> dict[str, Any] | None:
-    """On a host with NVSwitches: whether nvidia-fabricmanager runs (systemctl is-active)."""
+    """On a host with NVSwitches: whether nvidia-fabricmanager runs (systemctl is-active) and, when it does not,
+    whether its log says it refused a driver of another version (``version_mismatch``; None when the log was
+    not read or says no such thing)."""
     switches = [d["bdf"] for d in pci_facts.get("nvidia_devices") or [] if d.get("kind") == "nvswitch"]
     if not switches:
         return None
@@ -145,4 +158,8 @@ def gather_fabric_manager(source: Source, pci_facts: dict[str, Any]) -> dict[str
     state = result.stdout.strip().splitlines()[0].strip() if result.rc is not None and result.stdout.strip() else None
     if result.rc is not None and state is None:
         source.note_problem(FABRIC_MANAGER.key, (result.stderr.strip() or f"exit {result.rc}")[:200])
-    return {"nvswitches": len(switches), "service": state}
+    mismatch = None
+    if state is not None and state not in FABRIC_MANAGER_RUNNING:
+        log = source.run(FABRIC_MANAGER_JOURNAL.argv)
+        mismatch = version_mismatch(log.stdout) if log.ok else None
+    return {"nvswitches": len(switches), "service": state, "version_mismatch": mismatch}

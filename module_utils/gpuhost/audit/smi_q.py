@@ -191,6 +191,7 @@ def fill_device(device: dict[str, Any], gpu: GpuQuery) -> dict[str, Any]:
 
     fill("name", gpu.product_name)
     fill("uuid", gpu.uuid)
+    fill("vbios_version", gpu.vbios_version)
     fill("compute_capability", gpu.compute_capability)
     if filled.get("sm") is None and isinstance(filled.get("compute_capability"), str):
         filled["sm"] = f"sm_{filled['compute_capability'].replace('.', '')}"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ansible.module_utils.gpuhost.findings.actions import ACTION_RANK, ACTIONS, CRITICAL_AT_LEAST, most_disruptive
 from ansible.module_utils.gpuhost.findings.finding import SEVERITIES, Finding
 from ansible.module_utils.gpuhost.findings.health_limits import (
     AER_CORRECTABLE_LIMIT,
@@ -156,6 +157,11 @@ CATALOG = _entries(
           "check its riser, power cable and slot). In a VM, check the hostpci lines of its config on the hypervisor. "
           "If the GPU was taken out on purpose, remove this host's report (<report dir>/<host>.json, its last "
           "benchmark with it) so that the next audit takes the GPUs it sees as the new baseline."),
+    Entry("gpu_vbios_mismatch", "gpu", "warning", "GPUs of one model run different VBIOS versions",
+          "Bring every GPU of the model to one VBIOS, the newest the server vendor (or NVIDIA, for its own boards) "
+          "publishes for it, in a maintenance window: the vendor's firmware update tool, or nvflash where the "
+          "vendor allows it; then a cold reboot. `nvidia-smi --query-gpu=index,name,vbios_version --format=csv` "
+          "lists them. Until then, read a failure on the odd GPU(s) with their VBIOS in mind."),
     Entry("gpu_added", "gpu", "info", "a GPU the previous report did not list (drift between audits)",
           "Nothing is wrong if it was added on purpose. A P2P proof or benchmark measured before does not cover it: "
           "run playbooks/bench.yml on this host to prove P2P and measure again with every GPU."),
@@ -202,6 +208,24 @@ CATALOG = _entries(
           "an NVSwitch host whose nvidia-fabricmanager is not running",
           "`systemctl enable --now nvidia-fabricmanager` (its version must equal the driver's: `nv-fabricmanager "
           "--version`); if it fails, `journalctl -u nvidia-fabricmanager` says why. CUDA starts once it runs."),
+    Entry("fabric_manager_version_mismatch", "health", "critical",
+          "nvidia-fabricmanager refused to start: it was built for another driver version than the one loaded",
+          "Install the nvidia-fabricmanager package of exactly the loaded driver's version ({driver}; the fabric "
+          "manager found is {fabric_manager}), from the same repository as the driver, and hold both "
+          "(`apt-mark hold`) so that an unattended upgrade cannot move one without the other; or install the driver "
+          "of the fabric manager's version. Then `systemctl restart nvidia-fabricmanager` and audit again."),
+    Entry("nvswitch_sxid_fatal", "health", "critical",
+          "an NVSwitch reported a fatal SXid this boot (the driver's own word on the line)",
+          "NVIDIA's recovery for a fatal SXid is to reset the GPUs and NVSwitches: drain the host and reboot it "
+          "(on an HGX system, a cold reboot), then audit again; SXids that return on the same switch or link after "
+          "that go to the system vendor with an nvidia-bug-report.log.gz. Look the code up in the SXid tables of "
+          "NVIDIA's Fabric Manager User Guide: {known}"),
+    Entry("nvswitch_sxid_errors", "health", "warning",
+          "an NVSwitch reported non-fatal SXids, or SXids whose severity no line said",
+          "Non-fatal SXids are corrected or contained by the switch; watch whether they grow between audits, and "
+          "look the code up in the SXid tables of NVIDIA's Fabric Manager User Guide: {known}. A paste without the "
+          "line that says Fatal or Non-fatal hides the severity: read the whole kernel log "
+          "(`dmesg | grep SXid`)."),
     Entry("gpu_fabric_not_ready", "health", "critical",
           "NVML says a GPU has not joined the NVLink fabric (state not started or in progress, or an error status)",
           "Check nvidia-fabricmanager (fabric_manager_inactive) and its log, then wait for the state to reach "
@@ -585,6 +609,54 @@ CATALOG = _entries(
 )
 
 
+# What each finding asks of the host (findings/actions.py, in order of disruption), beside the table above:
+# one line per action so that a new id is placed by reading one line. A finding raised critical asks at least
+# CRITICAL_AT_LEAST (``action_of``), except the gate's own reasons, which are about a deployment, not the host;
+# one raised info asks nothing, as info findings leave the verdict as it is (a balloon on an idle VM).
+# Ids are checked below: each catalog id in exactly one line.
+IDS_BY_ACTION = MappingProxyType({
+    "none": ("gpus_bound_to_vfio", "persistence_mode_off", "nvml_unavailable", "gpu_added", "xid_errors",
+             "gpu_clocks_slowdown", "pcie_aer_errors", "p2p_capability_not_stated", "consumer_p2p_unproven",
+             "p2p_peer_access_unavailable", "p2p_no_gain", "p2p_proof_stale", "gpus_on_several_numa_nodes",
+             "link_trained_lower", "pcie_link_slow", "small_bar1", "acs_unreadable", "iommu_group_shared",
+             "nccl_low_bus_bandwidth", "nccl_p2p_no_gain", "nccl_no_p2p_transport", "nccl_p2p_refused",
+             "nccl_tuning_recommendation", "nccl_results_not_measured", "nccl_diagnostics_flagged", "comm_floor",
+             "bench_probe_not_run", "bench_nccl_not_run", "serving_decode_slow", "audit_missing",
+             "model_profile_invalid", "known_good_override_invalid", "driver_version_unknown",
+             "cuda_version_unknown", "compute_capability_too_low", "compute_capability_unknown", "not_enough_gpus",
+             "tensor_parallel_unsatisfiable", "not_enough_gpu_memory", "sglang_flag_unsupported", "audit_incomplete",
+             "rule_error", "tensor_parallel_gpus_not_on_host", "audit_not_judged",
+             "gpu_vbios_mismatch", "nvswitch_sxid_errors", "manifest_gpu_model", "manifest_driver_version",
+             "manifest_vbios_mismatch", "manifest_link_below", "manifest_numa", "manifest_not_checked"),
+    "drain": ("no_nvidia_gpu", "gpus_unusable", "row_remap_failed", "fabric_manager_inactive", "p2p_not_supported",
+              "p2p_write_not_arriving", "p2p_probe_timeout", "p2p_small_copy_latency", "pcie_link_narrow",
+              "acs_redirect_between_gpus", "nccl_wrong_values", "nccl_timeout", "nccl_run_failed",
+              "nccl_small_message_latency", "nccl_tuning_no_working_candidate", "nccl_known_bad_version",
+              "nccl_diagnostics_p2p_failed", "no_usable_gpu", "manifest_gpu_count", "manifest_p2p"),
+    "reset_gpu": ("xid_needs_reset", "ecc_uncorrectable_errors", "retired_pages_pending", "row_remap_pending",
+                  "gpu_fabric_not_ready"),
+    "reboot": ("nvswitch_sxid_fatal", "gpu_count_mismatch", "gpu_driver_library_mismatch", "gpu_lost",
+               "gpu_handle_failed", "gpu_gone"),
+    "reinstall_driver": ("fabric_manager_version_mismatch", "nvidia_driver_not_loaded", "nouveau_loaded",
+                         "nvidia_driver_not_binding",
+                         "driver_too_old", "cuda_too_old"),
+    "fix_hypervisor": ("qemu_machine_i440fx", "proxmox_iommu_off", "proxmox_vm_not_q35", "proxmox_vm_no_pcie",
+                       "proxmox_vm_function_not_explicit", "proxmox_vm_hidden", "proxmox_vm_no_clique",
+                       "proxmox_vm_mmio_window_small", "proxmox_gpu_not_vfio", "proxmox_gpu_group_shared",
+                       "proxmox_vm_balloon", "proxmox_cpu_not_host", "proxmox_no_numa"),
+})
+ACTION_OF = MappingProxyType({finding_id: action for action, ids in IDS_BY_ACTION.items() for finding_id in ids})
+
+
+def action_of(finding_id: str, severity: str) -> str:
+    """The action a finding of this id asks for, raised at ``severity``."""
+    declared = ACTION_OF[finding_id]
+    if severity == "info":
+        return "none"
+    if severity == "critical" and CATALOG[finding_id].category != "gate":
+        return most_disruptive((declared, CRITICAL_AT_LEAST))
+    return declared
+
 def entry(finding_id: str) -> Entry:
     try:
         return CATALOG[finding_id]
@@ -623,7 +695,7 @@ def make(finding_id: str, summary: str, evidence: dict[str, Any] | None = None, 
     if found.retired:
         raise CatalogError(f"finding {finding_id!r} is retired ({found.retired}) and must not be raised")
     return Finding(finding_id, severity, summary, evidence or {},
-                   text(finding_id, **fields) if remedy is None else remedy)
+                   text(finding_id, **fields) if remedy is None else remedy, action_of(finding_id, severity))
 
 
 def gate_accept_hint(finding_id: str) -> str:
@@ -642,6 +714,14 @@ def _check(catalog: Mapping[str, Entry]) -> None:
         unknown = [s for s in item.severities if s not in SEVERITIES]
         if unknown:
             raise CatalogError(f"finding {item.id!r}: unknown severity {unknown}")
+    missing = sorted(set(catalog) - set(ACTION_OF))
+    if missing:
+        raise CatalogError(f"finding(s) {', '.join(missing)} have no action: add each to one line of ACTION_OF")
+    if sum(map(len, IDS_BY_ACTION.values())) != len(ACTION_OF):
+        raise CatalogError("an id is in more than one line of IDS_BY_ACTION: give each id one action")
+    strays = sorted(i for i, a in ACTION_OF.items() if i not in catalog or a not in ACTION_RANK)
+    if strays:
+        raise CatalogError(f"ACTION_OF names ids outside the catalog or actions outside {ACTIONS}: {strays}")
 
 
 _check(CATALOG)

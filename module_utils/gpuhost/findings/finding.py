@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ansible.module_utils.gpuhost.findings.actions import most_disruptive
+
 SEVERITIES = ("critical", "warning", "info")
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
 
@@ -22,6 +24,7 @@ class Finding:
     summary: str
     evidence: dict[str, Any] = field(default_factory=dict)
     remedy: str = ""
+    action: str = "none"  # findings/actions.py ACTIONS, declared per id in the catalog
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,13 +68,15 @@ def verdict(findings: Iterable[Mapping[str, Any]]) -> str:
 
 
 def judgement(findings: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The part of a host's summary its findings decide: verdict, worst finding, counts by severity. The one
-    place they are computed, whichever phase (audit, benchmark, drift) added the findings."""
+    """The part of a host's summary its findings decide: verdict, worst finding, counts by severity and the
+    action the host needs (the most disruptive of its findings' actions, findings/actions.py). The one place
+    they are computed, whichever phase (audit, benchmark, drift) added the findings."""
     findings = list(findings)
     first = worst(findings)
     return {"verdict": verdict(findings),
             "worst_finding": {"id": first["id"], "severity": first["severity"]} if first else None,
-            "counts": counts(findings)}
+            "counts": counts(findings),
+            "action": most_disruptive(f.get("action") for f in findings)}
 
 
 # The verdict line names at most this many findings; past it, their counts and the worst.

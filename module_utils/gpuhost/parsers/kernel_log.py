@@ -76,7 +76,8 @@ def normalize_bus(text: str | None) -> str | None:
     return f"{domain[-4:].rjust(4, '0')}:{rest}"
 
 
-def _stamps(prefix: str) -> tuple[float | None, str | None]:
+def stamps(prefix: str) -> tuple[float | None, str | None]:
+    """(seconds since boot, wall-clock stamp as printed) of what precedes a message on its line."""
     uptime = _UPTIME_RE.search(prefix)
     ctime = _CTIME_RE.search(prefix)
     journal = _JOURNAL_RE.match(prefix.strip())
@@ -100,7 +101,7 @@ def parse_line(line: str) -> GpuKernelEvent | None:
     if at < 0:
         return None
     body = stripped[at:]
-    uptime, wall = _stamps(stripped[:at])
+    uptime, wall = stamps(stripped[:at])
     xid = XID_RE.match(body)
     if xid is not None:
         rest = xid.group("rest") or ""

@@ -33,7 +33,7 @@ RAW_FIELDS = (
     "bus_id", "product_name", "product_brand", "product_architecture", "uuid", "minor_number",
     "compute_capability", "persistence_mode", "mig_mode", "pcie_gen_current", "pcie_gen_max",
     "pcie_gen_device_max", "pcie_gen_host_max", "pcie_width_current", "pcie_width_max", "bar1_total",
-    "fb_total", "ecc_mode_current", "ecc_mode_pending", "virtualization_mode", "host_vgpu_mode",
+    "fb_total", "ecc_mode_current", "ecc_mode_pending", "virtualization_mode", "host_vgpu_mode", "vbios_version",
     # Sections: a mapping of their fields as printed, or the string printed in place of the section.
     "ecc_errors", "retired_pages", "remapped_rows", "clocks_event_reasons", "fabric",
 )
@@ -130,6 +130,7 @@ def build_gpu(fields: Mapping[str, Any], position: int, index: int | None) -> Gp
         product_name=read.text(fields.get("product_name"), "product_name"),
         product_brand=read.text(fields.get("product_brand"), "product_brand"),
         product_architecture=read.text(fields.get("product_architecture"), "product_architecture"),
+        vbios_version=read.text(fields.get("vbios_version"), "vbios_version"),
         compute_capability=_compute_capability(read, fields.get("compute_capability")),
         persistence_mode=read.boolean(fields.get("persistence_mode"), "persistence_mode"),
         mig_mode=read.boolean(fields.get("mig_mode"), "mig_mode"),

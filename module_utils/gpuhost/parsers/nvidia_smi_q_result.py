@@ -21,7 +21,8 @@ ran to its end; text: None, a cut text cannot be told) and ``gpus``, one ``GpuQu
 * ``position`` (0-based, in output order) and ``index`` (the NVML index: the position when the output
   is one run listing as many GPUs as ``Attached GPUs`` says, else None: ``-i`` selects GPUs without
   saying which), ``bus_id`` (``0000:41:00.0``, as ``pci_common.parse_bdf`` writes it), ``uuid``,
-  ``minor_number``, ``product_name``, ``product_brand``, ``product_architecture``,
+  ``minor_number``, ``product_name``, ``product_brand``, ``product_architecture``, ``vbios_version``
+  (``VBIOS Version``, as printed: 96.00.89.00.01),
   ``compute_capability`` ("9.0", when printed), ``persistence_mode``, ``mig_mode``;
 * ``pcie``: ``gen_current``, ``gen_max``, ``gen_device_max``, ``gen_host_max``, ``width_current``,
   ``width_max``; ``bar1_total_mib``, ``fb_total_mib``;
@@ -162,6 +163,7 @@ class GpuQuery:
     product_name: str | None = None
     product_brand: str | None = None
     product_architecture: str | None = None
+    vbios_version: str | None = None
     compute_capability: str | None = None
     persistence_mode: bool | None = None
     mig_mode: bool | None = None

@@ -251,6 +251,7 @@ def _fields(block: _Block) -> dict[str, Any]:
         "product_name": _value(gpu, "product name"),
         "product_brand": _value(gpu, "product brand"),
         "product_architecture": _value(gpu, "product architecture"),
+        "vbios_version": _value(gpu, "vbios version"),
         "uuid": _value(gpu, "gpu uuid"),
         "minor_number": _value(gpu, "minor number"),
         "compute_capability": _value(gpu, ("compute capability", "cuda compute capability")),

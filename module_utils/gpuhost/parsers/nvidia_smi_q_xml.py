@@ -155,6 +155,7 @@ def _fields(gpu: ET.Element) -> dict[str, Any]:
         "product_name": _at(gpu, "product_name"),
         "product_brand": _at(gpu, "product_brand"),
         "product_architecture": _at(gpu, "product_architecture"),
+        "vbios_version": _at(gpu, "vbios_version"),
         "uuid": _at(gpu, "uuid"),
         "minor_number": _at(gpu, "minor_number"),
         "compute_capability": _at(gpu, "compute_cap"),

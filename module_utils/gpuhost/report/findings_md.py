@@ -63,5 +63,6 @@ def findings_markdown(findings: list[dict[str, Any]], taken: dict[str, int]) -> 
     for finding in findings:
         out += [f"### {_heading(finding)}", "", _text(finding.get("summary")), "", "Evidence:", "",
                 *fenced(json.dumps(finding.get("evidence"), indent=2, sort_keys=True), "json"), "", "Remedy:", "",
-                *fenced(str(finding.get("remedy", "")), "text"), ""]
+                *fenced(str(finding.get("remedy", "")), "text"), "",
+                f"Action: {finding.get('action') or 'not stated'}", ""]
     return next_steps(findings, anchors), out

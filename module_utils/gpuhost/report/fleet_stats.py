@@ -2,7 +2,7 @@
 passes it to the next nodes of a workflow, so that the summary outlives an execution environment's disk.
 
 Small on purpose (a fleet of hundreds of hosts is one artifact of a few hundred lines): per host its verdict, its
-worst finding and the path of its report; for the fleet the count of each verdict.
+worst finding, its action and the path of its report; for the fleet the count of each verdict.
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ LOST = ("unreachable", "failed")
 
 
 def host_verdicts(hosts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per host, the verdict and the worst finding (``severity: id``, None without findings) of its facts."""
+    """Per host, the verdict, the worst finding (``severity: id``, None without findings) and the action
+    (findings/actions.py; None in a report older than actions) of its facts."""
     out = {}
     for host, facts in hosts.items():
         summary = facts.get("summary") if isinstance(facts.get("summary"), dict) else {}
         worst = summary.get("worst_finding")
         out[host] = {"verdict": summary.get("verdict"),
                      "worst_finding": f"{worst.get('severity')}: {worst.get('id')}" if isinstance(worst, dict)
-                     else None}
+                     else None,
+                     "action": summary.get("action")}
     return out
 
 
@@ -39,8 +41,8 @@ def fleet_stats(verdicts: dict[str, dict[str, Any]], sources: dict[str, dict[str
         status = (source or {}).get("audit")
         if host in hosts or status not in LOST:
             continue
-        hosts[host] = {"audit": status, "verdict": None, "worst_finding": None, "report": reports.get(host),
-                       "msg": source.get("msg")}
+        hosts[host] = {"audit": status, "verdict": None, "worst_finding": None, "action": None,
+                       "report": reports.get(host), "msg": source.get("msg")}
     counts: dict[str, int] = {}
     for row in hosts.values():
         key = row["verdict"] if row["audit"] == "this run" else row["audit"]

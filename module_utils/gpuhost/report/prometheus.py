@@ -11,6 +11,8 @@ guessed: a sample left out, or an empty label value (which Prometheus reads as n
 The series (``SERIES`` gives each its help text, written into the file):
 
 - ``gpuhost_verdict{verdict}``: 1 for the host's verdict, 0 for each other verdict of findings/finding.VERDICTS.
+- ``gpuhost_action{action}``: 1 for the host's action (summary.action), 0 for each other of
+  findings/actions.ACTIONS; absent in a report older than actions.
 - ``gpuhost_findings{severity}``: how many findings of each severity; ``gpuhost_finding{id,severity}`` 1 per
   finding id that fired (an id this version's catalog does not know, from a report edited by hand, is counted
   but gets no series of its own, which keeps the label's values bounded).
@@ -43,6 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ansible.module_utils.gpuhost.bench.p2p_proof import read_probe
+from ansible.module_utils.gpuhost.findings.actions import ACTIONS
 from ansible.module_utils.gpuhost.findings.catalog import CATALOG
 from ansible.module_utils.gpuhost.findings.finding import SEVERITIES, VERDICTS
 from ansible.module_utils.gpuhost.report.prom_text import Family, render
@@ -62,6 +65,8 @@ GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0, 7: 128.0}
 
 SERIES = {
     "gpuhost_verdict": "The audit's verdict: 1 for the host's verdict, 0 for the others.",
+    "gpuhost_action": "What the host needs (none, drain, reset_gpu, reboot, reinstall_driver, fix_hypervisor): 1 "
+                      "for its action, 0 for the others.",
     "gpuhost_findings": "Findings of the last audit, by severity.",
     "gpuhost_finding": "1 for each finding id the last audit raised.",
     "gpuhost_gpus": "GPUs the audit saw (those the driver lists, else those on the PCI bus).",
@@ -132,6 +137,10 @@ def _verdict(families: dict[str, Family], report: dict[str, Any]) -> None:
     if verdict in VERDICTS:
         for name in VERDICTS:
             families["gpuhost_verdict"].add(int(name == verdict), {"verdict": name})
+    action = as_dict(report.get("summary")).get("action")
+    if action in ACTIONS:
+        for name in ACTIONS:
+            families["gpuhost_action"].add(int(name == action), {"action": name})
 
 
 def _findings(families: dict[str, Family], report: dict[str, Any]) -> None:

@@ -132,6 +132,8 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
     scope = verdict_scope(facts)
     if scope:
         out += [f"Verdict scope: {scope.line}", ""]
+    out += [f"**Action: {summary.get('action') or 'not stated'}**: the most disruptive its findings ask "
+            "(none < drain < reset_gpu < reboot < reinstall_driver < fix_hypervisor)", ""]
     out += table(["", ""], [
         ["Virtualization", summary.get("virtualization") or "not gathered"],
         ["GPUs", _gpu_line(summary, gpus, (facts.get("pci") or {}).get("nvidia_devices"))],
@@ -370,7 +372,8 @@ def fleet_markdown(hosts: dict[str, dict[str, Any]], absent: dict[str, dict[str,
     if others:
         header += f"; {', '.join(others)} in this run (rows from their last report)"
     out = ["# GPU fleet audit", "", header + ".", ""]
-    out += table(["Host", "Audit", "Verdict", "Judged as", "GPUs", "Virtualization", "P2P", "Worst finding"], rows)
+    out += table(["Host", "Audit", "Verdict", "Judged as", "GPUs", "Virtualization", "P2P", "Worst finding",
+                  "Action"], rows)
     out += ["Judged as: what each verdict judges. A hypervisor's covers its passthrough setup and VM configs, not "
             "serving (its guests are judged in their own audits); \"TP over N GPUs\" judges every GPU pair of the "
             "tensor-parallel group, which a model on one GPU does not use. Each host's report says more under its "
@@ -386,7 +389,7 @@ def fleet_markdown(hosts: dict[str, dict[str, Any]], absent: dict[str, dict[str,
 def _fleet_row(host: str, audit: str, facts: dict[str, Any]) -> list[Any]:
     """A host's row; empty facts (no report yet) leave every cell after the audit column empty."""
     if not facts:
-        return [host, audit, None, None, None, None, None, None]
+        return [host, audit, None, None, None, None, None, None, None]
     # A last report may be of any age or edited by hand: what is not in the shape written today shows as "-".
     summary = _mapping(facts.get("summary"))
     worst = summary.get("worst_finding")
@@ -395,7 +398,7 @@ def _fleet_row(host: str, audit: str, facts: dict[str, Any]) -> list[Any]:
     scope = verdict_scope(facts)
     return [host, audit, summary.get("verdict"), scope.short if scope else None,
             _gpu_line(summary, _mapping(facts.get("gpus"))),
-            summary.get("virtualization"), summary.get("p2p"), worst_text]
+            summary.get("virtualization"), summary.get("p2p"), worst_text, summary.get("action")]
 
 
 def verdict_line(host: str, facts: dict[str, Any], link: dict[str, Any] | None, report: str,

@@ -181,6 +181,20 @@ def rule_fabric_manager(facts: dict[str, Any], options: RuleOptions) -> list[Fin
         {"nvswitches": fabric["nvswitches"], "service": state})]
 
 
+def rule_fabric_manager_version(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
+    fabric = (facts.get("health") or {}).get("fabric_manager") or {}
+    mismatch = fabric.get("version_mismatch")
+    if not isinstance(mismatch, dict):
+        return []
+    return [make(
+        "fabric_manager_version_mismatch",
+        f"nvidia-fabricmanager is {fabric.get('service')}: its log says it was built for driver interface "
+        f"{mismatch.get('fabric_manager')} and the loaded driver is {mismatch.get('driver')}, so it refused to "
+        "start and the NVLink fabric is not set up.",
+        {"service": fabric.get("service"), **mismatch},
+        fabric_manager=mismatch.get("fabric_manager"), driver=mismatch.get("driver"))]
+
+
 def rule_gpu_fabric(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
     waiting = {gpu_label(g): g.get("fabric") for g in health_gpus(facts)
                if (g.get("fabric") or {}).get("state") in FABRIC_NOT_READY_STATES
@@ -203,5 +217,6 @@ HEALTH_RULES = (
     rule_clocks,
     rule_aer,
     rule_fabric_manager,
+    rule_fabric_manager_version,
     rule_gpu_fabric,
 )

@@ -158,7 +158,8 @@ def test_the_journal_when_dmesg_is_refused() -> None:
     result = audit(data)
     assert result["health"]["kernel_log"]["source"] is None
     assert {"what": JOURNAL.key, "error": "No journal files were found."} in result["problems"]
-    assert audited(RTX4090)["health"]["kernel_log"] == {"source": None, "events": 0, "xid_events": []}
+    assert audited(RTX4090)["health"]["kernel_log"] == {"source": None, "events": 0, "xid_events": [],
+                                                        "sxid_events": []}
 
 
 def test_a_refused_kernel_log_is_a_problem_even_without_the_virtualization_subset() -> None:

@@ -29,13 +29,15 @@ def audit(dest: Path, hosts: list[str], lost: list[str], capsys: pytest.CaptureF
 
 
 def test_stats_count_verdicts_and_lost_hosts_and_leave_kept_rows_out() -> None:
-    verdicts = host_verdicts({"a": FACTS, "b": {"summary": {"verdict": "fit", "worst_finding": None}}})
+    fit = {"summary": {"verdict": "fit", "worst_finding": None, "action": "none"}}
+    verdicts = host_verdicts({"a": FACTS, "b": fit})
     stats = fleet_stats(verdicts, {"c": LOST, "d": {"audit": "not audited"}}, {"a": "r/a.md"})
     assert stats["hosts"] == {
         "a": {"audit": "this run", "verdict": "unfit", "worst_finding": "critical: p2p_not_supported",
-              "report": "r/a.md"},
-        "b": {"audit": "this run", "verdict": "fit", "worst_finding": None, "report": None},
-        "c": {"audit": "unreachable", "verdict": None, "worst_finding": None, "report": None, "msg": LOST["msg"]}}
+              "action": "drain", "report": "r/a.md"},
+        "b": {"audit": "this run", "verdict": "fit", "worst_finding": None, "action": "none", "report": None},
+        "c": {"audit": "unreachable", "verdict": None, "worst_finding": None, "action": None, "report": None,
+              "msg": LOST["msg"]}}
     assert stats["counts"] == {"fit": 1, "unfit": 1, "unreachable": 1}
 
 

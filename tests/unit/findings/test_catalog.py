@@ -51,7 +51,8 @@ def test_make_fills_the_remedy_from_the_catalog() -> None:
         "id": "proxmox_vm_mmio_window_small", "severity": "warning", "summary": "small window",
         "evidence": {"vmid": 101},
         "remedy": "Set the window to 262144 MiB (the next power of two) in args:\nOn the Proxmox host:\n"
-                  "  qm set 101 --args '...'"}
+                  "  qm set 101 --args '...'",
+        "action": "fix_hypervisor"}
 
 
 def test_make_refuses_what_the_catalog_does_not_say() -> None:

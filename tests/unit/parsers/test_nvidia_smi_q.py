@@ -161,6 +161,8 @@ EXPECTED: dict[str, tuple[tuple[Any, ...], list[tuple[dict[str, Any], dict[str, 
 for _pair in PAIRS:
     _header, _gpus = EXPECTED[_pair + ".txt"]
     EXPECTED[_pair + ".xml"] = ((*_header[:3], True), _gpus)
+# The same GPUs but for the second one's VBIOS (rules/vbios.py; tests/unit/rules/test_vbios.py reads it).
+EXPECTED["q_550_2xH100-HBM3_vbios-differs_constructed.txt"] = EXPECTED["q_550_2xH100-HBM3_fabric.txt"]
 
 
 def test_every_q_fixture_has_expectations() -> None:

@@ -22,6 +22,9 @@ FIXTURE_KINDS = [
     ("*/SOURCES.md", None),
     ("model_configs/*.json", None),  # a model's config.json: no tool output
     ("bundles/*.log", "nvidia-bug-report"),
+    # dmesg --human's "kern  :err   : <ISO time>" prefix on an SXid line alone: parsers/paste_kind.py does not
+    # tell it (no NVRM line, no [uptime] stamp), so as support material it is not read (the live audit reads it).
+    ("kernel-log/dmesg-human_nvswitch-sxid-*", None),
     ("kernel-log/dmesg*", "dmesg"),
     ("kernel-log/journal-k*", "journal-kernel"),
     # Pastes of several outputs: named by their most specific one (audit/bundle.py cuts them apart).
@@ -51,6 +54,8 @@ FIXTURE_KINDS = [
     ("proxmox/*.conf", "proxmox-vm-config"),
     ("proxmox/mapping-pci.cfg", None),
     ("sglang/*", None),
+    # The fabric manager's refusal of a driver: read by the live audit from its journal, not yet a paste kind.
+    ("fabric-manager/*", None),
 ]
 
 FIXTURE_FILES = sorted(path for path in FIXTURES.rglob("*") if path.is_file())

@@ -27,12 +27,12 @@ FACTS = {
     "topology": {"gpus": ["GPU0", "GPU1"], "matrix": [["X", "PHB"], ["PHB", "X"]],
                  "cpu_affinity": ["0-31", "0-31"], "numa_affinity": [None, None]},
     "findings": [Finding("p2p_not_supported", "critical", "No P2P | here", {"pairs": 2},
-                         "args: -set device.hostpci0.x-nv-gpudirect-clique=0").as_dict()],
+                         "args: -set device.hostpci0.x-nv-gpudirect-clique=0", "drain").as_dict()],
     "problems": [],
     "summary": {"verdict": "unfit", "virtualization": "KVM virtual machine (machine q35)", "gpu_count": 2,
                 "gpu_models": ["NVIDIA RTX PRO 6000 Blackwell Server Edition"], "p2p": "none",
                 "worst_finding": {"id": "p2p_not_supported", "severity": "critical"},
-                "counts": {"critical": 1, "warning": 0, "info": 0}},
+                "counts": {"critical": 1, "warning": 0, "info": 0}, "action": "drain"},
 }
 
 

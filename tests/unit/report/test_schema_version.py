@@ -28,12 +28,14 @@ from tests.unit import schemas
 #    file name or not stated); the probe's
 #    simpleP2P logs (tool simpleP2P, memcpy_peer, passed) and where a p2pBandwidthLatencyTest paste was cut (cut);
 #    the NCCL benchmark's serving_env (the environment it measured with); gpus.source "nccl" (support material
-#    whose only GPU list is an NCCL topology dump or INFO log).
+#    whose only GPU list is an NCCL topology dump or INFO log); each finding's action and the summary's action
+#    (findings/actions.py); the kernel log's NVSwitch SXid events (sxid_events); the fabric manager's
+#    version_mismatch.
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
     4: "0c9feec2a7edddbc",
-    5: "03bb10437251f748",
+    5: "a83b48a095fc0e46",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""The audit of this host as a scheduler prolog or a Nagios-style check: one status line, and the exit code of
+the one verdict (module_utils/gpuhost/report/check_status.py):
+
+    0  fit                  1  fit, with warnings
+    2  unfit                3  not judged, or the audit could not run
+
+    scripts/gpu_prolog.py                          audit this host (run as root for every reading)
+    scripts/gpu_prolog.py --capture FILE           replay a capture (playbooks/capture.yml) instead
+    scripts/gpu_prolog.py --material FILE [...]    judge support material (nvidia-bug-report.log.gz, pastes)
+    options: --tensor-parallel-gpus 0,1,2,3  --min-bar1-mib N  --json FILE (the facts, as gpu_host_facts gives)
+
+The same audit as the gpu_audit role, run without Ansible (the prolog runs on the node, where no controller
+is): the status line goes to stdout, nothing else does. Bad input (a file that is not a capture, an option
+that does not parse) is reported on that line as UNKNOWN, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_check import import_module_utils  # scripts/ is not a package: imported by path
+
+UNKNOWN = 3
+
+
+def _gpu_list(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected GPU indexes separated by commas (0,1,2,3), found {text!r}") from None
+
+
+def arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    given = parser.add_mutually_exclusive_group()
+    given.add_argument("--capture", type=Path, help="a capture of a host to replay instead of this host")
+    given.add_argument("--material", type=Path, nargs="+", help="support material files to judge instead")
+    parser.add_argument("--tensor-parallel-gpus", type=_gpu_list, default=None,
+                        help="the GPU indexes of the tensor-parallel group (default: every GPU)")
+    parser.add_argument("--min-bar1-mib", type=int, default=None, help="the BAR1 size under which to warn")
+    parser.add_argument("--json", type=Path, help="also write the facts to this file")
+    return parser.parse_args(argv)
+
+
+def source_of(args: argparse.Namespace) -> Any:
+    from ansible.module_utils.gpuhost.audit.source import LiveSource, ReplaySource
+
+    if args.capture:
+        try:
+            capture = json.loads(args.capture.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"expected a capture (JSON, as playbooks/capture.yml writes it); {args.capture} is "
+                             f"not: {exc}. For support material (pastes, bug reports) use --material") from None
+        return ReplaySource(capture)
+    if args.material:
+        from ansible.module_utils.gpuhost.audit.bundle import build_capture
+
+        return ReplaySource(build_capture([(path.name, path.read_bytes()) for path in args.material]))
+    return LiveSource()
+
+
+def audit(args: argparse.Namespace) -> dict[str, Any]:
+    from ansible.module_utils.gpuhost.audit.facts import audit as run_audit
+    from ansible.module_utils.gpuhost.audit.facts import resolve_subsets
+    from ansible.module_utils.gpuhost.rules.views import RuleOptions
+
+    options = {"tensor_parallel_gpus": args.tensor_parallel_gpus}
+    if args.min_bar1_mib is not None:
+        options["min_bar1_mib"] = args.min_bar1_mib
+    return run_audit(source_of(args), resolve_subsets(["all"]), RuleOptions(**options))
+
+
+
+
+def main(argv: list[str] | None = None) -> int:
+    import_module_utils()
+    from ansible.module_utils.gpuhost.report.check_status import exit_code, failed_line, status_line
+
+    try:
+        args = arguments(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exc:
+        # --help exits 0 after printing; a bad option is UNKNOWN, never the usage error's 2 (which means unfit).
+        if exc.code in (0, None):
+            return 0
+        print(failed_line("the options did not parse (see the message above; --help lists them)"))
+        return UNKNOWN
+    try:
+        facts = audit(args)
+    except Exception as exc:  # a check that could not look says UNKNOWN, whatever stopped it
+        print(failed_line(f"{type(exc).__name__}: {exc}"))
+        return UNKNOWN
+    if args.json:
+        try:
+            args.json.write_text(json.dumps(facts, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        except OSError as exc:
+            print(failed_line(f"the facts could not be written to {args.json}: {exc}"))
+            return UNKNOWN
+    print(status_line(facts))
+    return exit_code(facts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
