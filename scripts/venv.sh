@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Create or refresh the controller virtual environment (.venv in the repository root).
 #
-# The interpreter is the newest Python >= 3.12 that actually runs: pyenv shims on PATH
-# that have no version selected are skipped. Candidates, in order:
-#   python3.13 and python3.12 on PATH, pyenv's versions/3.1[2-9]*, the system python3,
-#   (Debian, as root) python3 from apt when the archive's version is new enough, and last
-#   a Python downloaded by uv (from PyPI) into .cache/python, for hosts such as Debian 12
-#   whose own python3 is too old. VENV_NO_DOWNLOAD=1 turns that last step off.
+# The interpreter is the newest Python >= 3.11 that actually runs: pyenv shims on PATH that
+# have no version selected are skipped. Candidates, in order: python3.13, python3.12 and
+# python3.11 on PATH, pyenv's versions/3.1[1-9]*, the system python3. Which ansible-core the
+# venv gets follows from that Python (environment markers in requirements-runtime.txt):
+# 2.21 on Python >= 3.12, 2.19 on 3.11, the newest release whose controller still runs there
+# (ansible-core 2.20 and later declare Requires-Python >=3.12). So Debian 12 (3.11),
+# Ubuntu 24.04 (3.12) and Debian 13 (3.13) all work with their own python3.
+# Debian and Ubuntu split the venv module into python3-venv: as root the script installs it
+# with apt; otherwise it prints the exact command. Nothing is downloaded from anywhere but
+# the distribution's archive and the Python package index.
 # Re-running is fast while .venv matches requirements-controller.txt and the files it includes
 # with -r (hash stamp).
 #
@@ -18,7 +22,7 @@ VENV="${VENV:-$ROOT/.venv}"
 REQS="$ROOT/requirements-controller.txt"
 STAMP="$VENV/.requirements.sha256"
 MIN_MAJOR=3
-MIN_MINOR=12
+MIN_MINOR=11
 
 log() { printf 'venv: %s\n' "$*" >&2; }
 die() { printf 'venv: error: %s\n' "$*" >&2; exit 1; }
@@ -43,6 +47,16 @@ print('%d.%d.%d' % sys.version_info[:3], sys.executable)
 " 2>/dev/null
 }
 
+# Prints "<version> <real executable>" when $1 runs and is new enough, venv module or not.
+probe_version() {
+    "$1" -c "
+import sys
+if sys.version_info < ($MIN_MAJOR, $MIN_MINOR):
+    sys.exit(1)
+print('%d.%d.%d' % sys.version_info[:3], sys.executable)
+" 2>/dev/null
+}
+
 venv_ok() {
     [[ -x "$VENV/bin/python" ]] && probe "$VENV/bin/python" >/dev/null
 }
@@ -58,11 +72,11 @@ candidates() {
         echo "$PYTHON"
         return
     fi
-    for c in python3.13 python3.12; do
+    for c in python3.13 python3.12 python3.11; do
         command -v "$c" || true
     done
     if command -v pyenv >/dev/null 2>&1 && root="$(pyenv root 2>/dev/null)"; then
-        for c in "$root"/versions/3.1[2-9]*/bin/python3; do
+        for c in "$root"/versions/3.1[1-9]*/bin/python3; do
             [[ -x "$c" ]] && echo "$c"
         done
     fi
@@ -72,11 +86,12 @@ candidates() {
     return 0
 }
 
+# $1: the probe (probe, or probe_version to find interpreters that lack only the venv module).
 find_python() {
-    local c line found=""
+    local check="${1:-probe}" c line found=""
     while IFS= read -r c; do
         [[ -n "$c" ]] || continue
-        if line="$(probe "$c")"; then
+        if line="$("$check" "$c")"; then
             found+="$line"$'\n'
         fi
     done < <(candidates)
@@ -84,7 +99,10 @@ find_python() {
     printf '%s' "$found" | sort -V -k1,1 | tail -n1 | cut -d' ' -f2-
 }
 
-# Debian/Ubuntu: install python3 (+ venv) from the archive when that one is >= 3.12.
+# Debian/Ubuntu, as root: install python3 and its venv module from the archive when the
+# archive's python3 is new enough (Debian 12: 3.11, Ubuntu 24.04: 3.12, Debian 13: 3.13).
+# python3-venv pulls the venv and ensurepip of the default python3 only (python3.11-venv on
+# Debian 12); another interpreter found on PATH keeps whatever it has.
 apt_python() {
     command -v apt-get >/dev/null 2>&1 || return 1
     [[ "$(id -u)" -eq 0 ]] || return 1
@@ -96,33 +114,16 @@ apt_python() {
     fi
     [[ -n "$cand" && "$cand" != "(none)" ]] || return 1
     if dpkg --compare-versions "$cand" ge "$MIN_MAJOR.$MIN_MINOR"; then
-        log "installing python3 $cand from apt"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null || return 1
+        log "installing python3 $cand and python3-venv from apt"
+        if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null; then
+            # A stale package list is the usual cause on a fresh machine.
+            apt-get update -qq >/dev/null || return 1
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null || return 1
+        fi
         return 0
     fi
     log "apt offers python3 $cand, older than $MIN_MAJOR.$MIN_MINOR"
     return 1
-}
-
-# Last resort: uv, installed from PyPI into a bootstrap venv of any python3, fetches a
-# standalone CPython build into .cache/python (needs the internet beyond PyPI).
-uv_python() {
-    [[ "${VENV_NO_DOWNLOAD:-0}" != 1 ]] || return 1
-    local base boot="$ROOT/.cache/uv-bootstrap" dest="$ROOT/.cache/python"
-    base="$(command -v python3 || true)"
-    [[ -n "$base" ]] || return 1
-    if [[ ! -x "$boot/bin/uv" ]]; then
-        if ! "$base" -c 'import venv, ensurepip' 2>/dev/null && command -v apt-get >/dev/null 2>&1 \
-            && [[ "$(id -u)" -eq 0 ]]; then
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null 2>&1 || true
-        fi
-        log "fetching uv from PyPI to download Python $MIN_MAJOR.$MIN_MINOR"
-        "$base" -m venv "$boot" >/dev/null 2>&1 || return 1
-        "$boot/bin/python" -m pip install --quiet --disable-pip-version-check uv >/dev/null || return 1
-    fi
-    "$boot/bin/uv" python install --install-dir "$dest" "$MIN_MAJOR.$MIN_MINOR" >&2 || return 1
-    UV_PYTHON_INSTALL_DIR="$dest" "$boot/bin/uv" python find --managed-python \
-        "$MIN_MAJOR.$MIN_MINOR" 2>/dev/null
 }
 
 if ! venv_ok; then
@@ -131,15 +132,20 @@ if ! venv_ok; then
         py="$(find_python)"
     fi
     if [[ -z "$py" ]]; then
-        py="$(uv_python)" || py=""
-        [[ -n "$py" ]] && py="$(PYTHON="$py" find_python)"
-    fi
-    if [[ -z "$py" ]]; then
-        die "no usable Python >= $MIN_MAJOR.$MIN_MINOR found (ansible-core needs it on the controller).
-  Tried: python3.13, python3.12 on PATH, \$(pyenv root)/versions/3.1[2-9]*, the system python3,
-  python3 from apt, and a download through uv. Install one (for example 'pyenv install 3.12',
-  or python3.12 with its venv module from your distribution), or point PYTHON=/path/to/python3
-  at it, then re-run."
+        bare="$(find_python probe_version)"
+        if [[ -n "$bare" ]]; then
+            die "$bare is new enough but cannot create a virtual environment: its venv module
+  (ensurepip) is missing. On Debian and Ubuntu install it as root, then re-run:
+      apt-get install -y python3-venv
+  (for an interpreter other than the distribution's python3: its own pythonX.Y-venv package)."
+        fi
+        die "no Python >= $MIN_MAJOR.$MIN_MINOR found; ansible-core needs one on the controller
+  (ansible-core 2.19 on Python 3.11, 2.21 on 3.12 and newer).
+  Tried: python3.13, python3.12, python3.11 on PATH, \$(pyenv root)/versions/3.1[1-9]*, the system
+  python3$( [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1 && echo ', python3 from apt').
+  Debian 12, Debian 13 and Ubuntu 24.04 ship one: apt-get install -y python3 python3-venv.
+  Elsewhere install Python >= $MIN_MAJOR.$MIN_MINOR with its venv module from your distribution, or
+  point PYTHON=/path/to/python3 at one, then re-run."
     fi
     log "creating $VENV with $py ($("$py" -c 'import platform; print(platform.python_version())'))"
     rm -rf "$VENV"
