@@ -33,7 +33,7 @@ INVENTORY ?= inventories/local/hosts.yml
 REPORTS ?= reports
 unexport INPUT REPORTS
 
-.PHONY: help venv torch-venv system-deps image lint unit fuzz alerts fleet ee ee-test molecule test audit analyze bench-audit bench-ee bench-analyze gpu-check time-extension-build clean
+.PHONY: help venv torch-venv system-deps image lint unit fuzz alerts fleet ee ee-test molecule test audit analyze bench-audit bench-ee bench-analyze gpu-check time-extension-build quickstart-test clean
 
 help: ## List the targets
 	@echo "Targets:"
@@ -135,6 +135,10 @@ bench-ee: venv ## Time the capture fleet's audit in the EE beside the same run f
 
 bench-analyze: venv ## Time make analyze's playbook on 200 inputs beside audit.yml on 200 capture hosts
 	$(PYTHON) scripts/bench_analyze.py
+
+# Minutes per release (apt, the venv from the package index, the audit), so not part of `make test`.
+quickstart-test: ## The README's quick start in fresh Debian 12, Debian 13, Ubuntu 24.04 containers (root; RELEASES=...)
+	scripts/quickstart-test.sh
 
 gpu-check: ## On a machine with a GPU: the GPU paths for real (scripts/gpu-check.sh); reports/gpu-check/gpu-check.json
 	scripts/gpu-check.sh

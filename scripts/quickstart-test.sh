@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# The README's quick start as a newcomer meets it: a clean clone of this repository (its committed state)
+# in a fresh container of each stock release, the README's quick-start block run as written, as root, and
+# the audit report checked. Nothing else is installed first: the image holds what every server and cloud
+# image of the release carries at least (its minimal base, python3, CA certificates); whatever else the
+# quick start needs, the README must say.
+#
+# Releases: bookworm (Debian 12, Python 3.11), trixie (Debian 13, Python 3.13), noble (Ubuntu 24.04,
+# Python 3.12). The images are built here with debootstrap, from the Debian mirror of this machine's apt
+# sources and the Ubuntu archive, no registry; each is cached (localhost/gpuhost-stock:<release>) and
+# rebuilt when its recipe changes. A run takes minutes per release (apt, the controller venv from the
+# package index, the audit): `make quickstart-test`, not part of `make test`.
+#
+# Environment: RELEASES (default "bookworm trixie noble"), DEBIAN_MIRROR, UBUNTU_MIRROR, FORCE=1 (rebuild
+# the images), QUICKSTART_CA (a CA bundle the containers' pip trusts, default this machine's: where TLS
+# goes through a proxy, a stock container would not reach the package index otherwise; a machine with
+# plain internet needs none), LOGS (default .cache/quickstart).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RELEASES="${RELEASES:-bookworm trixie noble}"
+LOGS="${LOGS:-$ROOT/.cache/quickstart}"
+export CONTAINERS_CONF="${CONTAINERS_CONF:-$ROOT/molecule/containers.conf}"
+LABEL=gpuhost.stock-recipe-sha256
+# The marker line in README.md; the first ```sh block after it is the quick start.
+MARKER='<!-- quickstart:'
+
+log() { printf 'quickstart-test: %s\n' "$*" >&2; }
+die() { printf 'quickstart-test: error: %s\n' "$*" >&2; exit 1; }
+
+# --- the README's block ------------------------------------------------------------------------------
+quickstart_block() {
+    awk -v marker="$MARKER" '
+        index($0, marker) == 1 { seen = 1; next }
+        seen && !inside && /^```(sh|bash)[[:space:]]*$/ { inside = 1; next }
+        inside && /^```[[:space:]]*$/ { exit }
+        inside { print }
+    ' "$ROOT/README.md"
+}
+
+# --- stock images ------------------------------------------------------------------------------------
+# The first Debian mirror named in this machine's apt sources (deb822 URIs or one-line deb), else Debian's.
+debian_mirror() {
+    local m
+    m="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null \
+        | sed -nE 's/^URIs:[[:space:]]*([^[:space:]]+).*/\1/p; s/^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+).*/\2/p' \
+        | grep -E '/debian/?$' | head -n1 || true)"
+    echo "${m:-http://deb.debian.org/debian}"
+}
+
+family() {
+    case "$1" in
+        bookworm|trixie) echo debian ;;
+        noble) echo ubuntu ;;
+        *) die "unknown release '$1': bookworm, trixie or noble" ;;
+    esac
+}
+
+# What goes into an image; its hash labels the image, so a change rebuilds it.
+INCLUDE=python3,ca-certificates
+recipe_hash() {
+    { echo "$1" "$INCLUDE" minbase; declare -f build_image; } | sha256sum | cut -d' ' -f1
+}
+
+# Ubuntu's archive key, for debootstrap to check the noble archive: Debian 13 packages it
+# (ubuntu-archive-keyring), and apt in the trixie image checks that package's signature through Debian's.
+ubuntu_keyring() {
+    local dest="$1"
+    if [[ -f /usr/share/keyrings/ubuntu-archive-keyring.gpg ]]; then
+        cp /usr/share/keyrings/ubuntu-archive-keyring.gpg "$dest"
+        return
+    fi
+    ensure_image trixie
+    podman run --rm localhost/gpuhost-stock:trixie bash -c 'apt-get update -qq >/dev/null &&
+        apt-get install -y -qq --no-install-recommends ubuntu-archive-keyring >/dev/null &&
+        cat /usr/share/keyrings/ubuntu-archive-keyring.gpg' >"$dest" \
+        || die "could not get Ubuntu's archive key from Debian 13's ubuntu-archive-keyring package"
+}
+
+build_image() {
+    local release="$1" image="$2" work rootfs mirror args=()
+    work="$(mktemp -d "${TMPDIR:-/var/tmp}/gpuhost-stock.XXXXXX")"
+    rootfs="$work/rootfs"
+    if [[ "$(family "$release")" == ubuntu ]]; then
+        mirror="${UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}"
+        ubuntu_keyring "$work/ubuntu.gpg"
+        args+=(--keyring="$work/ubuntu.gpg")
+    else
+        mirror="${DEBIAN_MIRROR:-$(debian_mirror)}"
+    fi
+    # Debian 12's debootstrap predates noble; every Ubuntu release since 7.10 uses the gutsy script.
+    local script=()
+    if [[ ! -e "/usr/share/debootstrap/scripts/$release" && "$(family "$release")" == ubuntu ]]; then
+        script=(/usr/share/debootstrap/scripts/gutsy)
+    fi
+    log "debootstrap $release from $mirror"
+    if ! debootstrap --variant=minbase --include="$INCLUDE" "${args[@]}" "$release" "$rootfs" "$mirror" \
+        "${script[@]}" >"$work/debootstrap.log" 2>&1; then
+        tail -n 20 "$work/debootstrap.log" >&2
+        rm -rf "$work"
+        die "debootstrap $release failed (mirror $mirror)"
+    fi
+    # As a fresh machine has it: no package lists yet, so the first apt-get install needs an update.
+    rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
+    tar --numeric-owner -C "$rootfs" -c . \
+        | podman import --quiet --change "LABEL $LABEL=$(recipe_hash "$release")" - "$image" >/dev/null
+    rm -rf "$work"
+}
+
+ensure_image() {
+    local release="$1" image="localhost/gpuhost-stock:$1" have start
+    have="$(podman image inspect --format "{{ index .Labels \"$LABEL\" }}" "$image" 2>/dev/null || true)"
+    if [[ "${FORCE:-0}" != 1 && "$have" == "$(recipe_hash "$release")" ]]; then
+        return
+    fi
+    start=$SECONDS
+    build_image "$release" "$image"
+    log "built $image in $((SECONDS - start)) s"
+}
+
+# --- one release -------------------------------------------------------------------------------------
+# In the container: the block as written, then the checks. The commands' output goes to the log.
+CHECKS='
+for f in reports/localhost.md reports/localhost.json reports/fleet.md; do
+    [ -s "$f" ] || { echo "quickstart-test: $f is missing or empty after the quick start" >&2; exit 1; }
+done
+.venv/bin/python - <<"EOF"
+import json, sys
+report = json.load(open("reports/localhost.json"))
+import ansible.release
+summary = report.get("summary") or {}
+print("quickstart-test: report of %s: %s (%s); Python %s, ansible-core %s" % (
+    report.get("host"), summary.get("verdict"), summary.get("virtualization"), sys.version.split()[0],
+    ansible.release.__version__))
+EOF
+grep -q localhost reports/fleet.md || { echo "quickstart-test: reports/fleet.md has no row for localhost" >&2; exit 1; }
+'
+
+run_release() {
+    local release="$1" clone log ca_args=() start rc=0
+    ensure_image "$release"
+    clone="$(mktemp -d "${TMPDIR:-/var/tmp}/gpuhost-clone.XXXXXX")"
+    # A clean clone: committed files only, no .venv, no .cache, no reports.
+    git clone --quiet --no-hardlinks "$ROOT" "$clone/gpuhost"
+    if [[ -n "$CA" ]]; then
+        ca_args=(-v "$CA:/etc/quickstart-ca.crt:ro" -e PIP_CERT=/etc/quickstart-ca.crt)
+    fi
+    log="$LOGS/$release.log"
+    start=$SECONDS
+    podman run --rm -v "$clone/gpuhost:/root/gpuhost" -w /root/gpuhost "${ca_args[@]}" \
+        "localhost/gpuhost-stock:$release" bash -c "set -euo pipefail; set -x; $BLOCK
+set +x; $CHECKS" >"$log" 2>&1 || rc=$?
+    rm -rf "$clone"
+    if ((rc != 0)); then
+        tail -n 30 "$log" >&2
+        log "$release: FAILED (exit $rc) after $((SECONDS - start)) s; whole log: $log"
+        return 1
+    fi
+    log "$release: passed in $((SECONDS - start)) s ($(grep '^quickstart-test: report' "$log" | cut -d' ' -f2-))"
+}
+
+# --- main --------------------------------------------------------------------------------------------
+[[ "$(id -u)" -eq 0 ]] || die "debootstrap and podman's images need root; run as root"
+for cmd in debootstrap podman git; do
+    command -v "$cmd" >/dev/null 2>&1 || die "$cmd is missing; run 'make system-deps' first"
+done
+BLOCK="$(quickstart_block)"
+[[ -n "$BLOCK" ]] || die "README.md has no quick-start block: a line starting '$MARKER' followed by a \`\`\`sh block"
+CA="${QUICKSTART_CA-}"
+if [[ -z "${QUICKSTART_CA+set}" && -f /etc/ssl/certs/ca-certificates.crt ]]; then
+    CA=/etc/ssl/certs/ca-certificates.crt
+fi
+mkdir -p "$LOGS"
+log "the README's quick start:"
+sed 's/^/    /' <<<"$BLOCK" >&2
+passed=() failed=()
+for release in $RELEASES; do
+    family "$release" >/dev/null
+    if run_release "$release"; then passed+=("$release"); else failed+=("$release"); fi
+done
+log "passed: ${passed[*]:-none}; failed: ${failed[*]:-none}"
+((${#failed[@]} == 0))
