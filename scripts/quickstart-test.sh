@@ -14,7 +14,8 @@
 # Environment: RELEASES (default "bookworm trixie noble"), DEBIAN_MIRROR, UBUNTU_MIRROR, FORCE=1 (rebuild
 # the images), QUICKSTART_CA (a CA bundle the containers' pip trusts, default this machine's: where TLS
 # goes through a proxy, a stock container would not reach the package index otherwise; a machine with
-# plain internet needs none), LOGS (default .cache/quickstart).
+# plain internet needs none), LOGS (default .cache/quickstart), REF (the commit to test, default HEAD:
+# REF=<an older commit> shows what a newcomer met then; the block still comes from this README).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -137,26 +138,28 @@ grep -q localhost reports/fleet.md || { echo "quickstart-test: reports/fleet.md 
 '
 
 run_release() {
-    local release="$1" clone log ca_args=() start rc=0
+    local release="$1" clone log ca_args=() start elapsed rc=0
     ensure_image "$release"
     clone="$(mktemp -d "${TMPDIR:-/var/tmp}/gpuhost-clone.XXXXXX")"
     # A clean clone: committed files only, no .venv, no .cache, no reports.
     git clone --quiet --no-hardlinks "$ROOT" "$clone/gpuhost"
+    git -C "$clone/gpuhost" checkout --quiet --detach "$(git -C "$ROOT" rev-parse "${REF:-HEAD}")"
     if [[ -n "$CA" ]]; then
         ca_args=(-v "$CA:/etc/quickstart-ca.crt:ro" -e PIP_CERT=/etc/quickstart-ca.crt)
     fi
     log="$LOGS/$release.log"
     start=$SECONDS
     podman run --rm -v "$clone/gpuhost:/root/gpuhost" -w /root/gpuhost "${ca_args[@]}" \
-        "localhost/gpuhost-stock:$release" bash -c "set -euo pipefail; set -x; $BLOCK
+        "localhost/gpuhost-stock:$release" bash -c "set -euo pipefail; PS4='+ [\${SECONDS} s] '; set -x; $BLOCK
 set +x; $CHECKS" >"$log" 2>&1 || rc=$?
+    elapsed=$((SECONDS - start))
     rm -rf "$clone"
     if ((rc != 0)); then
         tail -n 30 "$log" >&2
-        log "$release: FAILED (exit $rc) after $((SECONDS - start)) s; whole log: $log"
+        log "$release: FAILED (exit $rc) after $elapsed s; whole log: $log"
         return 1
     fi
-    log "$release: passed in $((SECONDS - start)) s ($(grep '^quickstart-test: report' "$log" | cut -d' ' -f2-))"
+    log "$release: passed in $elapsed s ($(grep '^quickstart-test: report' "$log" | cut -d' ' -f2-))"
 }
 
 # --- main --------------------------------------------------------------------------------------------
