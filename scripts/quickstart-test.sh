@@ -60,7 +60,7 @@ family() {
 # What goes into an image; its hash labels the image, so a change rebuilds it.
 INCLUDE=python3,ca-certificates
 recipe_hash() {
-    { echo "$1" "$INCLUDE" minbase; declare -f build_image; } | sha256sum | cut -d' ' -f1
+    { echo "$1" "$INCLUDE" minbase; declare -f build_image stock_sources; } | sha256sum | cut -d' ' -f1
 }
 
 # Ubuntu's archive key, for debootstrap to check the noble archive: Debian 13 packages it
@@ -76,6 +76,28 @@ ubuntu_keyring() {
         apt-get install -y -qq --no-install-recommends ubuntu-archive-keyring >/dev/null &&
         cat /usr/share/keyrings/ubuntu-archive-keyring.gpg' >"$dest" \
         || die "could not get Ubuntu's archive key from Debian 13's ubuntu-archive-keyring package"
+}
+
+# The package sources the release's installer writes (debootstrap writes only "<suite> main"): Ubuntu
+# enables universe, where python3-venv lives on 24.04; both add the updates and security suites.
+stock_sources() {
+    local release="$1" mirror="${2%/}" rootfs="$3"
+    rm -f "$rootfs/etc/apt/sources.list"
+    if [[ "$(family "$release")" == ubuntu ]]; then
+        cat >"$rootfs/etc/apt/sources.list.d/ubuntu.sources" <<EOF
+Types: deb
+URIs: $mirror/
+Suites: $release $release-updates $release-backports $release-security
+Components: main restricted universe multiverse
+Signed-By: /usr/share/keyrings/ubuntu-archive-keyring.gpg
+EOF
+    else
+        cat >"$rootfs/etc/apt/sources.list" <<EOF
+deb $mirror $release main non-free-firmware
+deb $mirror-security $release-security main non-free-firmware
+deb $mirror $release-updates main non-free-firmware
+EOF
+    fi
 }
 
 build_image() {
@@ -101,6 +123,7 @@ build_image() {
         rm -rf "$work"
         die "debootstrap $release failed (mirror $mirror)"
     fi
+    stock_sources "$release" "$mirror" "$rootfs"
     # As a fresh machine has it: no package lists yet, so the first apt-get install needs an update.
     rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
     tar --numeric-owner -C "$rootfs" -c . \
