@@ -60,6 +60,7 @@ from ansible.module_utils.gpuhost.audit.commands import (
     TOPO_MATRIX,
     TOPO_P2P,
 )
+from ansible.module_utils.gpuhost.audit.dcgm_diag import DCGM_DIAG_MATERIAL
 from ansible.module_utils.gpuhost.audit.gunzip import (
     DEFAULT_MAX_DECOMPRESSED,
     GZIP_MAGIC,
@@ -364,6 +365,9 @@ _HANDLERS: dict[str, Callable[[_Bundle, str, str | None, str, dict[str, Any]], N
                                                                           name, entry),
     "nccl-topo-xml": lambda bundle, name, _command, output, entry: bundle.put("material", NCCL_TOPO_MATERIAL, output,
                                                                              name, entry),
+    # DCGM's verdicts, of whatever level the paste was run at (its JSON does not say): audit/dcgm_diag.py.
+    "dcgm-diag-json": lambda bundle, name, _command, output, entry: bundle.put("material", DCGM_DIAG_MATERIAL, output,
+                                                                              name, entry),
 }
 
 

@@ -66,6 +66,8 @@ FABRIC_MANAGER = Command(["systemctl", "is-active", "nvidia-fabricmanager"],
 # Read only when the service is not running: why it stopped (a driver of another version, most often).
 FABRIC_MANAGER_JOURNAL = Command(["journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager", "-q", "-n", "200"],
                                  "fabric manager log (journalctl -u nvidia-fabricmanager)")
+# Opt-in only (audit/dcgm_diag.py): level 1 takes seconds to a minute and loads every GPU while it runs.
+DCGM_DIAG = Command(["dcgmi", "diag", "-r", "1", "--json"], "DCGM diagnostic (dcgmi diag -r 1 --json)")
 DETECT_VIRT = {flag: Command(["systemd-detect-virt", flag], "systemd-detect-virt") for flag in ("--vm", "--container")}
 PVEVERSION = Command(["pveversion"], "pveversion")
 # Each nvidia-smi output the GPU facts can come from (audit/gpus.py, audit/smi_q_gather.py).

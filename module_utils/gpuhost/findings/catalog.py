@@ -226,6 +226,23 @@ CATALOG = _entries(
           "look the code up in the SXid tables of NVIDIA's Fabric Manager User Guide: {known}. A paste without the "
           "line that says Fatal or Non-fatal hides the severity: read the whole kernel log "
           "(`dmesg | grep SXid`)."),
+    Entry("dcgm_diag_failed", "health", "critical",
+          "DCGM's diagnostic (dcgmi diag) failed a test on this host",
+          "Drain the host and act on DCGM's message for each failed test (the finding lists the test, the GPU "
+          "ids and DCGM's error ids; NVIDIA's DCGM diagnostics guide lists each error's meaning and action): "
+          "memory or ECC errors mean a GPU reset or RMA, PCIe errors a reseat, a software test a setting or a "
+          "driver reinstall. Run `dcgmi diag -r 2` (or 3 on datacenter GPUs) after the fix and audit again."),
+    Entry("dcgm_diag_warned", "health", "warning",
+          "DCGM's diagnostic (dcgmi diag) warned on a test",
+          "Read DCGM's message for each warned test in the finding (with its DCGM error id): most are settings "
+          "(persistence mode off: `nvidia-smi -pm 1`, or the nvidia-persistenced service) or a condition that "
+          "limits later tests. Fix it and run `dcgmi diag -r 1` again."),
+    Entry("dcgm_diag_not_run", "audit", "info",
+          "a DCGM diagnostic was asked for or given but gave no verdict (not installed, timed out, stopped, "
+          "unreadable)",
+          "The finding says why. No verdict is no pass: install DCGM (datacenter-gpu-manager) and start "
+          "nv-hostengine, raise gpu_audit_dcgm_diag_timeout, or paste the whole `dcgmi diag -r 1 --json` "
+          "output; set gpu_audit_dcgm_diag to false where DCGM is not wanted."),
     Entry("gpu_fabric_not_ready", "health", "critical",
           "NVML says a GPU has not joined the NVLink fabric (state not started or in progress, or an error status)",
           "Check nvidia-fabricmanager (fabric_manager_inactive) and its log, then wait for the state to reach "
@@ -627,12 +644,14 @@ IDS_BY_ACTION = MappingProxyType({
              "tensor_parallel_unsatisfiable", "not_enough_gpu_memory", "sglang_flag_unsupported", "audit_incomplete",
              "rule_error", "tensor_parallel_gpus_not_on_host", "audit_not_judged",
              "gpu_vbios_mismatch", "nvswitch_sxid_errors", "manifest_gpu_model", "manifest_driver_version",
-             "manifest_vbios_mismatch", "manifest_link_below", "manifest_numa", "manifest_not_checked"),
+             "manifest_vbios_mismatch", "manifest_link_below", "manifest_numa", "manifest_not_checked",
+             "dcgm_diag_warned", "dcgm_diag_not_run"),
     "drain": ("no_nvidia_gpu", "gpus_unusable", "row_remap_failed", "fabric_manager_inactive", "p2p_not_supported",
               "p2p_write_not_arriving", "p2p_probe_timeout", "p2p_small_copy_latency", "pcie_link_narrow",
               "acs_redirect_between_gpus", "nccl_wrong_values", "nccl_timeout", "nccl_run_failed",
               "nccl_small_message_latency", "nccl_tuning_no_working_candidate", "nccl_known_bad_version",
-              "nccl_diagnostics_p2p_failed", "no_usable_gpu", "manifest_gpu_count", "manifest_p2p"),
+              "nccl_diagnostics_p2p_failed", "no_usable_gpu", "manifest_gpu_count", "manifest_p2p",
+              "dcgm_diag_failed"),
     "reset_gpu": ("xid_needs_reset", "ecc_uncorrectable_errors", "retired_pages_pending", "row_remap_pending",
                   "gpu_fabric_not_ready"),
     "reboot": ("nvswitch_sxid_fatal", "gpu_count_mismatch", "gpu_driver_library_mismatch", "gpu_lost",

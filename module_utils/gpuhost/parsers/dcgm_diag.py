@@ -101,7 +101,7 @@ def _read(document: Any, elided: int) -> dict[str, Any]:
         raise DcgmDiagParseError(expected_found("dcgmi diag --json", '"test_categories", a list',
                                                 excerpt(str(categories), 80), _TODO))
     tests = [_test(category, test) for category in categories if isinstance(category, dict)
-             for test in category.get("tests") or [] if isinstance(test, dict)]
+             for test in _list(category.get("tests")) if isinstance(test, dict)]
     return {
         "shape": shape,
         "dcgm_version": _text(metadata.get("version")) or _text(root.get("version")),
@@ -113,7 +113,7 @@ def _read(document: Any, elided: int) -> dict[str, Any]:
 
 
 def _test(category: dict[str, Any], test: dict[str, Any]) -> dict[str, Any]:
-    results = [_result(r) for r in test.get("results") or [] if isinstance(r, dict)]
+    results = [_result(r) for r in _list(test.get("results")) if isinstance(r, dict)]
     summary = test.get("test_summary") if isinstance(test.get("test_summary"), dict) else {}
     status = _status(summary.get("status")) if summary else None
     if status is None:
@@ -133,6 +133,10 @@ def _result(result: dict[str, Any]) -> dict[str, Any]:
     return {"gpu": gpus[0] if len(gpus) == 1 else None, "gpus": gpus, "entity": entity or ("GPU" if gpus else None),
             "status": _status(result.get("status")), "warnings": _warnings(result.get("warnings")),
             "info": _info(result.get("info"))}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _ids(value: Any) -> list[int]:

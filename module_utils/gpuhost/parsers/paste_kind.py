@@ -16,7 +16,9 @@ kinds, the more specific one wins, in this order (the first that matches):
 2. ``nvidia-smi-q-xml`` (``<nvidia_smi_log``), then ``nccl-topo-xml`` (``<system version="1">`` and its
    ``<cpu>`` or ``<pci>``, parsers/nccl_topo_xml.py), then ``nvidia-smi-q`` (the ``NVSMI LOG`` banner or
    ``Attached GPUs :``).
-3. ``nvbandwidth-json`` and ``nccl-tests-json``: a JSON document with their keys.
+3. ``dcgm-diag-json`` (the root key of DCGM 3's or 4's diagnostic document and its ``test_categories``, even
+   where a paste elided or cut it: parsers/dcgm_diag.py), then ``nvbandwidth-json`` and ``nccl-tests-json``:
+   a JSON document with their keys.
 4. ``nccl-tests`` over ``nccl-debug``: an nccl-tests run (its table header, ``Avg bus bandwidth``,
    ``nccl-tests version``) often carries ``NCCL_DEBUG=INFO`` lines, and bench/ reads both from it; an
    ``NCCL INFO`` log with only the ``# nThread ... nGpus`` line of a run that printed no table stays
@@ -45,6 +47,7 @@ import re
 from typing import Any
 
 from ansible.module_utils.gpuhost.parsers._common import normalize_paste, strip_launcher_prefix, strip_line_numbers
+from ansible.module_utils.gpuhost.parsers.dcgm_diag import looks_like_dcgm_diag
 from ansible.module_utils.gpuhost.parsers.nccl_topo_xml import MARK_RE as _NCCL_TOPO_RE
 from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import looks_like_bug_report
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import strip_ansi
@@ -57,6 +60,7 @@ KINDS = {
     "nvidia-smi-q-xml": "nvidia-smi -q -x",
     "nvidia-smi-q": "nvidia-smi -q",
     "nccl-topo-xml": "an NCCL topology dump (NCCL_TOPO_DUMP_FILE)",
+    "dcgm-diag-json": "dcgmi diag -r N --json (DCGM 3 or 4)",
     "nvbandwidth-json": "nvbandwidth -j",
     "nccl-tests-json": "an nccl-tests run written with -J",
     "nccl-tests": "an nccl-tests run (all_reduce_perf and the others)",
@@ -167,6 +171,8 @@ def detect_kind(data: Any) -> str | None:
         return "nccl-topo-xml"
     if any(_SMI_BANNER_RE.match(line) or _ATTACHED_RE.match(line) for line in lines):
         return "nvidia-smi-q"
+    if looks_like_dcgm_diag(text):
+        return "dcgm-diag-json"
     kind = _json_kind(text)
     if kind:
         return kind
