@@ -82,6 +82,8 @@ def audit(source: Source, subsets: list[str], options: RuleOptions, dcgm_diag: b
     """The facts, findings and summary of one host. ``dcgm_diag`` runs ``dcgmi diag -r 1`` (opt-in: it loads the
     GPUs; audit/dcgm_diag.py); support material's DCGM output is read whatever it says."""
     facts: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "gather_subset": subsets}
+    if options.manifest:  # the fleet compares the hosts of one class (rules/fleet_class.py)
+        facts["manifest_class"] = options.manifest["class"]
     # Two small reads whatever the subsets: the drift between audits compares them (report/drift.py).
     facts["kernel"] = gather_kernel(source)
 

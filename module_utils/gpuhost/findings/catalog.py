@@ -162,6 +162,19 @@ CATALOG = _entries(
           "publishes for it, in a maintenance window: the vendor's firmware update tool, or nvflash where the "
           "vendor allows it; then a cold reboot. `nvidia-smi --query-gpu=index,name,vbios_version --format=csv` "
           "lists them. Until then, read a failure on the odd GPU(s) with their VBIOS in mind."),
+    Entry("fleet_vbios_mismatch", "gpu", "warning",
+          "hosts of one class (manifest class, or else GPU model) run different VBIOS versions of one GPU model",
+          "Bring the class to one VBIOS of the {model}: the newest its server vendor (or NVIDIA, for its own boards) "
+          "publishes, with the vendor's firmware tool in a maintenance window and a cold reboot; then list the "
+          "version in the class's manifest (vbios_versions) so that a host that drifts is told. The finding names "
+          "every host and version of the class audited in this run; until they agree, read a failure on the odd "
+          "host with its VBIOS in mind."),
+    Entry("fleet_driver_mismatch", "gpu", "warning",
+          "hosts of one class (manifest class, or else GPU model) run different NVIDIA driver versions",
+          "Install one driver version on every host of the class (nvidia_driver_version of the nvidia_driver role, set "
+          "in the class's group_vars, and the packages held so that unattended upgrades cannot move one host), "
+          "reboot each, and set gpus.driver_version in the class's manifest. The finding names every host and "
+          "version of the class audited in this run."),
     Entry("gpu_added", "gpu", "info", "a GPU the previous report did not list (drift between audits)",
           "Nothing is wrong if it was added on purpose. A P2P proof or benchmark measured before does not cover it: "
           "run playbooks/bench.yml on this host to prove P2P and measure again with every GPU."),
@@ -645,7 +658,7 @@ IDS_BY_ACTION = MappingProxyType({
              "rule_error", "tensor_parallel_gpus_not_on_host", "audit_not_judged",
              "gpu_vbios_mismatch", "nvswitch_sxid_errors", "manifest_gpu_model", "manifest_driver_version",
              "manifest_vbios_mismatch", "manifest_link_below", "manifest_numa", "manifest_not_checked",
-             "dcgm_diag_warned", "dcgm_diag_not_run"),
+             "dcgm_diag_warned", "dcgm_diag_not_run", "fleet_vbios_mismatch", "fleet_driver_mismatch"),
     "drain": ("no_nvidia_gpu", "gpus_unusable", "row_remap_failed", "fabric_manager_inactive", "p2p_not_supported",
               "p2p_write_not_arriving", "p2p_probe_timeout", "p2p_small_copy_latency", "pcie_link_narrow",
               "acs_redirect_between_gpus", "nccl_wrong_values", "nccl_timeout", "nccl_run_failed",
