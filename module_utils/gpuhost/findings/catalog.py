@@ -222,11 +222,14 @@ CATALOG = _entries(
           "`systemctl enable --now nvidia-fabricmanager` (its version must equal the driver's: `nv-fabricmanager "
           "--version`); if it fails, `journalctl -u nvidia-fabricmanager` says why. CUDA starts once it runs."),
     Entry("fabric_manager_version_mismatch", "health", "critical",
-          "nvidia-fabricmanager refused to start: it was built for another driver version than the one loaded",
+          "nvidia-fabricmanager refused to start: it was built for another driver version than the one loaded "
+          "(critical); or it runs, but its installed package is of another version than the loaded driver, so its "
+          "next start will refuse (warning)",
           "Install the nvidia-fabricmanager package of exactly the loaded driver's version ({driver}; the fabric "
           "manager found is {fabric_manager}), from the same repository as the driver, and hold both "
           "(`apt-mark hold`) so that an unattended upgrade cannot move one without the other; or install the driver "
-          "of the fabric manager's version. Then `systemctl restart nvidia-fabricmanager` and audit again."),
+          "of the fabric manager's version. Then `systemctl restart nvidia-fabricmanager` and audit again.",
+          also=("warning",)),
     Entry("nvswitch_sxid_fatal", "health", "critical",
           "an NVSwitch reported a fatal SXid this boot (the driver's own word on the line)",
           "NVIDIA's recovery for a fatal SXid is to reset the GPUs and NVSwitches: drain the host and reboot it "

@@ -57,7 +57,7 @@ FIXTURE_KINDS = [
     ("proxmox/mapping-pci.cfg", None),
     ("sglang/*", None),
     # The fabric manager's refusal of a driver: read by the live audit from its journal, not yet a paste kind.
-    ("fabric-manager/*", None),
+    ("fabric-manager/*", "fabric-manager-log"),
 ]
 
 FIXTURE_FILES = sorted(path for path in FIXTURES.rglob("*") if path.is_file())
