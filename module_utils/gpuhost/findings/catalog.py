@@ -619,6 +619,13 @@ CATALOG = _entries(
           "p2p_not_supported finding, when raised, names the cause. A driver upgrade, an ACS or IOMMU setting "
           "changed in the BIOS, or a VM missing its clique (x-nv-gpudirect-clique) are the usual ones.",
           also=("warning",)),
+    Entry("manifest_peer_bandwidth_below", "p2p", "warning",
+          "GPU pairs copy below the peer bandwidth floor of the host's class (manifest bandwidth.peer_min_gbps)",
+          "The class {manifest_class} expects {floor} GB/s between every GPU pair. Read the slow pairs against "
+          "`nvidia-smi topo -m` and the links (`nvidia-smi -q -d PCIE`, manifest_link_below): a link trained "
+          "narrower or slower, a pair across CPU sockets, peer copies through host memory "
+          "(p2p_peer_access_unavailable) or a switch's ACS redirect each cap it. Fix the cause and run "
+          "playbooks/bench.yml again; if the floor was set above what the class's hardware gives, lower it."),
     Entry("manifest_not_checked", "audit", "info", "values the host's manifest expects that could not be read",
           "Audit the host itself as root (`become: true`), or add the missing outputs to the material "
           "(`nvidia-smi -q` for VBIOS versions, `nvidia-smi topo -p2p r` for P2P)."),
@@ -661,7 +668,8 @@ IDS_BY_ACTION = MappingProxyType({
              "rule_error", "tensor_parallel_gpus_not_on_host", "audit_not_judged",
              "gpu_vbios_mismatch", "nvswitch_sxid_errors", "manifest_gpu_model", "manifest_driver_version",
              "manifest_vbios_mismatch", "manifest_link_below", "manifest_numa", "manifest_not_checked",
-             "dcgm_diag_warned", "dcgm_diag_not_run", "fleet_vbios_mismatch", "fleet_driver_mismatch"),
+             "dcgm_diag_warned", "dcgm_diag_not_run", "fleet_vbios_mismatch", "fleet_driver_mismatch",
+             "manifest_peer_bandwidth_below"),
     "drain": ("no_nvidia_gpu", "gpus_unusable", "row_remap_failed", "fabric_manager_inactive", "p2p_not_supported",
               "p2p_write_not_arriving", "p2p_probe_timeout", "p2p_small_copy_latency", "pcie_link_narrow",
               "acs_redirect_between_gpus", "nccl_wrong_values", "nccl_timeout", "nccl_run_failed",
