@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible.module_utils.gpuhost.report.markdown import inline
+
 Table = tuple[str, list[str], list[str], list[list[Any]]]
 
 
@@ -64,8 +66,15 @@ def health_tables(facts: dict[str, Any]) -> list[Table]:
                         for a in aer]))
     fabric = health.get("fabric_manager")
     if fabric:
-        tables.append(("NVSwitch fabric", [], ["NVSwitches", "nvidia-fabricmanager"],
-                       [[fabric.get("nvswitches"), fabric.get("service") or "not read"]]))
+        log = fabric.get("log") if isinstance(fabric.get("log"), dict) else None
+        # Material's own words: escaped, as they stand outside a table cell.
+        said = [f"The fabric manager's log in the material: {inline(e.get('kind'))}: {inline(e.get('line'))}"
+                for e in (log or {}).get("errors") or []][:6]
+        if log and log.get("started"):
+            said.append("The fabric manager's log in the material shows it started.")
+        tables.append(("NVSwitch fabric", said, ["NVSwitches", "nvidia-fabricmanager", "Package"],
+                       [[fabric.get("nvswitches"), fabric.get("service") or "not read",
+                         fabric.get("package_version") or "-"]]))
     diag = health.get("dcgm_diag")
     if isinstance(diag, dict):
         tables.append(_dcgm_table(diag))
@@ -86,7 +95,7 @@ def _dcgm_table(diag: dict[str, Any]) -> Table:
             for t in tests for r in t.get("results") or [] if r.get("status") not in ("pass", "skip")] \
         or [["-", "every test run", "pass or skip", "-", "-"]]
     counts = {s: sum(1 for t in tests if t.get("status") == s) for s in ("pass", "fail", "warn", "skip")}
-    said = (f"From {origin} (DCGM {result.get('dcgm_version') or 'version not printed'}): "
+    said = (f"From {origin} (DCGM {inline(result.get('dcgm_version') or 'version not printed')}): "
             + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + " test(s)."
             + (f" {result['elided']} element(s) elided in the paste were not read." if result.get("elided") else ""))
     return ("DCGM diagnostic", [said], ["Category", "Test", "Status", "GPU", "DCGM's message"], rows)

@@ -25,3 +25,13 @@ def test_no_verdict_says_why() -> None:
 
 def test_a_run_that_passed_says_so_in_one_row() -> None:
     assert dcgm_table("4.x_r1_pass.json")[3] == [["-", "every test run", "pass or skip", "-", "-"]]
+
+
+def test_the_fabric_manager_s_log_errors_are_said_escaped_above_its_table() -> None:
+    from tests.unit.rules.test_fabric_manager_log import from_material as fabric_material
+
+    found = fabric_material("log_8xH200_config-invalid.txt", with_gpus=True)
+    _heading, before, headers, rows = next(t for t in health_tables(found) if t[0] == "NVSwitch fabric")
+    assert before == ["The fabric manager's log in the material: config_invalid: &lt;node ip>: fabric manager "
+                      "config file item: FABRIC_NODE_CONFIG_FILE has an invalid value"]
+    assert headers[-1] == "Package" and rows == [[None, "not read", "-"]]
