@@ -212,6 +212,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuhost.files.last_report import previous_report, report_date
 from ansible.module_utils.gpuhost.files.report_files import check_host_names, parse_mode
 from ansible.module_utils.gpuhost.files.writer import Plan, ReportFileError, as_text, plan_files, read_existing
+from ansible.module_utils.gpuhost.findings.finding import with_findings
 from ansible.module_utils.gpuhost.report.bench_shape import check_bench
 from ansible.module_utils.gpuhost.report.drift import drift_return, with_drift
 from ansible.module_utils.gpuhost.report.fleet_stats import fleet_stats, host_verdicts
@@ -226,6 +227,7 @@ from ansible.module_utils.gpuhost.report.render import (
     verdict_line,
 )
 from ansible.module_utils.gpuhost.rules.drift_basis import guest_vm
+from ansible.module_utils.gpuhost.rules.fleet_class import class_findings
 from ansible.module_utils.gpuhost.rules.proxmox_plans import enrich_guest_findings
 
 # A row of fleet.md's table: its first cell, the host (a "|" in it escaped as "\\|").
@@ -346,6 +348,7 @@ def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_
     # and its findings): shown from their bare facts, a call that writes some hosts' reports only (the benchmark's)
     # would rewrite their rows, and the audit's next run would write them back.
     audited = add_drift(dest, audited, hosts, set())
+    hosts, audited = add_class_findings(hosts, audited)
     for host, facts in sorted(hosts.items()):
         rows = ((facts.get("bench") or {}).get("nccl") or {}).get("results")
         if rows:
@@ -362,6 +365,17 @@ def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_
         sources.update({host: {"audit": row["status"], "report_date": row["report_date"], "msg": row["msg"]}
                         for host, row in absent.items()})
     return files, hosts, dict(sorted(sources.items()))
+
+
+def add_class_findings(hosts: dict, audited: dict) -> tuple[dict, dict]:
+    """The VBIOS and driver consistency of each class among every host audited in this run (rules/fleet_class.py),
+    folded into each host's record: its report, fleet row and metrics all carry it."""
+    found = class_findings({**audited, **hosts})
+
+    def fold(group: dict) -> dict:
+        return {host: with_findings(facts, (f.as_dict() for f in found[host])) if host in found else facts
+                for host, facts in group.items()}
+    return fold(hosts), fold(audited)
 
 
 def add_drift(dest: str, hosts: dict, others: dict, benched: set) -> dict:

@@ -108,6 +108,20 @@ options:
         C(manifest_p2p) say how; values it expects that the audit could not read are C(manifest_not_checked).
       - Unset or empty, nothing is checked against a class.
     type: dict
+  dcgm_diag:
+    description:
+      - Run DCGM's level 1 diagnostic (C(dcgmi diag -r 1 --json)) and judge its verdicts (findings
+        C(dcgm_diag_failed), C(dcgm_diag_warned)). It takes seconds to a minute and loads every GPU while it runs,
+        so it is off unless asked for.
+      - Where C(dcgmi) is missing, times out or fails, the audit goes on; C(health.dcgm_diag.reason) says why
+        there is no verdict and the info finding C(dcgm_diag_not_run) repeats it.
+      - A C(dcgmi diag --json) output in support material is read whatever this says.
+    type: bool
+    default: false
+  dcgm_diag_timeout:
+    description: Seconds O(dcgm_diag) may take before it is stopped and reported as giving no verdict.
+    type: int
+    default: 300
 author:
   - GPU host audit maintainers
 notes:
@@ -262,6 +276,8 @@ def get_argument_spec() -> dict:
         "tensor_parallel_gpus": {"type": "list", "elements": "int", "default": []},
         "min_bar1_mib": {"type": "int", "default": DEFAULT_MIN_BAR1_MIB},
         "manifest": {"type": "dict"},
+        "dcgm_diag": {"type": "bool", "default": False},
+        "dcgm_diag_timeout": {"type": "int", "default": 300},
     }
 
 
@@ -315,7 +331,8 @@ def main() -> None:
         manifest = load(params["manifest"], "the manifest (option manifest)") if params["manifest"] else None
         options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
                               min_bar1_mib=params["min_bar1_mib"], manifest=manifest)
-        facts = audit(source, subsets, options)
+        facts = audit(source, subsets, options, dcgm_diag=params["dcgm_diag"],
+                      dcgm_diag_timeout_s=params["dcgm_diag_timeout"])
         if isinstance(source, ReplaySource):
             # A capture built from support material says what the material did not show.
             facts = with_bundle(facts, source.capture)

@@ -45,6 +45,16 @@ options:
       - The expected-host manifest of the host's class, as data, as for gpu_host_facts
         (docs/host_manifest.schema.json). Unset or empty, nothing is checked against a class.
     type: dict
+  dcgm_diag:
+    description:
+      - Nothing is run here; a C(dcgmi diag --json) output in the material is read whatever this says. True also
+        reads a C(dcgmi diag -r 1 --json) a saved capture recorded.
+    type: bool
+    default: false
+  dcgm_diag_timeout:
+    description: Ignored (nothing is run), accepted so that a gpu_host_facts task with O(bundle) takes it.
+    type: int
+    default: 300
   save_capture:
     description: Nothing is read from a host here, so nothing is saved; true only adds a warning that says so.
     type: bool
@@ -105,6 +115,8 @@ def get_argument_spec() -> dict:
         "tensor_parallel_gpus": {"type": "list", "elements": "int", "default": []},
         "min_bar1_mib": {"type": "int", "default": DEFAULT_MIN_BAR1_MIB},
         "manifest": {"type": "dict"},
+        "dcgm_diag": {"type": "bool", "default": False},
+        "dcgm_diag_timeout": {"type": "int", "default": 300},
         "save_capture": {"type": "bool", "default": False},
         "save_capture_path": {"type": "path"},
         "capture_redact": {"type": "list", "elements": "str", "default": []},
@@ -122,7 +134,8 @@ def main() -> None:
         manifest = load(params["manifest"], "the manifest (option manifest)") if params["manifest"] else None
         options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
                               min_bar1_mib=params["min_bar1_mib"], manifest=manifest)
-        facts = with_bundle(audit(ReplaySource(material.capture), subsets, options), material.capture, material)
+        facts = with_bundle(audit(ReplaySource(material.capture), subsets, options, dcgm_diag=params["dcgm_diag"]),
+                            material.capture, material)
     except (SubsetError, CaptureError, MaterialError, ManifestError) as exc:
         module.fail_json(msg=str(exc))
     if params["save_capture"]:

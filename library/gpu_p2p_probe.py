@@ -65,6 +65,13 @@ options:
         is the host-memory path (critical). With P2P such a copy takes 0.4-2.3 us; through host memory 11-22 us.
     type: float
     default: 5.0
+  manifest:
+    description:
+      - The expected-host manifest of the host's class, as data, as for gpu_host_facts
+        (docs/host_manifest.schema.json). Its C(bandwidth.peer_min_gbps) is judged here, where peer bandwidth is
+        measured (by the probe, or read from O(log)); GPU pairs below it give C(manifest_peer_bandwidth_below).
+      - Unset or empty, no floor is judged.
+    type: dict
   missing_gpu:
     description: What to do when the interpreter sees no CUDA device, C(fail) or C(skip) (return skipped).
     type: str
@@ -189,6 +196,7 @@ def get_argument_spec() -> dict:
         "proof_bytes": {"type": "int", "default": p2p_harness.DEFAULT_PROOF_BYTES},
         "timeout": {"type": "float", "default": DEFAULT_TIMEOUT_S},
         "max_small_latency_us": {"type": "float", "default": DEFAULT_MAX_SMALL_LATENCY_US},
+        "manifest": {"type": "dict"},
         "missing_gpu": {"type": "str", "choices": ["fail", "skip"], "default": "fail"},
         "run_in_check_mode": {"type": "bool", "default": False},
     }

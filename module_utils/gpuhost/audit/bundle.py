@@ -60,12 +60,14 @@ from ansible.module_utils.gpuhost.audit.commands import (
     TOPO_MATRIX,
     TOPO_P2P,
 )
+from ansible.module_utils.gpuhost.audit.dcgm_diag import DCGM_DIAG_MATERIAL
 from ansible.module_utils.gpuhost.audit.gunzip import (
     DEFAULT_MAX_DECOMPRESSED,
     GZIP_MAGIC,
     GunzipLimitError,
     gunzip,
 )
+from ansible.module_utils.gpuhost.audit.health import FABRIC_MANAGER_LOG_MATERIAL
 from ansible.module_utils.gpuhost.audit.material_gpus import NCCL_DEBUG_MATERIAL
 from ansible.module_utils.gpuhost.audit.p2p_material import p2p_command
 from ansible.module_utils.gpuhost.audit.proxmox_probe import QEMU_SERVER_DIR
@@ -364,6 +366,13 @@ _HANDLERS: dict[str, Callable[[_Bundle, str, str | None, str, dict[str, Any]], N
                                                                           name, entry),
     "nccl-topo-xml": lambda bundle, name, _command, output, entry: bundle.put("material", NCCL_TOPO_MATERIAL, output,
                                                                              name, entry),
+    # The fabric manager's own lines: its refusals and start failures (audit/health.py gather_fabric_manager).
+    "fabric-manager-log": lambda bundle, name, _command, output, entry: bundle.put("material",
+                                                                                  FABRIC_MANAGER_LOG_MATERIAL, output,
+                                                                                  name, entry),
+    # DCGM's verdicts, of whatever level the paste was run at (its JSON does not say): audit/dcgm_diag.py.
+    "dcgm-diag-json": lambda bundle, name, _command, output, entry: bundle.put("material", DCGM_DIAG_MATERIAL, output,
+                                                                              name, entry),
 }
 
 

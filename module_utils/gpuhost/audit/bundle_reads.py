@@ -29,6 +29,8 @@ from ansible.module_utils.gpuhost.audit.commands import (
     TOPO_P2P_MATERIAL,
     Command,
 )
+from ansible.module_utils.gpuhost.audit.dcgm_diag import DCGM_DIAG_MATERIAL
+from ansible.module_utils.gpuhost.audit.health import FABRIC_MANAGER_LOG_MATERIAL
 from ansible.module_utils.gpuhost.audit.material_gpus import NCCL_DEBUG_MATERIAL
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR
 from ansible.module_utils.gpuhost.audit.proxmox_probe import QEMU_SERVER_DIR
@@ -129,7 +131,9 @@ _READS = (
 
 
 _MATERIAL_READS = {NCCL_TOPO_MATERIAL: "NCCL topology dump (GPU placement, links, NUMA; virtualization signs)",
-                   NCCL_DEBUG_MATERIAL: "NCCL INFO log (the GPUs its ranks used, where nothing else lists GPUs)"}
+                   NCCL_DEBUG_MATERIAL: "NCCL INFO log (the GPUs its ranks used, where nothing else lists GPUs)",
+                   DCGM_DIAG_MATERIAL: "DCGM diagnostic (dcgmi diag --json: per-test and per-GPU verdicts)",
+                   FABRIC_MANAGER_LOG_MATERIAL: "fabric manager log (its refusals and start failures)"}
 
 
 def coverage(capture: dict[str, Any], sources: dict[str, list[str]]) -> dict[str, Any]:

@@ -66,6 +66,13 @@ FABRIC_MANAGER = Command(["systemctl", "is-active", "nvidia-fabricmanager"],
 # Read only when the service is not running: why it stopped (a driver of another version, most often).
 FABRIC_MANAGER_JOURNAL = Command(["journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager", "-q", "-n", "200"],
                                  "fabric manager log (journalctl -u nvidia-fabricmanager)")
+# Opt-in only (audit/dcgm_diag.py): level 1 takes seconds to a minute and loads every GPU while it runs.
+DCGM_DIAG = Command(["dcgmi", "diag", "-r", "1", "--json"], "DCGM diagnostic (dcgmi diag -r 1 --json)")
+# Read only while the service runs: the installed package's version, compared with the loaded driver's (the
+# running binary refused nothing, but the next start of a package of another version will). dpkg-query expands
+# the backslash-n escape of its format itself.
+FABRIC_MANAGER_PACKAGE = Command(["dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Package} ${Version}\\n",
+                                  "nvidia-fabric*manager*"], "fabric manager package version (dpkg-query -W)")
 DETECT_VIRT = {flag: Command(["systemd-detect-virt", flag], "systemd-detect-virt") for flag in ("--vm", "--container")}
 PVEVERSION = Command(["pveversion"], "pveversion")
 # Each nvidia-smi output the GPU facts can come from (audit/gpus.py, audit/smi_q_gather.py).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible.module_utils.gpuhost.audit.dcgm_diag import DEFAULT_TIMEOUT_S, gather_dcgm_diag
 from ansible.module_utils.gpuhost.audit.gpus import gather_gpus
 from ansible.module_utils.gpuhost.audit.health import gather_health
 from ansible.module_utils.gpuhost.audit.iommu import Iommu, gather_iommu
@@ -25,7 +26,7 @@ from ansible.module_utils.gpuhost.rules.views import (
     unread_pairs,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
 
 
@@ -76,8 +77,13 @@ def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
     return "none" if ok == 0 and not unread else f"partial ({ok} of {total} pairs)"
 
 
-def audit(source: Source, subsets: list[str], options: RuleOptions) -> dict[str, Any]:
+def audit(source: Source, subsets: list[str], options: RuleOptions, dcgm_diag: bool = False,
+          dcgm_diag_timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
+    """The facts, findings and summary of one host. ``dcgm_diag`` runs ``dcgmi diag -r 1`` (opt-in: it loads the
+    GPUs; audit/dcgm_diag.py); support material's DCGM output is read whatever it says."""
     facts: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "gather_subset": subsets}
+    if options.manifest:  # the fleet compares the hosts of one class (rules/fleet_class.py)
+        facts["manifest_class"] = options.manifest["class"]
     # Two small reads whatever the subsets: the drift between audits compares them (report/drift.py).
     facts["kernel"] = gather_kernel(source)
 
@@ -105,6 +111,9 @@ def audit(source: Source, subsets: list[str], options: RuleOptions) -> dict[str,
         # Without NVML, nvidia-smi -q -x is read once, by gather_gpus; its health readings come back with it.
         facts["gpus"], facts["p2p"], facts["topology"], smi_health = gather_gpus(source, pci_facts)
         facts["health"] = gather_health(source, pci_facts, facts["gpus"], source.nvml(), parsed_gpus=smi_health)
+        diag = gather_dcgm_diag(source, dcgm_diag, dcgm_diag_timeout_s)
+        if diag is not None:  # absent where DCGM was neither run nor given: the reports of before stay as they were
+            facts["health"]["dcgm_diag"] = diag
         if "virtualization" in facts:
             note_gpu_modes(virt, facts["gpus"], bool(iommu.groups) or bool(iommu.hardware))
             facts["virtualization"] = virt.as_dict()

@@ -17,6 +17,7 @@ from ansible.module_utils.gpuhost.audit.commands import (
     DMESG,
     FABRIC_MANAGER,
     FABRIC_MANAGER_JOURNAL,
+    FABRIC_MANAGER_PACKAGE,
     HEALTH_QUERY,
     HEALTH_QUERY_OLD,
     JOURNAL,
@@ -25,7 +26,7 @@ from ansible.module_utils.gpuhost.audit.nvml_health import health_from_nvml, hea
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR
 from ansible.module_utils.gpuhost.audit.source import Source
 from ansible.module_utils.gpuhost.findings.health_limits import FABRIC_MANAGER_RUNNING
-from ansible.module_utils.gpuhost.parsers.fabric_manager_log import version_mismatch
+from ansible.module_utils.gpuhost.parsers.fabric_manager_log import log_events, package_version, version_mismatch
 from ansible.module_utils.gpuhost.parsers.kernel_log import parse_kernel_log, summarize_events
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import nvidia_smi_failure
@@ -40,6 +41,8 @@ from ansible.module_utils.gpuhost.parsers.pci_aer import AER_KINDS, parse_aer_co
 from ansible.module_utils.gpuhost.parsers.pci_common import PciParseError
 
 MAX_XID_ENTRIES = 50
+# A fabric manager log or journal given as support material (audit/bundle.py files it here).
+FABRIC_MANAGER_LOG_MATERIAL = "fabric-manager-log"
 
 
 def gather_health(source: Source, pci_facts: dict[str, Any], gpus_facts: dict[str, Any], snapshot: dict[str, Any],
@@ -148,12 +151,20 @@ def _aer_of(source: Source, bdf: str) -> dict[str, Any] | None:
 
 
 def gather_fabric_manager(source: Source, pci_facts: dict[str, Any]) -> dict[str, Any] | None:
-    """On a host with NVSwitches: whether nvidia-fabricmanager runs (systemctl is-active) and, when it does not,
+    """On a host with NVSwitches: whether nvidia-fabricmanager runs (systemctl is-active); when it does not,
     whether its log says it refused a driver of another version (``version_mismatch``; None when the log was
-    not read or says no such thing)."""
+    not read or says no such thing); when it does, the installed package's version (``package_version``, for
+    rules/health.py to compare with the loaded driver's). A fabric manager log in support material is read
+    whatever the PCI bus showed (``log``: its errors, parsers/fabric_manager_log.py); ``nvswitches`` is then
+    None where the material showed no PCI bus."""
     switches = [d["bdf"] for d in pci_facts.get("nvidia_devices") or [] if d.get("kind") == "nvswitch"]
-    if not switches:
+    material = source.material(FABRIC_MANAGER_LOG_MATERIAL)
+    if not switches and material is None:
         return None
+    if material is not None:
+        nvswitches = len(switches) if pci_facts.get("nvidia_devices") else None
+        return {"nvswitches": nvswitches, "service": None, "version_mismatch": version_mismatch(material),
+                "log": log_events(material)}
     result = source.run(FABRIC_MANAGER.argv)
     state = result.stdout.strip().splitlines()[0].strip() if result.rc is not None and result.stdout.strip() else None
     if result.rc is not None and state is None:
@@ -162,4 +173,8 @@ def gather_fabric_manager(source: Source, pci_facts: dict[str, Any]) -> dict[str
     if state is not None and state not in FABRIC_MANAGER_RUNNING:
         log = source.run(FABRIC_MANAGER_JOURNAL.argv)
         mismatch = version_mismatch(log.stdout) if log.ok else None
-    return {"nvswitches": len(switches), "service": state, "version_mismatch": mismatch}
+    found: dict[str, Any] = {"nvswitches": len(switches), "service": state, "version_mismatch": mismatch}
+    if state in FABRIC_MANAGER_RUNNING:
+        package = source.run(FABRIC_MANAGER_PACKAGE.argv)
+        found["package_version"] = package_version(package.stdout) if package.ok else None
+    return found

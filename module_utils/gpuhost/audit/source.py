@@ -97,6 +97,11 @@ class Source:
     def nvml(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    def run_long(self, argv: list[str], timeout_s: float) -> CommandResult:
+        """``run`` for a command that may take longer than COMMAND_TIMEOUT_S (a diagnostic run); a replayed
+        source gives what was recorded, whatever the timeout."""
+        return self.run(argv)
+
     def material(self, name: str) -> str | None:
         """What only support material holds, by name (``virt.NCCL_TOPO_MATERIAL``: an NCCL topology dump a
         user pasted); a live host has none of it."""
@@ -215,12 +220,19 @@ class LiveSource(Source):
             self._ran[key] = self._run(argv)
         return self._ran[key]
 
-    def _run(self, argv: list[str]) -> CommandResult:
+    def run_long(self, argv: list[str], timeout_s: float) -> CommandResult:
+        key = command_key(argv)
+        if key not in self._ran:
+            self._ran[key] = self._run(argv, timeout_s)
+        return self._ran[key]
+
+    def _run(self, argv: list[str], timeout_s: float | None = None) -> CommandResult:
+        timeout_s = COMMAND_TIMEOUT_S if timeout_s is None else timeout_s  # read when called: tests lower it
         env = dict(self._env if self._env is not None else os.environ)
         # Parsers expect the C locale's numbers and English words.
         env.update({"LC_ALL": "C", "LANG": "C"})
         try:
-            done = run_bounded(argv, COMMAND_TIMEOUT_S, env=env)
+            done = run_bounded(argv, timeout_s, env=env)
         except FileNotFoundError:
             result = CommandResult(None, "", f"{argv[0]}: command not found")
         except OSError as exc:
@@ -230,7 +242,7 @@ class LiveSource(Source):
             if done.timed_out:
                 # What a killed command printed is cut short: no parser reads half an output as a whole.
                 left = f" ({done.note})" if done.note else ""
-                result = CommandResult(124, "", f"{command_key(argv)}: no answer within {COMMAND_TIMEOUT_S} s{left}")
+                result = CommandResult(124, "", f"{command_key(argv)}: no answer within {timeout_s:g} s{left}")
                 self.note_problem(command_key(argv), result.stderr)
             else:
                 result = CommandResult(done.rc, done.stdout.decode("utf-8", "replace"),

@@ -120,10 +120,49 @@ def small_latency_matrix(result: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def peer_bandwidth_matrix(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The matrix that says best what a large one-way copy between two GPUs reaches, in GB/s: the probe's peer
+    copy at its largest size; a tool's unidirectional P2P-enabled (p2pBandwidthLatencyTest) or peer
+    (nvbandwidth) bandwidth matrix. None when the result holds none (a matrix of a unit not said judges nothing)."""
+    matrices = result.get("matrices") or []
+    if result.get("tool") == "torch":
+        peer = [m for m in matrices if m.get("path") == "peer" and m.get("metric") == "gbps"]
+        return max(peer, key=lambda m: m.get("size_bytes") or 0) if peer else None
+    for wanted in ("p2p_enabled", "peer"):
+        found = [m for m in matrices if m.get("kind") == "bandwidth" and m.get("path") == wanted
+                 and m.get("unit") == "GB/s" and not m.get("bidirectional")]
+        if found:
+            return found[0]
+    return None
+
+
+def _below_floor(result: dict[str, Any], floor_gbps: float, manifest_class: str | None) -> list[Finding]:
+    found = peer_bandwidth_matrix(result)
+    if found is None:
+        return []
+    slow = [(i, j, v) for i, j, v in off_diagonal(found.get("values") or []) if v < floor_gbps]
+    if not slow:
+        return []
+    worst = min(slow, key=lambda cell: cell[2])
+    return [make(
+        "manifest_peer_bandwidth_below",
+        f"{len(slow)} GPU pair(s) copy below the {floor_gbps:g} GB/s peer bandwidth the manifest of class "
+        f"{manifest_class or '(unnamed)'} asks for: down to {worst[2]:g} GB/s (GPU{worst[0]}->GPU{worst[1]}, "
+        f"{found.get('name')}).",
+        {"manifest_class": manifest_class, "floor_gbps": floor_gbps, "matrix": found.get("name"),
+         "slow_pairs": {f"GPU{i}->GPU{j}": v for i, j, v in slow[:28]}},
+        manifest_class=manifest_class or "(unnamed)", floor=f"{floor_gbps:g}")]
+
+
 def findings(result: dict[str, Any], max_small_latency_us: float = DEFAULT_MAX_SMALL_LATENCY_US,
              status: str = "ok", hung_at: dict[str, Any] | None = None,
-             timeout_s: float | None = None) -> list[dict[str, Any]]:
+             timeout_s: float | None = None, peer_min_gbps: float | None = None,
+             manifest_class: str | None = None) -> list[dict[str, Any]]:
+    """Every finding of one probe result; ``peer_min_gbps`` (a class manifest's bandwidth.peer_min_gbps) adds
+    the pairs below that floor (manifest_peer_bandwidth_below)."""
     out: list[Finding] = []
+    if peer_min_gbps is not None:
+        out.extend(_below_floor(result, peer_min_gbps, manifest_class))
     access = result.get("access") or []
 
     wrong = []

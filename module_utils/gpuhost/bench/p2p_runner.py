@@ -24,6 +24,8 @@ from ansible.module_utils.gpuhost.bench import p2p_judge as logic
 from ansible.module_utils.gpuhost.bench.arguments import ArgumentError, probe_options
 from ansible.module_utils.gpuhost.bench.harness_runner import KILL_GRACE_S, python_problem, run_script, write_json
 from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import P2PToolParseError, parse_p2p_log
+from ansible.module_utils.gpuhost.rules.manifest_format import ManifestError
+from ansible.module_utils.gpuhost.rules.manifest_format import load as load_manifest
 
 DEFAULT_TIMEOUT_S = 300.0
 CHECK_MODE_SKIP = ("check mode: the P2P probe was not run. It copies data between every GPU pair for minutes, also "
@@ -121,12 +123,17 @@ def run_probe(params: dict[str, Any], tmpdir: str | None = None, check_mode: boo
     ``save_log`` through ``keep_log``); then the findings."""
     try:
         probe_options(params)
-    except ArgumentError as exc:
+        if params.get("manifest"):
+            # Checked and normalized as the audit loads it: a manifest that does not follow the format fails here.
+            params = {**params, "manifest": load_manifest(params["manifest"], "the manifest (option manifest)")}
+    except (ArgumentError, ManifestError) as exc:
         raise ProbeFailure(str(exc)) from None
     if not params.get("log") and check_mode and not params.get("run_in_check_mode"):
         raise ProbeSkipped(CHECK_MODE_SKIP)
     result = read_log(params["log"]) if params.get("log") else probe(params, tmpdir, check_mode, warn, keep_log)
     max_small_latency_us = params.get("max_small_latency_us", logic.DEFAULT_MAX_SMALL_LATENCY_US)
+    manifest = params.get("manifest") or {}
     result["findings"] = logic.findings(result, max_small_latency_us, result["status"], result.get("hung_at"),
-                                        params.get("timeout", DEFAULT_TIMEOUT_S))
+                                        params.get("timeout", DEFAULT_TIMEOUT_S),
+                                        (manifest.get("bandwidth") or {}).get("peer_min_gbps"), manifest.get("class"))
     return result

@@ -162,6 +162,19 @@ CATALOG = _entries(
           "publishes for it, in a maintenance window: the vendor's firmware update tool, or nvflash where the "
           "vendor allows it; then a cold reboot. `nvidia-smi --query-gpu=index,name,vbios_version --format=csv` "
           "lists them. Until then, read a failure on the odd GPU(s) with their VBIOS in mind."),
+    Entry("fleet_vbios_mismatch", "gpu", "warning",
+          "hosts of one class (manifest class, or else GPU model) run different VBIOS versions of one GPU model",
+          "Bring the class to one VBIOS of the {model}: the newest its server vendor (or NVIDIA, for its own boards) "
+          "publishes, with the vendor's firmware tool in a maintenance window and a cold reboot; then list the "
+          "version in the class's manifest (vbios_versions) so that a host that drifts is told. The finding names "
+          "every host and version of the class audited in this run; until they agree, read a failure on the odd "
+          "host with its VBIOS in mind."),
+    Entry("fleet_driver_mismatch", "gpu", "warning",
+          "hosts of one class (manifest class, or else GPU model) run different NVIDIA driver versions",
+          "Install one driver version on every host of the class (nvidia_driver_version of the nvidia_driver role, set "
+          "in the class's group_vars, and the packages held so that unattended upgrades cannot move one host), "
+          "reboot each, and set gpus.driver_version in the class's manifest. The finding names every host and "
+          "version of the class audited in this run."),
     Entry("gpu_added", "gpu", "info", "a GPU the previous report did not list (drift between audits)",
           "Nothing is wrong if it was added on purpose. A P2P proof or benchmark measured before does not cover it: "
           "run playbooks/bench.yml on this host to prove P2P and measure again with every GPU."),
@@ -209,11 +222,14 @@ CATALOG = _entries(
           "`systemctl enable --now nvidia-fabricmanager` (its version must equal the driver's: `nv-fabricmanager "
           "--version`); if it fails, `journalctl -u nvidia-fabricmanager` says why. CUDA starts once it runs."),
     Entry("fabric_manager_version_mismatch", "health", "critical",
-          "nvidia-fabricmanager refused to start: it was built for another driver version than the one loaded",
+          "nvidia-fabricmanager refused to start: it was built for another driver version than the one loaded "
+          "(critical); or it runs, but its installed package is of another version than the loaded driver, so its "
+          "next start will refuse (warning)",
           "Install the nvidia-fabricmanager package of exactly the loaded driver's version ({driver}; the fabric "
           "manager found is {fabric_manager}), from the same repository as the driver, and hold both "
           "(`apt-mark hold`) so that an unattended upgrade cannot move one without the other; or install the driver "
-          "of the fabric manager's version. Then `systemctl restart nvidia-fabricmanager` and audit again."),
+          "of the fabric manager's version. Then `systemctl restart nvidia-fabricmanager` and audit again.",
+          also=("warning",)),
     Entry("nvswitch_sxid_fatal", "health", "critical",
           "an NVSwitch reported a fatal SXid this boot (the driver's own word on the line)",
           "NVIDIA's recovery for a fatal SXid is to reset the GPUs and NVSwitches: drain the host and reboot it "
@@ -226,6 +242,23 @@ CATALOG = _entries(
           "look the code up in the SXid tables of NVIDIA's Fabric Manager User Guide: {known}. A paste without the "
           "line that says Fatal or Non-fatal hides the severity: read the whole kernel log "
           "(`dmesg | grep SXid`)."),
+    Entry("dcgm_diag_failed", "health", "critical",
+          "DCGM's diagnostic (dcgmi diag) failed a test on this host",
+          "Drain the host and act on DCGM's message for each failed test (the finding lists the test, the GPU "
+          "ids and DCGM's error ids; NVIDIA's DCGM diagnostics guide lists each error's meaning and action): "
+          "memory or ECC errors mean a GPU reset or RMA, PCIe errors a reseat, a software test a setting or a "
+          "driver reinstall. Run `dcgmi diag -r 2` (or 3 on datacenter GPUs) after the fix and audit again."),
+    Entry("dcgm_diag_warned", "health", "warning",
+          "DCGM's diagnostic (dcgmi diag) warned on a test",
+          "Read DCGM's message for each warned test in the finding (with its DCGM error id): most are settings "
+          "(persistence mode off: `nvidia-smi -pm 1`, or the nvidia-persistenced service) or a condition that "
+          "limits later tests. Fix it and run `dcgmi diag -r 1` again."),
+    Entry("dcgm_diag_not_run", "audit", "info",
+          "a DCGM diagnostic was asked for or given but gave no verdict (not installed, timed out, stopped, "
+          "unreadable)",
+          "The finding says why. No verdict is no pass: install DCGM (datacenter-gpu-manager) and start "
+          "nv-hostengine, raise gpu_audit_dcgm_diag_timeout, or paste the whole `dcgmi diag -r 1 --json` "
+          "output; set gpu_audit_dcgm_diag to false where DCGM is not wanted."),
     Entry("gpu_fabric_not_ready", "health", "critical",
           "NVML says a GPU has not joined the NVLink fabric (state not started or in progress, or an error status)",
           "Check nvidia-fabricmanager (fabric_manager_inactive) and its log, then wait for the state to reach "
@@ -586,6 +619,13 @@ CATALOG = _entries(
           "p2p_not_supported finding, when raised, names the cause. A driver upgrade, an ACS or IOMMU setting "
           "changed in the BIOS, or a VM missing its clique (x-nv-gpudirect-clique) are the usual ones.",
           also=("warning",)),
+    Entry("manifest_peer_bandwidth_below", "p2p", "warning",
+          "GPU pairs copy below the peer bandwidth floor of the host's class (manifest bandwidth.peer_min_gbps)",
+          "The class {manifest_class} expects {floor} GB/s between every GPU pair. Read the slow pairs against "
+          "`nvidia-smi topo -m` and the links (`nvidia-smi -q -d PCIE`, manifest_link_below): a link trained "
+          "narrower or slower, a pair across CPU sockets, peer copies through host memory "
+          "(p2p_peer_access_unavailable) or a switch's ACS redirect each cap it. Fix the cause and run "
+          "playbooks/bench.yml again; if the floor was set above what the class's hardware gives, lower it."),
     Entry("manifest_not_checked", "audit", "info", "values the host's manifest expects that could not be read",
           "Audit the host itself as root (`become: true`), or add the missing outputs to the material "
           "(`nvidia-smi -q` for VBIOS versions, `nvidia-smi topo -p2p r` for P2P)."),
@@ -627,12 +667,15 @@ IDS_BY_ACTION = MappingProxyType({
              "tensor_parallel_unsatisfiable", "not_enough_gpu_memory", "sglang_flag_unsupported", "audit_incomplete",
              "rule_error", "tensor_parallel_gpus_not_on_host", "audit_not_judged",
              "gpu_vbios_mismatch", "nvswitch_sxid_errors", "manifest_gpu_model", "manifest_driver_version",
-             "manifest_vbios_mismatch", "manifest_link_below", "manifest_numa", "manifest_not_checked"),
+             "manifest_vbios_mismatch", "manifest_link_below", "manifest_numa", "manifest_not_checked",
+             "dcgm_diag_warned", "dcgm_diag_not_run", "fleet_vbios_mismatch", "fleet_driver_mismatch",
+             "manifest_peer_bandwidth_below"),
     "drain": ("no_nvidia_gpu", "gpus_unusable", "row_remap_failed", "fabric_manager_inactive", "p2p_not_supported",
               "p2p_write_not_arriving", "p2p_probe_timeout", "p2p_small_copy_latency", "pcie_link_narrow",
               "acs_redirect_between_gpus", "nccl_wrong_values", "nccl_timeout", "nccl_run_failed",
               "nccl_small_message_latency", "nccl_tuning_no_working_candidate", "nccl_known_bad_version",
-              "nccl_diagnostics_p2p_failed", "no_usable_gpu", "manifest_gpu_count", "manifest_p2p"),
+              "nccl_diagnostics_p2p_failed", "no_usable_gpu", "manifest_gpu_count", "manifest_p2p",
+              "dcgm_diag_failed"),
     "reset_gpu": ("xid_needs_reset", "ecc_uncorrectable_errors", "retired_pages_pending", "row_remap_pending",
                   "gpu_fabric_not_ready"),
     "reboot": ("nvswitch_sxid_fatal", "gpu_count_mismatch", "gpu_driver_library_mismatch", "gpu_lost",

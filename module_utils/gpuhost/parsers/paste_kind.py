@@ -16,7 +16,9 @@ kinds, the more specific one wins, in this order (the first that matches):
 2. ``nvidia-smi-q-xml`` (``<nvidia_smi_log``), then ``nccl-topo-xml`` (``<system version="1">`` and its
    ``<cpu>`` or ``<pci>``, parsers/nccl_topo_xml.py), then ``nvidia-smi-q`` (the ``NVSMI LOG`` banner or
    ``Attached GPUs :``).
-3. ``nvbandwidth-json`` and ``nccl-tests-json``: a JSON document with their keys.
+3. ``dcgm-diag-json`` (the root key of DCGM 3's or 4's diagnostic document and its ``test_categories``, even
+   where a paste elided or cut it: parsers/dcgm_diag.py), then ``nvbandwidth-json`` and ``nccl-tests-json``:
+   a JSON document with their keys.
 4. ``nccl-tests`` over ``nccl-debug``: an nccl-tests run (its table header, ``Avg bus bandwidth``,
    ``nccl-tests version``) often carries ``NCCL_DEBUG=INFO`` lines, and bench/ reads both from it; an
    ``NCCL INFO`` log with only the ``# nThread ... nGpus`` line of a run that printed no table stays
@@ -34,7 +36,9 @@ kinds, the more specific one wins, in this order (the first that matches):
    field to query" message), ``nvidia-smi-list`` (``GPU 0: ... (UUID: GPU-...)``), ``lspci-vvv``
    (device lines with their indented ``Control:``, ``Capabilities:``... lines; a bare hex dump is
    none), ``proxmox-vm-config`` (three or more Proxmox VM keys, one of them specific to Proxmox),
-   ``dmesg`` (two or more ``[  12.345678]`` or ``dmesg -T`` stamps), ``journal-kernel`` (two or more
+   ``fabric-manager-log`` (the fabric manager's process names in journal lines, or a message only it prints:
+   parsers/fabric_manager_log.py), ``dmesg`` (two or more ``[  12.345678]`` or ``dmesg -T`` stamps),
+   ``journal-kernel`` (two or more
    ``Mar 21 21:42:01 [host] kernel:`` or ISO-stamped lines: ``journalctl -k``, a syslog file), ``proc-cmdline``.
 """
 
@@ -45,6 +49,8 @@ import re
 from typing import Any
 
 from ansible.module_utils.gpuhost.parsers._common import normalize_paste, strip_launcher_prefix, strip_line_numbers
+from ansible.module_utils.gpuhost.parsers.dcgm_diag import looks_like_dcgm_diag
+from ansible.module_utils.gpuhost.parsers.fabric_manager_log import looks_like_fabric_manager_log
 from ansible.module_utils.gpuhost.parsers.nccl_topo_xml import MARK_RE as _NCCL_TOPO_RE
 from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import looks_like_bug_report
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import strip_ansi
@@ -57,6 +63,7 @@ KINDS = {
     "nvidia-smi-q-xml": "nvidia-smi -q -x",
     "nvidia-smi-q": "nvidia-smi -q",
     "nccl-topo-xml": "an NCCL topology dump (NCCL_TOPO_DUMP_FILE)",
+    "dcgm-diag-json": "dcgmi diag -r N --json (DCGM 3 or 4)",
     "nvbandwidth-json": "nvbandwidth -j",
     "nccl-tests-json": "an nccl-tests run written with -J",
     "nccl-tests": "an nccl-tests run (all_reduce_perf and the others)",
@@ -70,6 +77,8 @@ KINDS = {
     "nvidia-smi-list": "nvidia-smi -L",
     "lspci-vvv": "lspci -v, -vv or -vvv",
     "proxmox-vm-config": "qm config <vmid>, or /etc/pve/qemu-server/<vmid>.conf",
+    "fabric-manager-log": "the fabric manager's log or journal (journalctl -u nvidia-fabricmanager, "
+                          "systemctl status nvidia-fabricmanager, /var/log/fabricmanager.log)",
     "dmesg": "dmesg",
     "journal-kernel": "journalctl -k (the kernel's messages from the journal, or a syslog file's)",
     "proc-cmdline": "/proc/cmdline",
@@ -167,10 +176,12 @@ def detect_kind(data: Any) -> str | None:
         return "nccl-topo-xml"
     if any(_SMI_BANNER_RE.match(line) or _ATTACHED_RE.match(line) for line in lines):
         return "nvidia-smi-q"
+    if looks_like_dcgm_diag(text):
+        return "dcgm-diag-json"
     kind = _json_kind(text)
     if kind:
         return kind
-    for detector in (_nccl_kind, _p2p_tool_kind, _topo_kind, _query_gpu_kind, _line_kind):
+    for detector in (_nccl_kind, _p2p_tool_kind, _topo_kind, _query_gpu_kind, _fabric_manager_kind, _line_kind):
         kind = detector(lines)
         if kind:
             return kind
@@ -275,6 +286,11 @@ def _query_gpu_kind(lines: list[str]) -> str | None:
             and all(any(_QUERY_VALUE_HINT_RE.match(value) for value in row) for row in rows):
         return "nvidia-smi-query-gpu"
     return None
+
+
+def _fabric_manager_kind(lines: list[str]) -> str | None:
+    # Before dmesg and the journal: its journal lines carry stamps too, and name its processes, not the kernel.
+    return "fabric-manager-log" if looks_like_fabric_manager_log("\n".join(lines)) else None
 
 
 def _line_kind(lines: list[str]) -> str | None:

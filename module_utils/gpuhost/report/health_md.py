@@ -1,13 +1,16 @@
 """The GPU health part of a host's Markdown report, as tables for render.py to draw.
 
 ``health_tables(facts)`` gives (heading, lines before the table, headers, rows) per table: the
-per-GPU readings, the kernel log's Xid events, the PCIe AER counters that are not zero and the
-fabric manager on NVSwitch hosts. Hosts without health facts (older reports) give nothing.
+per-GPU readings, the kernel log's Xid events, the PCIe AER counters that are not zero, the
+fabric manager on NVSwitch hosts and DCGM's diagnostic (its tests that did not pass, or why it gave no
+verdict). Hosts without health facts (older reports) give nothing.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from ansible.module_utils.gpuhost.report.markdown import inline
 
 Table = tuple[str, list[str], list[str], list[list[Any]]]
 
@@ -63,9 +66,39 @@ def health_tables(facts: dict[str, Any]) -> list[Table]:
                         for a in aer]))
     fabric = health.get("fabric_manager")
     if fabric:
-        tables.append(("NVSwitch fabric", [], ["NVSwitches", "nvidia-fabricmanager"],
-                       [[fabric.get("nvswitches"), fabric.get("service") or "not read"]]))
+        log = fabric.get("log") if isinstance(fabric.get("log"), dict) else None
+        # Material's own words: escaped, as they stand outside a table cell.
+        said = [f"The fabric manager's log in the material: {inline(e.get('kind'))}: {inline(e.get('line'))}"
+                for e in (log or {}).get("errors") or []][:6]
+        if log and log.get("started"):
+            said.append("The fabric manager's log in the material shows it started.")
+        tables.append(("NVSwitch fabric", said, ["NVSwitches", "nvidia-fabricmanager", "Package"],
+                       [[fabric.get("nvswitches"), fabric.get("service") or "not read",
+                         fabric.get("package_version") or "-"]]))
+    diag = health.get("dcgm_diag")
+    if isinstance(diag, dict):
+        tables.append(_dcgm_table(diag))
     return tables
+
+
+def _dcgm_table(diag: dict[str, Any]) -> Table:
+    """DCGM's tests that did not pass, per GPU, with DCGM's messages; the findings judge them (rules/dcgm_diag.py)."""
+    origin = "dcgmi diag -r 1 on the host" if diag.get("source") == "dcgmi" else "dcgmi diag output in the material"
+    result = diag.get("result")
+    if not isinstance(result, dict):
+        return ("DCGM diagnostic", [f"From {origin}: no verdict (no pass either)."], ["Why"], [[diag.get("reason")]])
+    tests = [t for t in result.get("tests") or [] if isinstance(t, dict)]
+    rows = [[t.get("category"), t.get("name"), r.get("status") or "not known",
+             ", ".join(map(str, r.get("gpus") or [])) or "-",
+             " | ".join(str(w.get("text")) + (f" [DCGM error {w['error_id']}]" if w.get("error_id") is not None else "")
+                        for w in r.get("warnings") or [])[:200] or "-"]
+            for t in tests for r in t.get("results") or [] if r.get("status") not in ("pass", "skip")] \
+        or [["-", "every test run", "pass or skip", "-", "-"]]
+    counts = {s: sum(1 for t in tests if t.get("status") == s) for s in ("pass", "fail", "warn", "skip")}
+    said = (f"From {origin} (DCGM {inline(result.get('dcgm_version') or 'version not printed')}): "
+            + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + " test(s)."
+            + (f" {result['elided']} element(s) elided in the paste were not read." if result.get("elided") else ""))
+    return ("DCGM diagnostic", [said], ["Category", "Test", "Status", "GPU", "DCGM's message"], rows)
 
 
 def _fabric_cell(fabric: dict[str, Any]) -> str | None:

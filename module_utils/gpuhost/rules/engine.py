@@ -1,7 +1,9 @@
 """The rules engine: gpu_host facts in, findings out, worst first.
 
 The rules live in host.py (the host itself), gpu_usable.py (GPUs the host cannot use), tp_group.py (the
-tensor-parallel group asked for), health.py (GPU health), sxids.py (NVSwitch SXids), vbios.py (one VBIOS per
+tensor-parallel group asked for), health.py (GPU health), fabric_manager.py (its log and
+package), sxids.py (NVSwitch SXids), dcgm_diag.py (DCGM's
+diagnostic verdicts), vbios.py (one VBIOS per
 GPU model), manifest.py (the host against its class's manifest) and proxmox.py (a Proxmox host's VMs); every
 finding they make comes from the catalog (findings/catalog.py).
 """
@@ -13,6 +15,8 @@ from typing import Any
 
 from ansible.module_utils.gpuhost.findings.catalog import make
 from ansible.module_utils.gpuhost.findings.finding import Finding, worst_first
+from ansible.module_utils.gpuhost.rules.dcgm_diag import DCGM_DIAG_RULES
+from ansible.module_utils.gpuhost.rules.fabric_manager import FABRIC_MANAGER_RULES
 from ansible.module_utils.gpuhost.rules.gpu_usable import GPU_USABLE_RULES
 from ansible.module_utils.gpuhost.rules.health import HEALTH_RULES
 from ansible.module_utils.gpuhost.rules.host import HOST_RULES
@@ -26,8 +30,8 @@ Rule = Callable[[dict[str, Any], RuleOptions], list[Finding]]
 
 # GPUs the host cannot use come first: among findings of one severity, they name the cause that the others
 # (a count that differs, a matrix that lacks a GPU) only show. The Proxmox rules come last (rules_for).
-RULES: tuple[Rule, ...] = (*GPU_USABLE_RULES, *HOST_RULES, *TP_GROUP_RULES, *HEALTH_RULES, *SXID_RULES,
-                            *VBIOS_RULES, *MANIFEST_RULES)
+RULES: tuple[Rule, ...] = (*GPU_USABLE_RULES, *HOST_RULES, *TP_GROUP_RULES, *HEALTH_RULES, *FABRIC_MANAGER_RULES,
+                            *SXID_RULES, *DCGM_DIAG_RULES, *VBIOS_RULES, *MANIFEST_RULES)
 
 
 def rules_for(facts: dict[str, Any]) -> tuple[Rule, ...]:

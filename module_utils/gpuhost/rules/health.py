@@ -188,7 +188,8 @@ def rule_fabric_manager_version(facts: dict[str, Any], options: RuleOptions) -> 
         return []
     return [make(
         "fabric_manager_version_mismatch",
-        f"nvidia-fabricmanager is {fabric.get('service')}: its log says it was built for driver interface "
+        f"nvidia-fabricmanager is {fabric.get('service') or 'of a state not read'}: its log says it was built for "
+        f"driver interface "
         f"{mismatch.get('fabric_manager')} and the loaded driver is {mismatch.get('driver')}, so it refused to "
         "start and the NVLink fabric is not set up.",
         {"service": fabric.get("service"), **mismatch},

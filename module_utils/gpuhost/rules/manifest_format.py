@@ -22,6 +22,8 @@ The format (docs/host_manifest.schema.json publishes it; a test keeps the two in
       write: OK
       nvlink: OK
       atomics: OK
+    bandwidth:                             # optional: judged by the benchmark phase, which measures it
+      peer_min_gbps: 40                    # GB/s (1e9 B/s) every GPU pair's one-way peer copy must reach
 
 It is the shape of the per-SKU expected values of Azure's node health checks and of the per-slot link
 manifest of Meta's GCM, for our facts. The manifest arrives as the data Ansible read from a YAML or JSON
@@ -41,7 +43,8 @@ P2P_LABELS = ("OK", "CNS", "GNS", "TNS", "NS", "DR", "U")
 PCIE_GENS = (1, 2, 3, 4, 5, 6)
 PCIE_WIDTHS = (1, 2, 4, 8, 16, 32)
 _BUS_ID = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
-_TOP_KEYS = {"format", "class", "description", "gpus", "slots", "p2p"}
+_TOP_KEYS = {"format", "class", "description", "gpus", "slots", "p2p", "bandwidth"}
+_BANDWIDTH_KEYS = {"peer_min_gbps"}
 _GPU_KEYS = {"count", "model", "driver_version", "vbios_versions"}
 _SLOT_KEYS = {"pci_bus_id", "gpu", "pcie_gen", "pcie_width", "numa_node"}
 
@@ -64,7 +67,8 @@ def load(data: Any, origin: str = "the manifest") -> dict[str, Any]:
     return {"class": name.strip(), "description": top.get("description", ""),
             "gpus": _gpus(top.get("gpus"), origin),
             "slots": _slots(top.get("slots", []), origin),
-            "p2p": _p2p(top.get("p2p", {}), origin)}
+            "p2p": _p2p(top.get("p2p", {}), origin),
+            "bandwidth": _bandwidth(top.get("bandwidth", {}), origin)}
 
 
 def _mapping(value: Any, where: str, allowed: set[str]) -> dict[str, Any]:
@@ -154,3 +158,15 @@ def _p2p(value: Any, origin: str) -> dict[str, str]:
             raise ManifestError(f"{where}.{capability} must be one of {', '.join(P2P_LABELS)} (the labels of "
                                 f"nvidia-smi topo -p2p), found {label!r}")
     return dict(p2p)
+
+
+def _bandwidth(value: Any, origin: str) -> dict[str, float]:
+    where = f"{origin}: key bandwidth"
+    bandwidth = _mapping(value, where, _BANDWIDTH_KEYS)
+    floor = bandwidth.get("peer_min_gbps")
+    if floor is None:
+        return {}
+    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not 0 < floor < 10000:
+        raise ManifestError(f"{where}.peer_min_gbps must be a number of GB/s above 0 (the one-way peer copy "
+                            f"bandwidth every GPU pair must reach), found {floor!r}")
+    return {"peer_min_gbps": float(floor)}

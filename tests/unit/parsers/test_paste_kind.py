@@ -22,6 +22,8 @@ FIXTURE_KINDS = [
     ("*/SOURCES.md", None),
     ("model_configs/*.json", None),  # a model's config.json: no tool output
     ("bundles/*.log", "nvidia-bug-report"),
+    # Whole, elided ({"..."}) or cut: the root key and test_categories tell it (parsers/dcgm_diag.py).
+    ("dcgm/*", "dcgm-diag-json"),
     # dmesg --human's "kern  :err   : <ISO time>" prefix on an SXid line alone: parsers/paste_kind.py does not
     # tell it (no NVRM line, no [uptime] stamp), so as support material it is not read (the live audit reads it).
     ("kernel-log/dmesg-human_nvswitch-sxid-*", None),
@@ -55,7 +57,7 @@ FIXTURE_KINDS = [
     ("proxmox/mapping-pci.cfg", None),
     ("sglang/*", None),
     # The fabric manager's refusal of a driver: read by the live audit from its journal, not yet a paste kind.
-    ("fabric-manager/*", None),
+    ("fabric-manager/*", "fabric-manager-log"),
 ]
 
 FIXTURE_FILES = sorted(path for path in FIXTURES.rglob("*") if path.is_file())

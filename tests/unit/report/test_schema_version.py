@@ -31,11 +31,15 @@ from tests.unit import schemas
 #    whose only GPU list is an NCCL topology dump or INFO log); each finding's action and the summary's action
 #    (findings/actions.py); the kernel log's NVSwitch SXid events (sxid_events); the fabric manager's
 #    version_mismatch.
+# 6: DCGM's diagnostic verdicts (health.dcgm_diag: dcgmi run on request, or its JSON in support material);
+#    manifest_class (the class of the manifest a host was judged against: the fleet compares a class's hosts);
+#    the fabric manager's package_version, its log from support material (log) and a null nvswitches there.
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
     4: "0c9feec2a7edddbc",
     5: "a83b48a095fc0e46",
+    6: "c1203217e659dd45",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 
