@@ -163,14 +163,14 @@ CATALOG = _entries(
           "vendor allows it; then a cold reboot. `nvidia-smi --query-gpu=index,name,vbios_version --format=csv` "
           "lists them. Until then, read a failure on the odd GPU(s) with their VBIOS in mind."),
     Entry("fleet_vbios_mismatch", "gpu", "warning",
-          "hosts of one class (manifest class, or else GPU model) run different VBIOS versions of one GPU model",
+          "hosts of one manifest class run different VBIOS versions of one GPU model",
           "Bring the class to one VBIOS of the {model}: the newest its server vendor (or NVIDIA, for its own boards) "
           "publishes, with the vendor's firmware tool in a maintenance window and a cold reboot; then list the "
           "version in the class's manifest (vbios_versions) so that a host that drifts is told. The finding names "
           "every host and version of the class audited in this run; until they agree, read a failure on the odd "
           "host with its VBIOS in mind."),
     Entry("fleet_driver_mismatch", "gpu", "warning",
-          "hosts of one class (manifest class, or else GPU model) run different NVIDIA driver versions",
+          "hosts of one manifest class run different NVIDIA driver versions",
           "Install one driver version on every host of the class (nvidia_driver_version of the nvidia_driver role, set "
           "in the class's group_vars, and the packages held so that unattended upgrades cannot move one host), "
           "reboot each, and set gpus.driver_version in the class's manifest. The finding names every host and "

@@ -1,8 +1,10 @@
 """VBIOS and driver consistency across the hosts of one class, judged where the fleet's facts meet (the report
 phase: library/gpu_audit_report.py, for the hosts audited in one run).
 
-A class is the manifest's (``manifest_class``, set when a host was judged against a manifest); a host without
-one is compared with the hosts without one that carry the same GPU model. Within a class, the hosts' VBIOS
+A class is the manifest's (``manifest_class``, set when a host was judged against a manifest); hosts without a
+manifest are compared with nobody: the defaults stay quiet on a fleet that declared no classes (a GPU model
+alone would put a bare-metal host and a VM guest of one model, rightly on different drivers, in one class).
+Within a class, the hosts' VBIOS
 versions of one GPU model, and their driver versions, should be one: fleet tools check both (Meta's GCM, the
 golden-config diffs of Google's cluster health scanner) because the odd host's failures are otherwise read as
 its hardware's. A host's own GPUs that differ among themselves are rules/vbios.py's; a manifest's allowed
@@ -42,13 +44,12 @@ def _models(facts: dict[str, Any]) -> dict[str, tuple[str, ...]]:
 
 
 def _groups(hosts: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
-    """Class name (a manifest's, or "GPU model <name>" for hosts without one) -> its hosts."""
+    """Class name (a manifest's) -> its hosts; hosts without a manifest class belong to none."""
     groups: dict[str, list[str]] = {}
     for host, facts in sorted(hosts.items()):
         name = _text(facts.get("manifest_class"))
-        keys = [f"class {name}"] if name else [f"GPU model {model}" for model in _models(facts)]
-        for key in keys:
-            groups.setdefault(key, []).append(host)
+        if name:
+            groups.setdefault(f"class {name}", []).append(host)
     return groups
 
 
@@ -77,9 +78,7 @@ def class_findings(hosts: dict[str, dict[str, Any]]) -> dict[str, list[Finding]]
     for group, members in _groups(hosts).items():
         if len(members) < 2:
             continue
-        # A GPU-model class compares that model only; a manifest's class every model its hosts carry.
-        models = [group[len("GPU model "):]] if group.startswith("GPU model ") else \
-            sorted({model for host in members for model in _models(hosts[host])})
+        models = sorted({model for host in members for model in _models(hosts[host])})
         for model in models:
             vbios = {host: ", ".join(versions) for host in members
                      for versions in [_models(hosts[host]).get(model)] if versions}

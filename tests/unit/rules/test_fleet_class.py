@@ -25,7 +25,10 @@ REAL = (FIXTURES / "nvidia-smi" / "q_550_2xH100-HBM3_fabric.txt").read_text()
 MODEL = "NVIDIA H100 80GB HBM3"
 
 
-def host(vbios: str = "96.00.89.00.01", driver: str = "550.54.15", manifest: dict | None = None) -> dict:
+CLASS = {"format": "gpuhost-manifest/1", "class": "hgx-h100", "gpus": {"count": 2, "model": MODEL}}
+
+
+def host(vbios: str = "96.00.89.00.01", driver: str = "550.54.15", manifest: dict | None = CLASS) -> dict:
     text = REAL.replace("96.00.89.00.01", vbios).replace("550.54.15", driver)
     capture = build_capture([("nvidia-smi-q.txt", text.encode())])
     options = RuleOptions(manifest=load(manifest, "manifest") if manifest else None)
@@ -46,12 +49,18 @@ def test_hosts_that_agree_are_silent() -> None:
     assert class_findings({"a": host(), "b": host(), "c": host()}) == {}
 
 
+def test_hosts_without_a_manifest_class_are_compared_with_nobody() -> None:
+    """The defaults stay quiet: one GPU model is no class (a bare-metal host and a VM guest differ rightly)."""
+    assert class_findings({"a": host(manifest=None), "b": host(manifest=None),
+                           "c": host(vbios="96.00.74.00.1C", driver="550.120", manifest=None)}) == {}
+
+
 def test_the_odd_vbios_is_told_on_its_host_naming_every_host_and_version() -> None:
     found = class_findings({"a": host(), "b": host(), "c": host(vbios="96.00.74.00.1C")})
     assert ids(found) == {"c": {"fleet_vbios_mismatch"}}
     [finding] = found["c"]
     assert (finding.severity, finding.action) == ("warning", "none")
-    assert finding.summary == (f"Hosts of GPU model {MODEL} run different VBIOS versions of the {MODEL}: "
+    assert finding.summary == (f"Hosts of class hgx-h100 run different VBIOS versions of the {MODEL}: "
                                "96.00.89.00.01 on a, b; 96.00.74.00.1C on c (this host: 96.00.74.00.1C).")
     assert finding.evidence["vbios_by_host"] == {"a": "96.00.89.00.01", "b": "96.00.89.00.01",
                                                  "c": "96.00.74.00.1C"}
@@ -64,7 +73,7 @@ def test_two_hosts_that_differ_are_both_told_and_a_driver_differs_too() -> None:
 
 
 def test_the_manifest_class_decides_and_separates_hosts_of_one_model() -> None:
-    manifest = {"format": "gpuhost-manifest/1", "class": "hgx-h100", "gpus": {"count": 2, "model": MODEL}}
+    manifest = CLASS
     other = dict(manifest, **{"class": "lab-h100"})
     found = class_findings({"a": host(manifest=manifest), "b": host(manifest=manifest),
                             "c": host(vbios="96.00.74.00.1C", manifest=other)})
