@@ -25,7 +25,7 @@ from ansible.module_utils.gpuhost.rules.views import (
     unread_pairs,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
 
 
@@ -108,6 +108,14 @@ def audit(source: Source, subsets: list[str], options: RuleOptions) -> dict[str,
         if "virtualization" in facts:
             note_gpu_modes(virt, facts["gpus"], bool(iommu.groups) or bool(iommu.hardware))
             facts["virtualization"] = virt.as_dict()
+
+        if source.partial:
+            # Imported here: only support material holds an NCCL INFO log.
+            from ansible.module_utils.gpuhost.audit.nccl_transports import gather_nccl_transports
+
+            transports = gather_nccl_transports(source, facts["gpus"])
+            if transports is not None:
+                facts["nccl_transports"] = transports
 
     if proxmox_node:
         # Loaded on Proxmox VE nodes only: a host compiles every module it imports, on every run.

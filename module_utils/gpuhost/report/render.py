@@ -21,9 +21,10 @@ from ansible.module_utils.gpuhost.report.health_md import health_tables
 from ansible.module_utils.gpuhost.report.markdown import anchor, at, inline, matrix_table, table
 from ansible.module_utils.gpuhost.report.markdown import cell as _cell
 from ansible.module_utils.gpuhost.report.markdown import plain as _plain
+from ansible.module_utils.gpuhost.report.nccl_transports_md import nccl_transports_section
 from ansible.module_utils.gpuhost.report.p2p_md import p2p_sections
 from ansible.module_utils.gpuhost.report.scope import verdict_scope
-from ansible.module_utils.gpuhost.rules.p2p_evidence import p2p_evidence
+from ansible.module_utils.gpuhost.rules.p2p_evidence import NCCL_LOG, p2p_evidence
 
 # Probe matrices shown in the Markdown report: the all-reduce range people compare.
 SMALL_PROBE_SIZES = (4096, 16384, 65536)
@@ -106,6 +107,8 @@ def _p2p_label(facts: dict[str, Any]) -> str:
         return "P2P (read)"
     if decided.capability == NOT_STATED:
         return "P2P (capability not stated)"
+    if decided.capability == NCCL_LOG:
+        return "P2P (NCCL INFO log)"
     return f"P2P ({decided.capability})"
 
 
@@ -163,6 +166,7 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
 
     names = [f"GPU{d.get('index')}" for d in devices]
     out += p2p_sections(facts.get("p2p"))
+    out += nccl_transports_section(facts.get("nccl_transports"))
 
     topology = facts.get("topology") or {}
     if topology.get("matrix"):

@@ -31,11 +31,14 @@ from tests.unit import schemas
 #    whose only GPU list is an NCCL topology dump or INFO log); each finding's action and the summary's action
 #    (findings/actions.py); the kernel log's NVSwitch SXid events (sxid_events); the fabric manager's
 #    version_mismatch.
+# 6: nccl_transports: what a pasted NCCL INFO log proves about P2P per pair of the host's GPUs (P2P, refused,
+#    SHM, NET), its NCCL version, transports, the environment that switched P2P off, and why it was not matched.
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
     4: "0c9feec2a7edddbc",
     5: "a83b48a095fc0e46",
+    6: "e2f46f93b769a88b",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 
