@@ -17,6 +17,7 @@ from ansible.module_utils.gpuhost.report.bench_shape import check_bench, finite
 from ansible.module_utils.gpuhost.report.bundle_md import bundle_section
 from ansible.module_utils.gpuhost.report.drift_md import drift_section, fleet_drift_lines
 from ansible.module_utils.gpuhost.report.findings_md import findings_markdown
+from ansible.module_utils.gpuhost.report.gpu_count import gpus_counted, lower_bound
 from ansible.module_utils.gpuhost.report.health_md import health_tables
 from ansible.module_utils.gpuhost.report.markdown import anchor, at, inline, matrix_table, table
 from ansible.module_utils.gpuhost.report.markdown import cell as _cell
@@ -81,6 +82,8 @@ def _gpu_line(summary: dict[str, Any], gpus: dict[str, Any], pci_devices: list[d
     driver = gpus.get("driver_version")
     cuda = gpus.get("cuda_driver_version")
     extra = ", ".join(x for x in (driver and f"driver {driver}", cuda and f"CUDA {cuda}") if x)
+    if lower_bound(gpus):
+        return f"{gpus_counted(count, gpus)}: {models}" + (f" ({extra})" if extra else "")
     return f"{count} x {models}" + (f" ({extra})" if extra else "")
 
 
@@ -411,7 +414,8 @@ def verdict_line(host: str, facts: dict[str, Any], link: dict[str, Any] | None, 
     (findings/finding.py findings_named), the report (``not_written``: check mode left that file absent or out
     of date, and the line says so)."""
     summary = facts.get("summary") or {}
-    line = (f"{host}: {summary.get('verdict')} ({summary.get('virtualization')}; {summary.get('gpu_count')} GPU(s); "
+    counted = gpus_counted(summary.get("gpu_count"), facts.get("gpus"))
+    line = (f"{host}: {summary.get('verdict')} ({summary.get('virtualization')}; {counted}; "
             f"P2P {summary.get('p2p')}) - {findings_named(facts)}.")
     if link:
         line += f" Runs as VM {link.get('vmid')} on {link.get('proxmox_host')}, which holds the fix (see the report)."
