@@ -102,6 +102,13 @@ EXPECTED: dict[str, tuple[tuple[Any, ...], list[tuple[dict[str, Any], dict[str, 
                     product_name="GeForce 8800 GT", fb_total_mib=511),
         health(persistence_mode=False),
     )]),
+    # A real 390 paste (DTD v9) behind its shell prompt and a Markdown fence, cut after the part number: what it
+    # printed is read, the rest is None and complete is False.
+    "q_390_GeForce-410M_dtd-v9_prompt-fence_cut.xml": (("390.157", None, 1, False), [(
+        gpu_summary(bus_id="0000:01:00.0", uuid="GPU-xxxxx11f-ce5d-xxxx-xxxx-6ea62fb1xxxx", minor_number=0,
+                    product_name="GeForce 410M"),
+        health(persistence_mode=False),
+    )]),
     "q_418_2xV100-SXM2_throttle-retired.txt": (("418.87.01", "10.1", 2, None), [
         (gpu_summary(bus_id="0000:18:00.0", uuid="GPU-6a3b1f0e-2c7d-4e19-8b5a-0f2d9c41e7a3", minor_number=0,
                      ecc=("bit", (0, 0), (0, 0)), retired=(0, 0, False), **V100),
