@@ -19,7 +19,6 @@ between ``NUMA Affinity`` and ``GPU NUMA ID`` where it was.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 # A cell a matrix prints: link labels (X, PIX, NV18, SYS), P2P codes (OK, NS, CNS), attribute values (0-55,112-167,
 # 0, N/A). Anything else on a line of its own is not the rest of a row.
@@ -34,31 +33,23 @@ _HEADER_WORDS = frozenset({"CPU", "Affinity", "NUMA", "GPU", "ID"})
 _PHRASES = frozenset({"CPU Affinity", "NUMA Affinity", "GPU NUMA", "NUMA ID"})
 
 
-def rejoin_header(lines: list[str], header_at: int) -> tuple[list[str], list[str]]:
-    """The lines with the header's wrapped continuation lines joined to it, and a note per join."""
-    out = list(lines)
-    notes: list[str] = []
+def is_matrix_end(line: str) -> bool:
+    """The blank line or the legend that ends a matrix's rows."""
+    stripped = line.strip()
+    return not stripped or stripped.startswith("Legend") or stripped.startswith("NIC Legend")
+
+
+def rejoin_wrapped(lines: list[str], header_at: int, width_from_header: bool = False) -> tuple[list[str], list[str]]:
+    """The lines with the header's and each row's wrapped continuation joined to them, and a note per join.
+    ``width_from_header``: a row has exactly as many cells after its label as the header names GPUs (``topo
+    -p2p``), which a join never exceeds; otherwise rows vary (``topo -m``'s attribute values)."""
+    out, notes = _rejoin_header(list(lines), header_at)
     names = out[header_at].split()
-    while header_at + 1 < len(out):
-        tokens = out[header_at + 1].split()
-        repeated = tokens and tokens[0] in names and tokens[0] not in _HEADER_WORDS  # a row, or a second header
-        if not tokens or repeated or not all(_COLUMN_RE.match(t) or t in _HEADER_WORDS for t in tokens):
-            break
-        out[header_at] = _join(out[header_at], out.pop(header_at + 1), header=True)
-        names += tokens
-        notes.append(f"the header was wrapped onto the next line ({' '.join(tokens)}): joined")
-    return out, notes
-
-
-def rejoin_rows(lines: list[str], header_at: int, devices: list[str], is_end: Callable[[str], bool],
-                width: int | None = None) -> tuple[list[str], list[str]]:
-    """The lines with each wrapped row joined to the row it continues (from ``header_at + 1`` to the end of the
-    matrix), and a note per join. ``width``: the exact number of cells after the label a row has (``topo
-    -p2p``), which a join never exceeds; None where rows vary (``topo -m``)."""
-    out = list(lines)
-    notes: list[str] = []
+    devices = [name for name in names if _COLUMN_RE.match(name)]
+    width = sum(1 for name in names if name.startswith("GPU") and _DEVICE_RE.match(name)) if width_from_header \
+        else None
     at = header_at + 1
-    while at < len(out) and not is_end(out[at]):
+    while at < len(out) and not is_matrix_end(out[at]):
         tokens = out[at].split()
         # A row whose label a lost tab glued to its first cell (NIC10PXB) starts with a device name all the same.
         if at > header_at + 1 and tokens and tokens[0] not in devices and not _DEVICE_START_RE.match(tokens[0]) \
@@ -69,6 +60,20 @@ def rejoin_rows(lines: list[str], header_at: int, devices: list[str], is_end: Ca
                 notes.append(f"row {above[0]} was wrapped onto the next line ({' '.join(tokens)}): joined")
                 continue
         at += 1
+    return out, notes
+
+
+def _rejoin_header(out: list[str], header_at: int) -> tuple[list[str], list[str]]:
+    notes: list[str] = []
+    names = out[header_at].split()
+    while header_at + 1 < len(out):
+        tokens = out[header_at + 1].split()
+        repeated = tokens and tokens[0] in names and tokens[0] not in _HEADER_WORDS  # a row, or a second header
+        if not tokens or repeated or not all(_COLUMN_RE.match(t) or t in _HEADER_WORDS for t in tokens):
+            break
+        out[header_at] = _join(out[header_at], out.pop(header_at + 1), header=True)
+        names += tokens
+        notes.append(f"the header was wrapped onto the next line ({' '.join(tokens)}): joined")
     return out, notes
 
 

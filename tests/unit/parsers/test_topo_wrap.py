@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
 from ansible.module_utils.gpuhost.parsers.nvidia_smi_topo import parse_topo_matrix, parse_topo_p2p
-from ansible.module_utils.gpuhost.parsers.topo_wrap import rejoin_rows
+from ansible.module_utils.gpuhost.parsers.topo_wrap import rejoin_wrapped
 from tests.paths import FIXTURES
 
 SMI = FIXTURES / "nvidia-smi"
@@ -81,11 +81,12 @@ def test_a_continuation_the_columns_cannot_place_is_refused() -> None:
 
 def test_a_row_glued_to_its_label_is_not_taken_for_a_continuation() -> None:
     lines = ["\tGPU0\tNIC10", "GPU0\tX\tPXB", "NIC10PXB\tX"]
-    assert rejoin_rows(lines, 0, ["GPU0", "NIC10"], lambda line: not line.strip()) == (lines, [])
+    assert rejoin_wrapped(lines, 0) == (lines, [])
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(alphabet="GPUNIC0123 \tXOKNS-,/A\n", max_size=40), max_size=12))
 def test_rejoining_never_raises_and_never_adds_or_drops_a_token(lines) -> None:
-    joined, _notes = rejoin_rows(lines, 0, ["GPU0", "GPU1"], lambda line: not line.strip(), width=2)
+    lines = ["\tGPU0\tGPU1", *lines]
+    joined, _notes = rejoin_wrapped(lines, 0, width_from_header=True)
     assert " ".join(" ".join(joined).split()) == " ".join(" ".join(lines).split())
