@@ -118,6 +118,14 @@ def audit(source: Source, subsets: list[str], options: RuleOptions, dcgm_diag: b
             note_gpu_modes(virt, facts["gpus"], bool(iommu.groups) or bool(iommu.hardware))
             facts["virtualization"] = virt.as_dict()
 
+        if source.partial:
+            # Imported here: only support material holds an NCCL INFO log.
+            from ansible.module_utils.gpuhost.audit.nccl_transports import gather_nccl_transports
+
+            transports = gather_nccl_transports(source, facts["gpus"])
+            if transports is not None:
+                facts["nccl_transports"] = transports
+
     if proxmox_node:
         # Loaded on Proxmox VE nodes only: a host compiles every module it imports, on every run.
         from ansible.module_utils.gpuhost.audit.proxmox import gather_proxmox

@@ -288,6 +288,7 @@ def _devices_from_nccl(source: Source, gpus: dict[str, Any]) -> None:
     for gpu in found:
         device = smi_device_facts({**unknown, "compute_cap": gpu["compute_capability"]})
         device["pci_bus_id"] = gpu["pci_bus_id"]
+        device["index"] = gpu.get("index")
         devices.append(device)
     gpus.update({"source": "nccl", "count": len(devices), "devices": devices})
     gpus.pop("nvidia_smi_error", None)

@@ -8,7 +8,8 @@ What each tells (and what it cannot):
 - the log's ``comm ... rank R nranks N cudaDev D busId B - Init COMPLETE`` lines (src/init.cc; parsers/
   nccl_debug.py) name the bus id of each GPU a rank used, per host (``host:pid:tid``): the GPUs of a log of
   several hosts cannot be told apart from this host's, so none is taken and ``problems`` says why.
-Neither names the model, the index nvidia-smi gives, or GPUs the job did not use: those stay None.
+Neither names the model or GPUs the job did not use: those stay None. The log's init lines name the index
+nvidia-smi gives (NVML's) from about NCCL 2.9 on; the dump and older logs do not, and it stays None.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ WHAT_DEBUG = "NCCL INFO log"
 
 
 def nccl_gpus(source: Source) -> list[dict[str, Any]]:
-    """``[{pci_bus_id, compute_capability}]`` of the GPUs the material's NCCL outputs show (the dump first:
+    """``[{pci_bus_id, compute_capability, index}]`` of the GPUs the material's NCCL outputs show (the dump first:
     it lists every GPU of the node, the log only those a rank used); [] when they show none."""
     text = source.material(NCCL_TOPO_MATERIAL)
     if text:
@@ -36,7 +37,7 @@ def nccl_gpus(source: Source) -> list[dict[str, Any]]:
         except ParseError as exc:
             source.note_problem("NCCL topology dump", str(exc))
             dump = {"gpus": []}
-        gpus = [{"pci_bus_id": gpu.get("pci_bus_id"), "compute_capability": _capability(gpu.get("sm"))}
+        gpus = [{"pci_bus_id": gpu.get("pci_bus_id"), "compute_capability": _capability(gpu.get("sm")), "index": None}
                 for gpu in dump["gpus"]]
         if gpus:
             return gpus
@@ -53,8 +54,15 @@ def nccl_gpus(source: Source) -> list[dict[str, Any]]:
                                         f"({', '.join(sorted(str(h) for h in buses))}): which GPUs are this "
                                         "host's cannot be told; give one host's log")
         return []
-    return [{"pci_bus_id": bus, "compute_capability": None} for host_buses in buses.values()
-            for bus in sorted(host_buses)]
+    # From about NCCL 2.9 the init lines name the NVML index (nvmlDev, src/init.cc), which is nvidia-smi's index;
+    # a bus id given two of them (an inconsistent log) gets none.
+    nvml: dict[str, set[int]] = {}
+    for (_host, kind, index), (_rank, bus) in summary.devices.items():
+        if kind == "nvml" and index.isdigit():
+            nvml.setdefault(bus, set()).add(int(index))
+    return [{"pci_bus_id": bus, "compute_capability": None,
+             "index": next(iter(nvml[bus])) if len(nvml.get(bus, ())) == 1 else None}
+            for host_buses in buses.values() for bus in sorted(host_buses)]
 
 
 def _capability(sm: Any) -> str | None:

@@ -38,10 +38,17 @@ def material_not_seen(source: Source, facts: dict[str, Any]) -> list[str]:
         # NCCL's outputs list GPUs only where nothing else does (audit/material_gpus.py): then they were seen.
         "gpus": not nvml and not any(source.seen("commands", command.key) for command in (*GPU_LISTS, LIST_GPUS))
         and (facts.get("gpus") or {}).get("source") != "nccl",
-        "p2p": not nvml and not any(source.seen("commands", key) for key in P2P_JUDGED_FROM),
+        # An NCCL INFO log whose pairs prove P2P or its refusal is evidence too (rules/p2p_evidence.py).
+        "p2p": not nvml and not any(source.seen("commands", key) for key in P2P_JUDGED_FROM)
+        and not _nccl_proves(facts),
         "pci": not source.seen("dirs", PCI_DIR),
         "iommu": not (source.seen("dirs", GROUPS_DIR) or source.seen("dirs", IOMMU_CLASS_DIR)),
         "kernel_log": not dmesg,
         "virtualization": "virtualization" in facts and (facts["virtualization"] or {}).get("type") is None,
     }
     return [item for item in NOT_SEEN if missing[item]]
+
+
+def _nccl_proves(facts: dict[str, Any]) -> bool:
+    matrix = (facts.get("nccl_transports") or {}).get("matrix") or []
+    return any(cell in ("P2P", "refused") for row in matrix if isinstance(row, list) for cell in row)

@@ -303,6 +303,18 @@ CATALOG = _entries(
           "-p2p r`, the matrix that decides P2P. Until then: NS under read or write means no GPU peer-to-peer "
           "(every all-reduce through host memory, the incident's case); NS under NVLink is the normal answer of "
           "PCIe cards and says nothing about P2P over PCIe."),
+    # Not the p2p_not_supported finding: NCCL uses SHM between GPUs whose P2P works too, by default across host
+    # bridges and CPU sockets (NCCL_P2P_LEVEL's default is PXB, src/graph/paths.cc), so SHM alone proves nothing.
+    Entry("nccl_log_no_p2p", "p2p", "warning",
+          "a pasted NCCL INFO log connects GPUs of one host through SHM or the network, not P2P (info when the "
+          "log's environment switched P2P off)",
+          "NCCL connects through SHM when the driver refuses P2P (a VM without a clique, the incident's case) and "
+          "also, by default, between GPUs under different PCIe host bridges or CPU sockets on hosts whose P2P "
+          "works: the log alone cannot tell which. Paste `nvidia-smi topo -p2p r` (OK or NS per pair decides) "
+          "and `nvidia-smi topo -m` (PIX/PXB pairs get P2P by default, PHB/NODE/SYS pairs do not).",
+          also=("info",),
+          texts={"environment": "P2P was switched off on purpose ({setting}): the log says nothing of whether it "
+                                "works. Paste `nvidia-smi topo -p2p r`, or a log of a run without that setting."}),
     Entry("consumer_p2p_unproven", "p2p", "warning",
           "P2P granted on GeForce/TITAN GPUs: may be a mirror, prove it",
           "Prove it before serving: run the P2P probe (a write checked at the destination) and a value-checked "
@@ -656,7 +668,8 @@ CATALOG = _entries(
 # Ids are checked below: each catalog id in exactly one line.
 IDS_BY_ACTION = MappingProxyType({
     "none": ("gpus_bound_to_vfio", "persistence_mode_off", "nvml_unavailable", "gpu_added", "xid_errors",
-             "gpu_clocks_slowdown", "pcie_aer_errors", "p2p_capability_not_stated", "consumer_p2p_unproven",
+             "gpu_clocks_slowdown", "pcie_aer_errors", "p2p_capability_not_stated", "nccl_log_no_p2p",
+             "consumer_p2p_unproven",
              "p2p_peer_access_unavailable", "p2p_no_gain", "p2p_proof_stale", "gpus_on_several_numa_nodes",
              "link_trained_lower", "pcie_link_slow", "small_bar1", "acs_unreadable", "iommu_group_shared",
              "nccl_low_bus_bandwidth", "nccl_p2p_no_gain", "nccl_no_p2p_transport", "nccl_p2p_refused",

@@ -127,7 +127,9 @@ def _peer_access(facts: dict[str, Any]) -> list[list[Any]]:
     decided = p2p_evidence(facts)
     if decided is None:
         return []
-    return [[label if not isinstance(label, str) or label == "X" or decided.state(label) != "unknown" else None
+    # A granted cell reads "OK" whatever said it (an NCCL log's "P2P" too): the gate's placement reads OK.
+    return [[label if not isinstance(label, str) or label == "X" else
+             "OK" if decided.state(label) == "ok" else label if decided.state(label) == "none" else None
              for label in row] for row in decided.matrix if isinstance(row, list)]
 
 

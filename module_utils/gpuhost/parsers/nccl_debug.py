@@ -136,6 +136,10 @@ class TransportSummary:
     p2p_refusals: list[P2PRefusal] = field(default_factory=list)  # where and why NCCL did not use P2P
     # (host, kind, index) -> (rank, bus id), from the communicators' init lines; kind "cuda", "nvml", "bus".
     devices: dict[tuple[str | None, str, str], tuple[int, str]] = field(default_factory=dict)
+    # (host, rank) -> every bus id an init line gave that rank: several when the log holds communicators that
+    # number their ranks differently (a rank of one is another GPU in the next), which the connection lines,
+    # naming no communicator, cannot be told apart by.
+    rank_buses: dict[tuple[str | None, int], set[str]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -211,6 +215,7 @@ def _read_line(summary: TransportSummary, line: str, host: str | None = None) ->
             summary.devices[(host, "bus", bus)] = (rank, bus)
             if nvml is not None:
                 summary.devices[(host, "nvml", nvml)] = (rank, bus)
+            summary.rank_buses.setdefault((host, rank), set()).add(bus)
     match = _CONNECTION_RE.search(line)
     if match:
         kind, channel, source, target, detail = match.groups()

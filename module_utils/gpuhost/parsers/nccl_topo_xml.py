@@ -25,6 +25,9 @@ What xml.cc writes when it cannot tell, and what it means here:
 * ``busid`` ``0000:BB:DD.F``; an NVLink ``target`` of ``fffffff:ff:ff.0`` is an NVSwitch NVML names no bus id
   for (bare-metal HGX dumps show it too: no sign of anything).
 
+A paste that starts mid-tree (no ``<system>``, closing tags first) gives its GPUs from their ``<pci>`` and
+``<gpu>`` tags alone, with ``complete`` False and what hangs above them unknown.
+
 Output of ``parse_nccl_topo_xml``: ``{"version": int | None, "complete": bool, "cpus": [{numaid, arch, vendor,
 familyid, modelid, numa_unknown}], "gpus": [{dev, rank, sm, gdr, pci_bus_id, numaid, link_speed, link_speed_gts,
 link_width, switches, nvlinks: [{target, count}]}], "nics": [{name, dev, pci_bus_id, speed_mbps, gdr}]}``.
@@ -45,8 +48,14 @@ _START_RE = re.compile(r"<\?xml|<system\b")
 _END_TAG = "</system>"
 _BUS_ID_RE = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 _SPEED_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
-MARK_RE = re.compile(r"<system\s+version=\"\d+\"\s*>[\s\S]{0,400}?<(?:cpu|pci)\b")
-"""What only NCCL's (and RCCL's) topology XML holds: paste_kind.py tells the kind by it."""
+MARK_RE = re.compile(r"<system\s+version=\"\d+\"\s*>[\s\S]{0,400}?<(?:cpu|pci)\b|"
+                     r"<pci\s+busid=\"[^\"]{1,16}\"[^>]{0,400}>\s*<gpu\s+dev=\"\d+\"")
+"""What only NCCL's (and RCCL's) topology XML holds: paste_kind.py tells the kind by it. The second form is a
+GPU's ``<pci>`` with its ``<gpu dev=...>`` inside, which a paste that starts mid-tree still shows."""
+# A GPU's <pci> element and the <gpu> that opens inside it: in a paste that starts mid-tree (no <system>, closing
+# tags before any opening one) the only thing that can be read without guessing where the rest hangs.
+_FRAGMENT_GPU_RE = re.compile(r"<pci\s+(?P<pci>[^<>]{0,800})>\s*<gpu\s+(?P<gpu>[^<>]{0,400}?)/?>")
+_ATTRIBUTE_RE = re.compile(r"([A-Za-z_]{1,32})=\"([^\"]{0,200})\"")
 
 
 class NcclTopoParseError(ParseError):
@@ -61,6 +70,8 @@ def parse_nccl_topo_xml(text: Any) -> dict[str, Any]:
         raise NcclTopoParseError(f"{_WHAT}: expected the XML text NCCL wrote; found {type(text).__name__}")
     text = normalize_paste(text)
     start = _START_RE.search(text)
+    if start is None and _FRAGMENT_GPU_RE.search(text):
+        return _fragment(text)
     if start is None:
         raise NcclTopoParseError(expected_found(_WHAT, '<system version="1">', excerpt(text, 80),
                                                 "Pass the file NCCL_TOPO_DUMP_FILE names, as NCCL wrote it"))
@@ -86,6 +97,22 @@ def parse_nccl_topo_xml(text: Any) -> dict[str, Any]:
                             "arch": cpu.get("arch"), "vendor": cpu.get("vendor"),
                             "familyid": _int(cpu.get("familyid")), "modelid": _int(cpu.get("modelid"))})
         _walk(cpu, out["cpus"][-1]["numaid"], [], out)
+    return out
+
+
+def _fragment(text: str) -> dict[str, Any]:
+    """A dump pasted from the middle of its tree: each GPU's bus id, ``sm``, dev, rank, gdr and link, read from its
+    ``<pci>`` and ``<gpu>`` tags alone. What hangs above them (NUMA node, switches) is not in the paste: None and
+    [], and ``complete`` False. NVLinks are not read: a cut can fall among them, and a partial count would read as
+    a fact."""
+    out: dict[str, Any] = {"version": None, "complete": False, "cpus": [], "gpus": [], "nics": []}
+    for match in _FRAGMENT_GPU_RE.finditer(text):
+        pci = dict(_ATTRIBUTE_RE.findall(match.group("pci")))
+        gpu = dict(_ATTRIBUTE_RE.findall(match.group("gpu")))
+        out["gpus"].append({
+            "dev": _int(gpu.get("dev")), "rank": _int(gpu.get("rank")), "sm": _int(gpu.get("sm")),
+            "gdr": _flag(gpu.get("gdr")), "pci_bus_id": _bus_id(pci.get("busid")), "numaid": None,
+            **_link(ET.Element("pci", pci)), "switches": [], "nvlinks": []})
     return out
 
 

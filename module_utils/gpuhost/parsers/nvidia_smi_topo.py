@@ -14,6 +14,7 @@ The formats follow real outputs of several driver generations (see tests/fixture
   such rows are split by the known labels (nvidia_smi_topo_cells); NIC cells that cannot be placed are
   None, and only a GPU x GPU block that cannot be read is refused.
 * ``nvidia-smi topo -p2p r|w|n|a|p``: header `` \\tGPU0\\tGPU1\\t``, rows `` GPU0\\tX\\tOK\\t``, then a legend.
+* Either, hard-wrapped by a mail client: rejoined where the header's columns tell (parsers/topo_wrap.py).
 
 Output schema:
 
@@ -49,6 +50,7 @@ from ansible.module_utils.gpuhost.parsers.nvidia_smi_topo_cells import (
     split_header_cell,
     split_row_label,
 )
+from ansible.module_utils.gpuhost.parsers.topo_wrap import is_matrix_end, rejoin_wrapped
 
 # --------------------------------------------------------------------------------------------------
 # Legends
@@ -79,11 +81,6 @@ def _parse_legends(lines: Iterable[str]) -> tuple[dict[str, str], dict[str, str]
             if match:
                 nic_legend[match.group(1)] = match.group(2)
     return legend, nic_legend
-
-
-def _is_matrix_end(line: str) -> bool:
-    stripped = line.strip()
-    return not stripped or stripped.startswith("Legend") or stripped.startswith("NIC Legend")
 
 
 def _find_header(lines: Sequence[str], what: str, command: str) -> int:
@@ -311,16 +308,16 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
     unknown and said in ``notes``."""
     lines = _lines(text, "nvidia-smi topo -m")
     header_at = _find_header(lines, "nvidia-smi topo -m", "nvidia-smi topo -m")
+    lines, notes = rejoin_wrapped(lines, header_at)
     devices, columns = _split_topo_header(lines[header_at])
     gpus, nics = _check_topo_devices(devices, lines[header_at])
     # Labels a legend explains (a newer driver's) split merged cells too.
     explained, _ = _parse_legends(lines[header_at + 1:])
     labels = BASE_LABELS + tuple(key for key in explained if LABEL_LIKE_RE.match(key) and "#" not in key
                                  and key not in BASE_LABELS)
-    notes: list[str] = []
     rows: dict[str, _Row] = {}
     end = header_at + 1
-    while end < len(lines) and not _is_matrix_end(lines[end]):
+    while end < len(lines) and not is_matrix_end(lines[end]):
         label, row = _parse_topo_row(lines[end], devices, columns, len(gpus), labels, notes)
         if label in rows:
             raise smi_error("nvidia-smi topo -m", f"one row for {label}", lines[end],
@@ -469,6 +466,7 @@ def parse_topo_p2p(text: str, cut_ok: bool = False) -> P2PMatrix:
     what = "nvidia-smi topo -p2p"
     lines = _lines(text, what)
     header_at = _find_header(lines, what, "nvidia-smi topo -p2p r")
+    lines, _notes = rejoin_wrapped(lines, header_at, width_from_header=True)
     header_cells = [cell for cell in _split_cells(lines[header_at])[0] if cell]
     if not all(_GPU_NAME_RE.match(cell) for cell in header_cells) or len(set(header_cells)) != len(header_cells):
         raise smi_error(what, "only GPU columns (GPU0 GPU1 ...)", lines[header_at],
@@ -477,7 +475,7 @@ def parse_topo_p2p(text: str, cut_ok: bool = False) -> P2PMatrix:
     gpus = header_cells
     rows: dict[str, list[str]] = {}
     end = header_at + 1
-    while end < len(lines) and not _is_matrix_end(lines[end]):
+    while end < len(lines) and not is_matrix_end(lines[end]):
         cells = [cell for cell in _split_cells(lines[end])[0] if cell]
         label, codes = cells[0], cells[1:]
         if cut_ok and end == len(lines) - 1 and cut_inside_row(text, codes, len(gpus), P2P_STATUS_MEANING):

@@ -38,8 +38,8 @@ kinds, the more specific one wins, in this order (the first that matches):
    none), ``proxmox-vm-config`` (three or more Proxmox VM keys, one of them specific to Proxmox),
    ``fabric-manager-log`` (the fabric manager's process names in journal lines, or a message only it prints:
    parsers/fabric_manager_log.py), ``dmesg`` (two or more ``[  12.345678]`` or ``dmesg -T`` stamps),
-   ``journal-kernel`` (two or more
-   ``Mar 21 21:42:01 [host] kernel:`` or ISO-stamped lines: ``journalctl -k``, a syslog file), ``proc-cmdline``.
+   ``journal-kernel`` (two or more ``Mar 21 21:42:01 [host] kernel:`` or ISO-stamped lines: ``journalctl -k``, a
+   syslog file; or ``kernel: NVRM:`` lines whose stamp was cut), ``proc-cmdline``.
 """
 
 from __future__ import annotations
@@ -152,6 +152,10 @@ _DMESG_RE = re.compile(r"^\s*(?:[a-z]{2,8}\s*:[a-z]{2,8}\s*:\s*)?\[\s*\d{1,10}\.
 _JOURNAL_RE = re.compile(r"^\s*(?:[A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d|"
                          r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?)"
                          r"(?: [^\s:]{1,255})? kernel: ")
+# The same lines with the stamp and host cut on the way ("kernel: NVRM: Xid ..."), as pasted from a log viewer's
+# message column (tests/fixtures/kernel-log/journal-k-stripped_*.txt): the driver's own lines only, so that other
+# text starting with "kernel:" is not taken.
+_STAMP_CUT_RE = re.compile(r"^\s*kernel: NVRM: ")
 _CMDLINE_TOKEN_RE = re.compile(r"^[^\s=]{1,200}(?:=\S*)?$")
 _CMDLINE_MARK_RE = re.compile(r"^(?:BOOT_IMAGE|root|initrd|init|console|intel_iommu|amd_iommu|iommu|rd\.[\w.]+|"
                               r"systemd\.[\w.]+|nvidia[\w.-]*|modprobe\.blacklist|pci|hugepages\w*)=|"
@@ -306,7 +310,7 @@ def _line_kind(lines: list[str]) -> str | None:
     stamped = sum(1 for line in filled if _DMESG_RE.match(line))
     if stamped >= 2 or (stamped and stamped == len(filled)):
         return "dmesg"
-    journal = sum(1 for line in filled if _JOURNAL_RE.match(line))
+    journal = sum(1 for line in filled if _JOURNAL_RE.match(line) or _STAMP_CUT_RE.match(line))
     if journal >= 2 or (journal and journal == len(filled)):
         return "journal-kernel"
     if _is_cmdline([line for line in filled if not _PROMPT_COMMAND_RE.match(line)]):

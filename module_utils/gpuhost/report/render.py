@@ -17,13 +17,15 @@ from ansible.module_utils.gpuhost.report.bench_shape import check_bench, finite
 from ansible.module_utils.gpuhost.report.bundle_md import bundle_section
 from ansible.module_utils.gpuhost.report.drift_md import drift_section, fleet_drift_lines
 from ansible.module_utils.gpuhost.report.findings_md import findings_markdown
+from ansible.module_utils.gpuhost.report.gpu_count import gpus_counted, lower_bound
 from ansible.module_utils.gpuhost.report.health_md import health_tables
 from ansible.module_utils.gpuhost.report.markdown import anchor, at, inline, matrix_table, table
 from ansible.module_utils.gpuhost.report.markdown import cell as _cell
 from ansible.module_utils.gpuhost.report.markdown import plain as _plain
+from ansible.module_utils.gpuhost.report.nccl_transports_md import nccl_transports_section
 from ansible.module_utils.gpuhost.report.p2p_md import p2p_sections
 from ansible.module_utils.gpuhost.report.scope import verdict_scope
-from ansible.module_utils.gpuhost.rules.p2p_evidence import p2p_evidence
+from ansible.module_utils.gpuhost.rules.p2p_evidence import NCCL_LOG, p2p_evidence
 
 # Probe matrices shown in the Markdown report: the all-reduce range people compare.
 SMALL_PROBE_SIZES = (4096, 16384, 65536)
@@ -80,6 +82,8 @@ def _gpu_line(summary: dict[str, Any], gpus: dict[str, Any], pci_devices: list[d
     driver = gpus.get("driver_version")
     cuda = gpus.get("cuda_driver_version")
     extra = ", ".join(x for x in (driver and f"driver {driver}", cuda and f"CUDA {cuda}") if x)
+    if lower_bound(gpus):
+        return f"{gpus_counted(count, gpus)}: {models}" + (f" ({extra})" if extra else "")
     return f"{count} x {models}" + (f" ({extra})" if extra else "")
 
 
@@ -106,6 +110,8 @@ def _p2p_label(facts: dict[str, Any]) -> str:
         return "P2P (read)"
     if decided.capability == NOT_STATED:
         return "P2P (capability not stated)"
+    if decided.capability == NCCL_LOG:
+        return "P2P (NCCL INFO log)"
     return f"P2P ({decided.capability})"
 
 
@@ -163,6 +169,7 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
 
     names = [f"GPU{d.get('index')}" for d in devices]
     out += p2p_sections(facts.get("p2p"))
+    out += nccl_transports_section(facts.get("nccl_transports"))
 
     topology = facts.get("topology") or {}
     if topology.get("matrix"):
@@ -407,7 +414,8 @@ def verdict_line(host: str, facts: dict[str, Any], link: dict[str, Any] | None, 
     (findings/finding.py findings_named), the report (``not_written``: check mode left that file absent or out
     of date, and the line says so)."""
     summary = facts.get("summary") or {}
-    line = (f"{host}: {summary.get('verdict')} ({summary.get('virtualization')}; {summary.get('gpu_count')} GPU(s); "
+    counted = gpus_counted(summary.get("gpu_count"), facts.get("gpus"))
+    line = (f"{host}: {summary.get('verdict')} ({summary.get('virtualization')}; {counted}; "
             f"P2P {summary.get('p2p')}) - {findings_named(facts)}.")
     if link:
         line += f" Runs as VM {link.get('vmid')} on {link.get('proxmox_host')}, which holds the fix (see the report)."

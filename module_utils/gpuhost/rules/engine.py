@@ -1,9 +1,8 @@
 """The rules engine: gpu_host facts in, findings out, worst first.
 
-The rules live in host.py (the host itself), gpu_usable.py (GPUs the host cannot use), tp_group.py (the
-tensor-parallel group asked for), health.py (GPU health), fabric_manager.py (its log and
-package), sxids.py (NVSwitch SXids), dcgm_diag.py (DCGM's
-diagnostic verdicts), vbios.py (one VBIOS per
+The rules live in host.py (the host itself), nccl_log_p2p.py (a pasted NCCL log's P2P), gpu_usable.py (GPUs the
+host cannot use), tp_group.py (the tensor-parallel group asked for), health.py (GPU health), fabric_manager.py
+(its log and package), sxids.py (NVSwitch SXids), dcgm_diag.py (DCGM's diagnostic verdicts), vbios.py (one VBIOS per
 GPU model), manifest.py (the host against its class's manifest) and proxmox.py (a Proxmox host's VMs); every
 finding they make comes from the catalog (findings/catalog.py).
 """
@@ -21,6 +20,7 @@ from ansible.module_utils.gpuhost.rules.gpu_usable import GPU_USABLE_RULES
 from ansible.module_utils.gpuhost.rules.health import HEALTH_RULES
 from ansible.module_utils.gpuhost.rules.host import HOST_RULES
 from ansible.module_utils.gpuhost.rules.manifest import MANIFEST_RULES
+from ansible.module_utils.gpuhost.rules.nccl_log_p2p import NCCL_LOG_RULES
 from ansible.module_utils.gpuhost.rules.sxids import SXID_RULES
 from ansible.module_utils.gpuhost.rules.tp_group import TP_GROUP_RULES
 from ansible.module_utils.gpuhost.rules.vbios import VBIOS_RULES
@@ -30,8 +30,8 @@ Rule = Callable[[dict[str, Any], RuleOptions], list[Finding]]
 
 # GPUs the host cannot use come first: among findings of one severity, they name the cause that the others
 # (a count that differs, a matrix that lacks a GPU) only show. The Proxmox rules come last (rules_for).
-RULES: tuple[Rule, ...] = (*GPU_USABLE_RULES, *HOST_RULES, *TP_GROUP_RULES, *HEALTH_RULES, *FABRIC_MANAGER_RULES,
-                            *SXID_RULES, *DCGM_DIAG_RULES, *VBIOS_RULES, *MANIFEST_RULES)
+RULES: tuple[Rule, ...] = (*GPU_USABLE_RULES, *HOST_RULES, *NCCL_LOG_RULES, *TP_GROUP_RULES, *HEALTH_RULES,
+                            *FABRIC_MANAGER_RULES, *SXID_RULES, *DCGM_DIAG_RULES, *VBIOS_RULES, *MANIFEST_RULES)
 
 
 def rules_for(facts: dict[str, Any]) -> tuple[Rule, ...]:

@@ -17,7 +17,7 @@ from ansible.module_utils.gpuhost.findings.remedies import P2P_CAUSES_BARE_METAL
 from ansible.module_utils.gpuhost.gpu_pairs import pair_count_text
 from ansible.module_utils.gpuhost.parsers.pci_common import same_slot
 from ansible.module_utils.gpuhost.rules.gpu_usable import driver_without_pci
-from ansible.module_utils.gpuhost.rules.p2p_evidence import p2p_evidence, rule_p2p_capability_not_stated
+from ansible.module_utils.gpuhost.rules.p2p_evidence import NCCL_LOG, p2p_evidence, rule_p2p_capability_not_stated
 from ansible.module_utils.gpuhost.rules.views import (
     NOT_SEEN,
     RuleOptions,
@@ -133,6 +133,11 @@ def rule_p2p(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
                 "examples": pairs_text(bad), "source": (facts.get("gpus") or {}).get("source")}
     if decided.capability != "read":
         evidence["capability"] = decided.capability
+    # What the pairs showed, in the text: nvidia-smi's statuses, or the NCCL log's refusals.
+    shown = "/".join(labels)
+    if decided.capability == NCCL_LOG:
+        shown = "an NCCL refusal (NCCL INFO log: Could not enable P2P / P2P is disabled)"
+        evidence["source"] = "NCCL INFO log"
     unread = unread_pairs(read, group)
     if unread:
         evidence["pairs_not_read"] = len(unread)
@@ -141,12 +146,12 @@ def rule_p2p(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
     if is_vm(facts):
         evidence["virtualization"] = virt.get("summary")
         summary = (f"No GPU peer-to-peer in this {virt.get('summary') or 'VM'}: {counted} report "
-                   f"{'/'.join(labels)}. Every all-reduce bounces "
+                   f"{shown}. Every all-reduce bounces "
                    "through host memory, and small-message latency caps decode speed.")
         which = "vm_i440fx" if virt.get("machine_type") == "i440fx" else "vm"
         remedy = text("p2p_not_supported", which, clique_fix=proxmox_clique_fix(len(group)))
     else:
-        summary = (f"No GPU peer-to-peer between {counted}, status {'/'.join(labels)}: all-reduce falls back to host "
+        summary = (f"No GPU peer-to-peer between {counted}, status {shown}: all-reduce falls back to host "
                    "memory.")
         causes = "; ".join(f"{label}: {P2P_CAUSES_BARE_METAL.get(label, 'unknown status')}" for label in labels)
         remedy = text("p2p_not_supported", causes=causes)

@@ -10,6 +10,11 @@ P2P itself (NVML_P2P_STATUS_GPU_NOT_SUPPORTED, _CHIPSET_NOT_SUPPORTED). Under an
 atomics, prop) or one the material does not state, NS, TNS, DR and U prove nothing about peer access over
 PCIe: NS under NVLink is the normal answer of every PCIe card. OK is a grant under any capability (and a grant
 is no proof that data arrives: bench/ checks that).
+
+Support material's NCCL INFO log is evidence too (the facts' ``nccl_transports``, audit/nccl_transports.py): a
+P2P transport between two GPUs proves P2P works for that pair, a refusal NCCL logged proves it does not, and
+SHM or NET alone proves nothing (NCCL avoids P2P across host bridges by default). It decides after a read or
+write matrix, which is the driver's own answer, and before the matrices of other capabilities.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ _PEER_ACCESS_NAMES = frozenset(CAPABILITIES[letter] for letter in PEER_ACCESS_LE
 # The order matrices are looked at: a peer-access matrix first (read before write, as the audit's own run
 # reads them), then the others, the one of no stated capability last.
 _ORDER = ("read", "write", "read+write")
+# The capability name of the evidence an NCCL INFO log gives, and what each of its cells proves.
+NCCL_LOG = "nccl_log"
+_NCCL_STATES = {"P2P": "ok", "refused": "none"}
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,8 @@ class P2PEvidence:
 
     def state(self, label: str) -> str:
         """``ok``, ``none`` (no peer access, proved) or ``unknown`` for one cell."""
+        if self.capability == NCCL_LOG:
+            return _NCCL_STATES.get(label, "unknown")
         if label == "OK":
             return "ok"
         if self.peer_access or label in NO_P2P_WHATEVER_CAPABILITY:
@@ -54,21 +64,32 @@ def p2p_evidence(facts: dict[str, Any]) -> P2PEvidence | None:
     p2p = facts.get("p2p") if isinstance(facts, dict) else None
     matrices = {name: matrix for name, matrix in (p2p.items() if isinstance(p2p, dict) else [])
                 if isinstance(name, str) and isinstance(matrix, list) and matrix}
-    if not matrices:
-        return None
     names = [name for name in _ORDER if name in matrices]
     names += sorted(name for name in matrices if name not in _ORDER and name != NOT_STATED)
     names += [NOT_STATED] if NOT_STATED in matrices else []
     candidates = [P2PEvidence(name, matrices[name]) for name in names]
-    # A peer-access matrix decides; else the first that proves something about some pair does.
+    nccl = nccl_evidence(facts)
+    # A peer-access matrix decides; else the NCCL log where it proves something about some pair; else the first
+    # matrix that does.
     for evidence in candidates:
         if evidence.peer_access:
             return evidence
-    for evidence in candidates:
-        if any(evidence.state(label) != "unknown" for row in evidence.matrix if isinstance(row, list)
-               for label in row if isinstance(label, str) and label != "X"):
+    for evidence in ([nccl] if nccl is not None else []) + candidates:
+        if _proves(evidence):
             return evidence
-    return candidates[0]
+    return candidates[0] if candidates else nccl
+
+
+def nccl_evidence(facts: dict[str, Any]) -> P2PEvidence | None:
+    """The NCCL INFO log's pairs as evidence; None when the facts hold no mapped log."""
+    transports = facts.get("nccl_transports") if isinstance(facts, dict) else None
+    matrix = transports.get("matrix") if isinstance(transports, dict) else None
+    return P2PEvidence(NCCL_LOG, matrix) if isinstance(matrix, list) and matrix else None
+
+
+def _proves(evidence: P2PEvidence) -> bool:
+    return any(evidence.state(label) != "unknown" for row in evidence.matrix if isinstance(row, list)
+               for label in row if isinstance(label, str) and label != "X")
 
 
 def rule_p2p_capability_not_stated(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:

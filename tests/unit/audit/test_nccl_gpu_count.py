@@ -26,6 +26,8 @@ def audited(*inputs: tuple[str, bytes]) -> tuple[dict, dict]:
     ("nccl-debug_2.7.8_rank-only-prefix_constructed-from-excerpt.log",
      ["0000:18:00.0", "0000:1a:00.0", "0000:af:00.0", "0000:b1:00.0"]),
     ("nccl-topo-dump_2xRTXPRO6000-q35-flat-bus-vm_constructed.xml", ["0000:00:10.0", "0000:00:11.0"]),
+    # A real dump pasted from the middle of its tree (no <system>): its two GPUs all the same.
+    ("nccl-topo-dump_2.1x_8xH100-nvlink-nic_starts-mid-tree_excerpt.xml", ["0000:b8:00.0", "0000:d9:00.0"]),
 ])
 def test_an_nccl_output_alone_gives_the_gpus_it_shows(name, buses) -> None:
     capture, facts = audited((name, (NCCL / name).read_bytes()))

@@ -338,14 +338,18 @@ def test_the_limits_are_options_and_a_bomb_is_one_input_not_read(tmp_path: Path,
         "max_file_mib: expected a whole number of at least 1; found 0")
 
 
-def test_an_nccl_info_log_alone_counts_its_gpus_and_is_listed_as_read(tmp_path: Path, capsys) -> None:
+def test_an_nccl_info_log_alone_counts_its_gpus_as_a_lower_bound_and_is_listed_as_read(tmp_path: Path,
+                                                                                      capsys) -> None:
     """A real NCCL 2.7.8 INFO log (4 GPUs of tesla-105) is the only input: the report counts its GPUs, and its
     Support material row says what it gave rather than "nothing read" (before: "GPUs: none found", "Not used")."""
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "nccl.log").write_bytes(
         (FIXTURES / "nccl" / "nccl-debug_2.7.8_channel-busid-p2p-ipc-shm-net-socket_2x4gpu_excerpt.log").read_bytes())
-    analyse(capsys, tmp_path, ["m"])
+    result = analyse(capsys, tmp_path, ["m"])
     text = (tmp_path / "reports" / "m.md").read_text()
-    assert "| GPUs | 4 x NVIDIA GPU (model not stated in the material) |" in text
+    # The log shows the GPUs its job used, not every GPU of the host: a lower bound, said as one.
+    assert ("| GPUs | at least 4 GPUs (the GPUs the NCCL job used): NVIDIA GPU (model not stated in the material) |"
+            in text)
+    assert any("; at least 4 GPUs (the GPUs the NCCL job used); P2P " in line for line in result["lines"])
     assert "| nccl.log | nccl-debug | material:nccl-debug-log |" in text
     assert "none found" not in text and "Not used" not in text

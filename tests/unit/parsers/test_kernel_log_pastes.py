@@ -23,7 +23,20 @@ CASES = [
     ("dmesg_570_fallen-off-bus-three-lines.txt", "dmesg", [("fallen_off_bus", None, "0000:b3:00.0")]),
     ("journal-k-no-hostname_gsp-heartbeat_indented.txt", "journal-kernel", []),
     ("journal-k_595_rm-init-adapter-failed.txt", "journal-kernel", []),
+    ("dmesg_2015_xid-32-31-no-pid_laptop.txt", "dmesg",
+     [("xid", 32, "0000:01:00.0"), ("xid", 32, "0000:01:00.0"), ("xid", 31, "0000:01:00.0")]),
+    ("journal-k-stripped_590_xid-45-caused-by-145-149_8gpu_excerpt.txt", "journal-kernel",
+     [("xid", 45, bus) for bus in ("0000:dc:00.0", "0000:ed:00.0", "0000:ba:00.0", "0000:97:00.0", "0000:dc:00.0",
+                                   "0000:ba:00.0", "0000:ed:00.0")]),
 ]
+
+
+def test_the_old_xid_form_has_no_pid_and_the_new_one_names_the_process() -> None:
+    old = parse_kernel_log((LOGS / "dmesg_2015_xid-32-31-no-pid_laptop.txt").read_text())
+    assert [(e.pid, e.process) for e in old] == [(None, None)] * 3
+    assert old[2].message.startswith("Ch 00000003, engmask")
+    new = parse_kernel_log((LOGS / "journal-k-stripped_590_xid-45-caused-by-145-149_8gpu_excerpt.txt").read_text())
+    assert (new[0].pid, new[0].process, new[0].uptime_s, new[0].time) == (1818990, "python3", None, None)
 
 
 @pytest.mark.parametrize(("name", "kind", "events"), CASES, ids=[case[0] for case in CASES])
@@ -56,6 +69,9 @@ def test_the_three_line_bus_loss_in_journal_form_is_read_too() -> None:
 @pytest.mark.parametrize(("name", "source", "events"), [
     ("dmesg-T_535_xid-43-31-94_grep-NVRM_cut.txt", "dmesg", 4),
     ("journal-k_595_rm-init-adapter-failed.txt", "journal", 0),
+    # Before "kernel: NVRM:" lines whose stamp was cut were told as a journal, this paste was no kernel log at all.
+    ("journal-k-stripped_590_xid-45-caused-by-145-149_8gpu_excerpt.txt", "journal", 7),
+    ("dmesg_2015_xid-32-31-no-pid_laptop.txt", "dmesg", 3),
 ])
 def test_a_pasted_kernel_log_is_the_audits_kernel_log(name, source, events) -> None:
     facts = audit(build_capture([(name, (LOGS / name).read_bytes())]))

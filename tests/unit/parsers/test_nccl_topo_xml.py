@@ -15,6 +15,7 @@ from ansible.module_utils.gpuhost.parsers.nccl_topo_xml import (
     emulated_signs,
     parse_nccl_topo_xml,
 )
+from ansible.module_utils.gpuhost.parsers.paste_kind import detect_kind
 from tests.paths import FIXTURES
 
 NCCL = FIXTURES / "nccl"
@@ -102,3 +103,21 @@ def test_property_a_dump_cut_anywhere_keeps_a_prefix_of_its_gpus(cut: int) -> No
         whole = [gpu["pci_bus_id"] for gpu in parse_nccl_topo_xml(text)["gpus"]]
         buses = [gpu["pci_bus_id"] for gpu in piece["gpus"]]
         assert buses == whole[:len(buses)] or buses[-1] is None
+
+
+MID_TREE = "nccl-topo-dump_2.1x_8xH100-nvlink-nic_starts-mid-tree_excerpt.xml"
+
+
+def test_a_paste_that_starts_mid_tree_gives_its_gpus_and_nothing_above_them() -> None:
+    """Before: refused for lacking <system>, and not even told as a dump; its two GPUs were lost."""
+    text = read(MID_TREE)
+    assert detect_kind(text) == "nccl-topo-xml"
+    topology = parse_nccl_topo_xml(text)
+    assert topology["complete"] is False and topology["version"] is None and topology["cpus"] == []
+    assert [(g["dev"], g["rank"], g["sm"], g["pci_bus_id"], g["link_speed_gts"], g["link_width"], g["numaid"])
+            for g in topology["gpus"]] == [(5, 5, 90, "0000:b8:00.0", 32.0, 16, None),
+                                           (7, 7, 90, "0000:d9:00.0", 32.0, 16, None)]
+    # The cut falls among GPU 7's NVLinks: none is read rather than a partial count.
+    assert all(g["nvlinks"] == [] and g["switches"] == [] for g in topology["gpus"])
+    signs = emulated_signs(topology)
+    assert signs["gpus_on_root_bus"] is False and signs["numa_unknown"] is None

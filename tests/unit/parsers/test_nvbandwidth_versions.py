@@ -10,12 +10,14 @@ from hypothesis import strategies as st
 
 from ansible.module_utils.gpuhost.parsers.nvbandwidth import parse_nvbandwidth_text
 from ansible.module_utils.gpuhost.parsers.p2p_common import P2PToolParseError
+from ansible.module_utils.gpuhost.parsers.paste_kind import detect_kind
 from tests.paths import FIXTURES
 
 P2P = FIXTURES / "p2p"
 V02 = "nvbandwidth_v0.2_8xRTX4090_h2d-d2h-ce_cut-mid-row_excerpt.txt"
 V07 = "nvbandwidth_v0.7_8xA100_pattern-assert-after-running.txt"
 QUOTED = "nvbandwidth_8xH100_host-sm-matrices_quoted-no-banner.txt"  # version not shown
+V010 = "nvbandwidth_v0.10_2gpu_h2d-d2h-read-ce_coefficient-of-variation_no-banner.txt"
 
 
 def test_v02_device_lines_without_a_bus_id_name_the_gpus() -> None:
@@ -48,8 +50,20 @@ def test_quoted_running_lines_over_unindented_headers_are_read() -> None:
     assert parsed["matrices"][1]["values"][0][3] == 52.78
 
 
+def test_v010_coefficient_of_variation_lines_are_no_matrix_and_the_version_is_not_guessed() -> None:
+    text = (P2P / V010).read_text()
+    assert detect_kind(text) == "nvbandwidth"
+    parsed = parse_nvbandwidth_text(text)
+    assert parsed["version"] is None and parsed["devices"] == []  # the paste has no banner: nothing says them
+    assert [(m["name"], m["sum"]) for m in parsed["matrices"]] == [
+        ("host_to_device_memcpy_ce", 51.97), ("device_to_host_memcpy_ce", 51.97),
+        ("device_to_device_memcpy_read_ce", 552.26)]
+    assert parsed["matrices"][2]["values"] == [[None, 276.07], [276.19, None]]
+    assert parsed["error"] is None and parsed["warning"] is None
+
+
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from([V02, QUOTED, "nvbandwidth_v0.8_6xA6000-read-ce.txt"]), st.data())
+@given(st.sampled_from([V02, QUOTED, V010, "nvbandwidth_v0.8_6xA6000-read-ce.txt"]), st.data())
 def test_a_cut_anywhere_gives_a_prefixs_reading_or_a_clear_error(name, data) -> None:
     text = (P2P / name).read_text()
     cut = data.draw(st.integers(min_value=0, max_value=len(text)))

@@ -102,6 +102,13 @@ EXPECTED: dict[str, tuple[tuple[Any, ...], list[tuple[dict[str, Any], dict[str, 
                     product_name="GeForce 8800 GT", fb_total_mib=511),
         health(persistence_mode=False),
     )]),
+    # A real 390 paste (DTD v9) behind its shell prompt and a Markdown fence, cut after the part number: what it
+    # printed is read, the rest is None and complete is False.
+    "q_390_GeForce-410M_dtd-v9_prompt-fence_cut.xml": (("390.157", None, 1, False), [(
+        gpu_summary(bus_id="0000:01:00.0", uuid="GPU-xxxxx11f-ce5d-xxxx-xxxx-6ea62fb1xxxx", minor_number=0,
+                    product_name="GeForce 410M"),
+        health(persistence_mode=False),
+    )]),
     "q_418_2xV100-SXM2_throttle-retired.txt": (("418.87.01", "10.1", 2, None), [
         (gpu_summary(bus_id="0000:18:00.0", uuid="GPU-6a3b1f0e-2c7d-4e19-8b5a-0f2d9c41e7a3", minor_number=0,
                      ecc=("bit", (0, 0), (0, 0)), retired=(0, 0, False), **V100),
@@ -670,7 +677,8 @@ def test_property_xml_cut_anywhere_never_invents(name: str, data: st.DataObject)
     full = parse_nvidia_smi_q(text)
     if result is None:
         return
-    assert result.complete is (cut.rstrip() == text.rstrip())
+    # A fixture that is itself a cut paste (q_390_...) is complete nowhere.
+    assert result.complete is (full.complete and cut.rstrip() == text.rstrip())
     for gpu in result.gpus:
         assert gpu.bus_id == full.gpus[gpu.position].bus_id
         _consistent(health_view(gpu), health_view(full.gpus[gpu.position]))

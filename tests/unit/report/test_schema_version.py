@@ -34,12 +34,14 @@ from tests.unit import schemas
 # 6: DCGM's diagnostic verdicts (health.dcgm_diag: dcgmi run on request, or its JSON in support material);
 #    manifest_class (the class of the manifest a host was judged against: the fleet compares a class's hosts);
 #    the fabric manager's package_version, its log from support material (log) and a null nvswitches there.
+#    nccl_transports: what a pasted NCCL INFO log proves about P2P per pair of the host's GPUs (P2P, refused,
+#    SHM, NET), its NCCL version, transports, the environment that switched P2P off, and why it was not matched.
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
     4: "0c9feec2a7edddbc",
     5: "a83b48a095fc0e46",
-    6: "c1203217e659dd45",
+    6: "ccd8ecd17707bde1",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 

@@ -126,3 +126,11 @@ def test_the_report_names_the_capability_its_p2p_line_was_judged_from(name, labe
     facts, _ = findings((name, NS_8))
     markdown = host_markdown("host", facts)
     assert label in markdown and title in markdown
+
+
+def test_the_incident_matrix_wrapped_by_a_mail_client_still_decides() -> None:
+    from tests.unit.parsers.test_topo_wrap import hard_wrap
+
+    facts, found = findings(("p2p_read.txt", hard_wrap(NS_8.decode(), 30).encode()))
+    assert found["p2p_not_supported"]["severity"] == "critical"
+    assert facts["summary"]["verdict"] == "unfit" and facts["summary"]["gpu_count"] == 8
