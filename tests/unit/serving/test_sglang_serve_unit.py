@@ -16,10 +16,10 @@ from typing import Any
 
 import jinja2
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving import secret_mask
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.serving import secret_mask
 from tests.paths import ROOT
 
 ROLE = ROOT / "roles" / "sglang_serve"
@@ -33,7 +33,7 @@ def load(path: Path, name: str) -> ModuleType:
     return module
 
 
-FILTERS = load(ROLE / "filter_plugins" / "sglang_serve.py", "sglang_serve_filters")
+FILTERS = load(ROOT / "plugins" / "filter" / "sglang_serve.py", "sglang_serve_filters")
 LAUNCHER = load(ROLE / "files" / "sglang_launch.py", "sglang_launch")
 KEY = "unit-test-key-0123456789"
 

@@ -30,7 +30,7 @@ import yaml
 from ansible.module_utils.common.parameters import DEFAULT_TYPE_VALIDATORS
 from tests.paths import ROOT
 
-MODULE_FILES = sorted(ROOT.glob("library/*.py")) + sorted(ROOT.glob("roles/*/library/*.py"))
+MODULE_FILES = sorted(ROOT.glob("plugins/modules/*.py"))
 MODULE_IDS = [path.stem for path in MODULE_FILES]
 
 DOC_KEYS = {"module", "short_description", "description", "notes", "seealso", "requirements", "todo", "options",
