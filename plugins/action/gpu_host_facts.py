@@ -2,7 +2,7 @@
 
 The module every audited host runs ships only what a live or capture-replay audit imports (AnsiballZ sends
 every module_utils file a module imports, on every run); reading support material (bug reports, pasted
-outputs) is gpu_material_facts' job. This keeps ``gpu_host_facts: {bundle: ...}`` working as documented.
+outputs) is gpu_material_facts' job. This keeps ``gpuhost.gpu.gpu_host_facts: {bundle: ...}`` working as documented.
 A ``bundle`` given with a ``capture`` goes to gpu_host_facts, whose argument check says they exclude each other.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ansible.plugins.action.normal import ActionModule as NormalAction
 
-OFFLINE_MODULE = "gpu_material_facts"
+OFFLINE_MODULE = "gpuhost.gpu.gpu_material_facts"
 
 
 class ActionModule(NormalAction):

@@ -6,7 +6,7 @@ templates write is checked first (``sglang_serve_value_problems``: no control ch
 and a shape per setting), and ExecStart's arguments are quoted by systemd's own rules
 (``sglang_serve_exec_arg``).
 
-The key's forms come from files/sglang_launch.py, which masks the server's log on the host with
+The key's forms come from roles/sglang_serve/files/sglang_launch.py, which masks the server's log on the host with
 them, so that the role and the launcher mask the same forms.
 """
 
@@ -54,7 +54,8 @@ ENVIRONMENT = "the environment (the gate's launch.env and sglang_serve_extra_env
 
 
 def _load_launcher() -> Any:
-    path = Path(__file__).resolve().parent.parent / "files" / "sglang_launch.py"
+    # The launcher ships with the role that installs it; the collection keeps plugins/ and roles/ side by side.
+    path = Path(__file__).resolve().parents[2] / "roles" / "sglang_serve" / "files" / "sglang_launch.py"
     spec = importlib.util.spec_from_file_location("sglang_serve_launch", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")

@@ -285,7 +285,8 @@ TRICKY_ARGS = ["--enable-metrics\n", "ExecStartPre=+/usr/bin/touch", "/tmp/PWNED
 def render(name: str, **overrides: Any) -> str:
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), trim_blocks=True,
                                      undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    environment.filters.update(FILTERS.FilterModule().filters())
+    # Ansible names a collection's filters by FQCN (gpuhost.gpu.<name>), as the templates call them.
+    environment.filters.update({f"gpuhost.gpu.{name}": f for name, f in FILTERS.FilterModule().filters().items()})
     environment.filters["bool"] = bool
     context = {
         "ansible_managed": "Ansible managed",
