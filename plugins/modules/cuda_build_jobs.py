@@ -21,6 +21,15 @@ description:
     unless O(allow_low_memory) forces one job.
   - Read-only; runs the same in check mode and never reports a change.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 options:
   archs:
     description:
@@ -68,7 +77,7 @@ options:
     type: bool
     default: false
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode; reads and changes nothing.
 """

@@ -8,9 +8,9 @@ DOCUMENTATION = r"""
 module: deploy_gate
 short_description: Pass or block a model deployment on a GPU host, with every reason and the launch settings
 description:
-  - Reads the host's audit (M(gpu_host_facts)), optionally its NCCL benchmark (M(nccl_bench)) and P2P proof
-    (M(gpu_p2p_probe)), and a model profile from the inventory, and returns C(pass) or C(block) with every
-    reason, each naming the finding or the fact behind it.
+  - Reads the host's audit (M(gpuhost.gpu.gpu_host_facts)), optionally its NCCL benchmark (M(gpuhost.gpu.nccl_bench))
+    and P2P proof (M(gpuhost.gpu.gpu_p2p_probe)), and a model profile from the inventory, and returns C(pass) or
+    C(block) with every reason, each naming the finding or the fact behind it.
   - Derives the SGLang launch settings the facts call for, the tensor-parallel size and which GPUs
     (C(CUDA_VISIBLE_DEVICES)), the backend flags the known-good table gives for the GPUs' architecture,
     the model and the SGLang version, C(--disable-custom-all-reduce) unless P2P was proven between every pair
@@ -35,23 +35,32 @@ description:
   - Pure. It reads nothing on the host, changes nothing, runs in check mode and on captured facts alike, and
     answers odd or missing facts with a verdict that says what could not be read, never with a traceback.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 options:
   audit:
     description:
-      - The host's audit, C(ansible_facts.gpu_host) as M(gpu_host_facts) returns it (also from a capture).
+      - The host's audit, C(ansible_facts.gpu_host) as M(gpuhost.gpu.gpu_host_facts) returns it (also from a capture).
     type: dict
     required: true
   bench:
     description:
-      - The registered result of M(nccl_bench) on this host. Its C(findings) count like the audit's; its
+      - The registered result of M(gpuhost.gpu.nccl_bench) on this host. Its C(findings) count like the audit's; its
         C(recommended_env) (or C(tuning.recommended_env)) becomes the serving environment; its all-reduce
         times (C(results), or the recommended candidate's under C(tuning.candidates)) give the communication
         ceiling, unless it carries a C(comm_floor) for the chosen tensor-parallel size.
     type: dict
   probe:
     description:
-      - The registered result of M(gpu_p2p_probe). A pair counts as proven when its C(proof) shows peer access
-        and no wrong element (indexes mapped through C(visible), the probe's C(CUDA_VISIBLE_DEVICES), when
+      - The registered result of M(gpuhost.gpu.gpu_p2p_probe). A pair counts as proven when its C(proof) shows peer
+        access and no wrong element (indexes mapped through C(visible), the probe's C(CUDA_VISIBLE_DEVICES), when
         present), or when a C(pairs) entry C({src, dst, verified}) or C({gpus, verified}) says so. Its
         C(findings) count like the audit's. Logs of p2pBandwidthLatencyTest or nvbandwidth prove nothing.
     type: dict
@@ -121,8 +130,8 @@ options:
   model_collectives:
     description:
       - The all-reduces one decode step runs, counted from the model directory's C(config.json), as the
-        C(collectives) that M(sglang_model_check) returns when run with C(tensor_parallel_size). When its C(status)
-        is C(modelled), its counts (C(layers), C(hidden_size), C(allreduces_per_layer), C(dtype_bytes),
+        C(collectives) that M(gpuhost.gpu.sglang_model_check) returns when run with C(tensor_parallel_size). When its
+        C(status) is C(modelled), its counts (C(layers), C(hidden_size), C(allreduces_per_layer), C(dtype_bytes),
         C(extra_allreduces)) price the communication floor instead of the shipped profile's, a note names each field
         where the two disagree, and the floor's C(source) ends in C(collectives per step from the model's config.json).
       - C(not_modelled) (an architecture the counts do not cover, or a C(config.json) not read, with C(reason))
@@ -144,7 +153,7 @@ options:
     type: bool
     default: false
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode; reads and changes nothing.
   - "site.yml (role C(deployment_gate)) feeds it from these inventory variables: C(deploy_model), the model

@@ -9,7 +9,7 @@ module: gpu_analyze
 short_description: Audit support material (captures, bug reports, directories of pasted outputs) and write reports
 description:
   - Takes a list of inputs, each one host's material, and audits each in this one process (no process per input),
-    as M(gpu_host_facts) audits a capture. An input is a capture file (JSON, format C(gpuhost-capture/1), as
+    as M(gpuhost.gpu.gpu_host_facts) audits a capture. An input is a capture file (JSON, format C(gpuhost-capture/1), as
     C(playbooks/capture.yml) saves it), an C(nvidia-bug-report.log) or C(.log.gz), a single pasted output, or a
     directory of pasted outputs (C(nvidia-smi topo -m), C(topo -p2p r), C(-q), C(lspci -vvv), nccl-tests and
     C(NCCL_DEBUG=INFO) logs, C(qm config) ...). A directory is read flat, every regular file directly in it and
@@ -20,22 +20,32 @@ description:
     matrix of a capability not stated, and a finding says what its cells can and cannot tell.
   - Benchmark logs in a directory (nccl-tests output, p2pBandwidthLatencyTest, nvbandwidth, the probe's own
     saved output) are read as the C(gpu_bench) role reads C(gpu_bench_nccl_log) and C(gpu_bench_probe_log),
-    the same readers and judges as M(nccl_bench) and M(gpu_p2p_probe) with O(nccl_bench#module:log), one log of
-    each per host (the first by name), and folded into the host's report as the C(gpu_bench) role folds them.
+    the same readers and judges as M(gpuhost.gpu.nccl_bench) and M(gpuhost.gpu.gpu_p2p_probe) with
+    O(nccl_bench#module:log), one log of each per host (the first by name), and folded into the host's report as the
+    C(gpu_bench) role folds them.
   - Each input becomes one host, named after its file or directory (storage suffixes such as C(.json),
     C(.log.gz) dropped, characters other than letters, digits, C(.), C(-) and C(_) made C(-)); inputs of the same
     name get C(-2), C(-3) in the order given. The host's facts carry the material's C(bundle) section, saying what each
     input was read as, what the audit saw, did not see (C(not_seen)), what was not used and why (C(unmapped)).
   - Writes C(<dest>/<host>.json), C(<dest>/<host>.md) (and C(<host>-nccl.svg) with an nccl-tests log) per input,
-    and C(<dest>/fleet.md), with the code M(gpu_audit_report) writes them with, in this same process (handing a
-    fleet's facts to another task would cost more than the analysis). Unlike M(gpu_audit_report), a report never
-    keeps the benchmark of an earlier report (the material is the whole truth about the host), and fleet.md lists
-    this run's inputs only. A file is rewritten only when its content differs; check mode writes nothing and
-    says what it would write.
+    and C(<dest>/fleet.md), with the code M(gpuhost.gpu.gpu_audit_report) writes them with, in this same process
+    (handing a fleet's facts to another task would cost more than the analysis). Unlike
+    M(gpuhost.gpu.gpu_audit_report), a report never keeps the benchmark of an earlier report (the material is the whole
+    truth about the host), and fleet.md lists this run's inputs only. A file is rewritten only when its content
+    differs; check mode writes nothing and says what it would write.
   - An input that cannot be read (missing, unreadable, an empty directory, a capture of another format) is a row
     with its error in RV(inputs) and in fleet.md, and the module does not fail for it; the others are audited and
     written all the same.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 options:
   inputs:
     description:
@@ -65,20 +75,20 @@ options:
     default: true
   model_profile:
     description:
-      - Model to price the all-reduce curve of an nccl-tests log for, as M(nccl_bench)'s
+      - Model to price the all-reduce curve of an nccl-tests log for, as M(gpuhost.gpu.nccl_bench)'s
         O(nccl_bench#module:model_profile) (a name such as C(glm-5), or a mapping). Empty for none.
     type: raw
   concurrency:
-    description: Concurrent requests the communication floor is computed for, as M(nccl_bench)'s.
+    description: Concurrent requests the communication floor is computed for, as M(gpuhost.gpu.nccl_bench)'s.
     type: int
     default: 64
   tensor_parallel_gpus:
-    description: GPU indexes of one tensor-parallel group, as M(gpu_host_facts)'s, for every input.
+    description: GPU indexes of one tensor-parallel group, as M(gpuhost.gpu.gpu_host_facts)'s, for every input.
     type: list
     elements: int
     default: []
   min_bar1_mib:
-    description: A BAR1 below this size (MiB) is reported as small, as M(gpu_host_facts)'s.
+    description: A BAR1 below this size (MiB) is reported as small, as M(gpuhost.gpu.gpu_host_facts)'s.
     type: int
     default: 1024
   max_file_mib:
@@ -104,7 +114,7 @@ options:
     type: int
     default: 120
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode.
   - Runs where the inputs are, normally the controller (C(delegate_to) C(localhost)).

@@ -29,6 +29,15 @@ description:
     existing C(fleet.md). A directory where a report file goes fails the task with what to do, also in check
     mode."
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
 options:
   dest:
     description: Directory for the reports; created when missing.
@@ -36,8 +45,8 @@ options:
     required: true
   hosts:
     description:
-      - Mapping of inventory host name to its C(gpu_host) facts, as M(gpu_host_facts) returns them, or to the same
-        as a JSON string (its C(facts_json) return), which a fleet passes far faster.
+      - Mapping of inventory host name to its C(gpu_host) facts, as M(gpuhost.gpu.gpu_host_facts) returns them, or to
+        the same as a JSON string (its C(facts_json) return), which a fleet passes far faster.
     type: dict
     required: true
   fleet:
@@ -47,8 +56,8 @@ options:
   fleet_hosts:
     description:
       - The other hosts of the fleet table, so that it loses none (every host of the play, or of the fleet, that
-        O(hosts) does not name), each with its registered M(gpu_host_facts) result, or an empty mapping when it has
-        none. No report of theirs is written.
+        O(hosts) does not name), each with its registered M(gpuhost.gpu.gpu_host_facts) result, or an empty mapping
+        when it has none. No report of theirs is written.
       - A host whose result carries C(ansible_facts.gpu_host) (audited in this run) is shown from those facts.
         Any other is shown from its last report, C(<dest>/<host>.json), marked C(unreachable) or C(failed) (with
         the result's C(msg)) or C(not audited), and with that file's date, its modification time in UTC (reports
@@ -76,8 +85,8 @@ options:
     description:
       - Mapping of host name to a capture's content (as read from a capture file, for example with
         C(lookup('ansible.builtin.file', path\) | from_json)); each is written to C(<captures_dest>/<host>.json).
-        Empty writes none. The audit role does not use this, since M(gpu_host_facts) writes a capture on the host
-        (O(gpu_host_facts#module:save_capture_path)) and returns only its path, and the role fetches it.
+        Empty writes none. The audit role does not use this, since M(gpuhost.gpu.gpu_host_facts) writes a capture on
+        the host (O(gpu_host_facts#module:save_capture_path)) and returns only its path, and the role fetches it.
     type: dict
     default: {}
   captures_dest:
@@ -95,12 +104,12 @@ options:
   metrics:
     description:
       - Also return, per host of O(hosts), its report as Prometheus metrics (RV(metrics)), for
-        M(gpu_metrics_textfile) to write on the host. Rendered from the JSON report as this run leaves it (in check
-        mode, as it would leave it), with the time of this run as C(gpuhost_last_audit_timestamp_seconds).
+        M(gpuhost.gpu.gpu_metrics_textfile) to write on the host. Rendered from the JSON report as this run leaves it
+        (in check mode, as it would leave it), with the time of this run as C(gpuhost_last_audit_timestamp_seconds).
     type: bool
     default: false
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode and diff mode.
 """

@@ -9,8 +9,8 @@ module: gpu_fleet_merge
 short_description: Rebuild fleet.md from the host reports of one or several report directories
 description:
   - "Reads, in each directory of O(dirs), where each host's row comes from (C(fleet.d/<host>.json), written by the
-    audit, see M(gpu_fleet_sources)) and the host's JSON report, and writes C(<dest>/fleet.md) with one row per
-    host, exactly as one run over all those hosts writes it: a host audited is shown from its report, a host its run
+    audit, see M(gpuhost.gpu.gpu_fleet_sources)) and the host's JSON report, and writes C(<dest>/fleet.md) with one row
+    per host, exactly as one run over all those hosts writes it: a host audited is shown from its report, a host its run
     could not reach (or whose audit failed) from its last report, with that report's date and the reason."
   - "Made for the runs an execution environment cannot keep together, such as the slices of an AWX sliced job, each
     a separate run over part of the inventory, into one directory or each into its own."
@@ -18,6 +18,15 @@ description:
     C(fleet.md) is written; the host reports are only read. A file is rewritten only when its content differs; check
     mode writes nothing; diff mode shows the change."
 version_added: "1.1.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
 options:
   dirs:
     description: The report directories to merge (each a C(gpu_audit_report_dir) of a run); each must exist.
@@ -28,7 +37,7 @@ options:
     description: The directory for C(fleet.md); the first of O(dirs) when not given.
     type: path
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - "Supports check mode and diff mode."
 """

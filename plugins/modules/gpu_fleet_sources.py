@@ -10,21 +10,31 @@ short_description: Record, per host of the play, where its row of fleet.md comes
 description:
   - "Writes C(<dest>/fleet.d/<host>.json) for every host of O(hosts) that O(sources) gives a status of this run:
     C({\"audit\": \"this run\"}) for a host audited, else C(unreachable) or C(failed) with the reason (C(msg))."
-  - "With these files a report directory holds everything fleet.md is made of, so that M(gpu_fleet_merge)
+  - "With these files a report directory holds everything fleet.md is made of, so that M(gpuhost.gpu.gpu_fleet_merge)
     (playbooks/merge_reports.yml) rebuilds fleet.md from one or several directories exactly as one run over the
     whole fleet writes it, for example after the slices of an AWX sliced job. One file per host, so that runs over
     disjoint parts of the inventory never write the same file."
   - "A host that O(sources) marks C(not audited) (a row a table kept from an earlier run) is not recorded: it is not
     this run's. A file is rewritten only when its content differs; check mode writes nothing; diff mode shows the
-    changed files. Host names become file names by the rules of M(gpu_audit_report), or nothing is written."
+    changed files. Host names become file names by the rules of M(gpuhost.gpu.gpu_audit_report), or nothing is written."
 version_added: "1.1.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
 options:
   dest:
-    description: The report directory (M(gpu_audit_report)'s O(gpu_audit_report#module:dest)).
+    description: The report directory (M(gpuhost.gpu.gpu_audit_report)'s O(gpu_audit_report#module:dest)).
     type: path
     required: true
   sources:
-    description: M(gpu_audit_report)'s RV(gpu_audit_report#module:fleet) return, per host where its row comes from.
+    description: M(gpuhost.gpu.gpu_audit_report)'s RV(gpu_audit_report#module:fleet) return, per host where its row
+    comes from.
     type: dict
     required: true
   hosts:
@@ -33,7 +43,7 @@ options:
     elements: str
     required: true
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - "Supports check mode and diff mode."
 """

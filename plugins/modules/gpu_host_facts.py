@@ -19,15 +19,24 @@ description:
   - Given O(capture), replays a saved capture instead of reading the system, and yields the same facts.
   - Given O(bundle), audits support material instead (an C(nvidia-bug-report.log(.gz)), a pasted output, or a
     directory of pasted outputs), turned into a capture first; the facts then carry a C(bundle) section saying
-    what the material held and what the audit could not see. C(playbooks/analyze.yml) (M(gpu_analyze)) does this
-    for many inputs at once and writes their reports.
-  - A task with O(bundle) runs M(gpu_material_facts) with the same arguments (the C(gpu_host_facts) action plugin
-    hands it over), so that the audit every host runs ships none of the code that reads support material.
+    what the material held and what the audit could not see. C(playbooks/analyze.yml) (M(gpuhost.gpu.gpu_analyze)) does
+    this for many inputs at once and writes their reports.
+  - A task with O(bundle) runs M(gpuhost.gpu.gpu_material_facts) with the same arguments (the C(gpu_host_facts) action
+    plugin hands it over), so that the audit every host runs ships none of the code that reads support material.
   - With O(save_capture), writes what it read to a file on the host it runs on and returns the file's path, never
     its content. The capture keeps, of the Proxmox VM configs, only those of VMs that pass a PCI device through,
     with every key named like a secret (C(cipassword), C(sshkeys), ...) kept but its value replaced by
     C(<redacted>); its C(about) line and C(contains) mapping say what it holds and what was left out.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 options:
   gather_subset:
     description:
@@ -53,7 +62,7 @@ options:
         C(dmesg), C(qm config) ...), never from its name.
       - The facts carry the material's C(bundle) section (C(inputs), C(seen), C(unread), C(not_seen), C(kept),
         C(unmapped), C(warnings)); what the audit could not see is as much a part of the answer as what it saw.
-        Benchmark logs are listed under C(unmapped); M(gpu_analyze) reads them.
+        Benchmark logs are listed under C(unmapped); M(gpuhost.gpu.gpu_analyze) reads them.
       - A relative path is resolved against the directory the module runs in; one that does not exist fails
         with the absolute path tried. Mutually exclusive with O(capture).
     type: path
@@ -109,7 +118,7 @@ options:
       - Unset or empty, nothing is checked against a class.
     type: dict
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode; never changes anything.
   - Run with privileges (C(become)) to read PCI extended config space (ACS, Resizable BAR) and dmesg.

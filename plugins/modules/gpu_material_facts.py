@@ -9,12 +9,22 @@ module: gpu_material_facts
 short_description: Audit one host's support material and return the facts gpu_host_facts returns
 description:
   - Audits support material instead of a live host, an C(nvidia-bug-report.log(.gz)), a pasted output, a capture, or a
-    directory of pasted outputs, turned into a capture first, and returns the facts M(gpu_host_facts) returns, with
-    a C(bundle) section saying what the material held and what the audit could not see.
-  - This is what M(gpu_host_facts) runs for its O(bundle) option (its action plugin hands such a task to this module
-    with the same arguments), so that the audit every host runs ships none of the code that reads support material.
-    C(playbooks/analyze.yml) (M(gpu_analyze)) does this for many inputs at once and writes their reports.
+    directory of pasted outputs, turned into a capture first, and returns the facts M(gpuhost.gpu.gpu_host_facts)
+    returns, with a C(bundle) section saying what the material held and what the audit could not see.
+  - This is what M(gpuhost.gpu.gpu_host_facts) runs for its O(bundle) option (its action plugin hands such a task to
+    this module with the same arguments), so that the audit every host runs ships none of the code that reads support
+    material. C(playbooks/analyze.yml) (M(gpuhost.gpu.gpu_analyze)) does this for many inputs at once and writes their
+    reports.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 options:
   bundle:
     description:
@@ -27,12 +37,12 @@ options:
     type: path
     required: true
   gather_subset:
-    description: Which parts to gather, as for M(gpu_host_facts).
+    description: Which parts to gather, as for M(gpuhost.gpu.gpu_host_facts).
     type: list
     elements: str
     default: [all]
   tensor_parallel_gpus:
-    description: GPU indexes that will share one tensor-parallel group, as for M(gpu_host_facts).
+    description: GPU indexes that will share one tensor-parallel group, as for M(gpuhost.gpu.gpu_host_facts).
     type: list
     elements: int
     default: []
@@ -53,12 +63,12 @@ options:
     description: Ignored, as O(save_capture) is.
     type: path
   capture_redact:
-    description: Checked as M(gpu_host_facts) checks it (a bad pattern fails), and otherwise ignored.
+    description: Checked as M(gpuhost.gpu.gpu_host_facts) checks it (a bad pattern fails), and otherwise ignored.
     type: list
     elements: str
     default: []
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode; never changes anything.
 """

@@ -8,8 +8,8 @@ DOCUMENTATION = r"""
 module: gpu_metrics_textfile
 short_description: Write the audit's metrics where node_exporter's textfile collector reads them
 description:
-  - Writes O(content), a Prometheus text exposition (the C(metrics) return of M(gpu_audit_report)), to O(path) on
-    the host, mode C(0644). The file is written whole or not at all (a temporary file in the same directory,
+  - Writes O(content), a Prometheus text exposition (the C(metrics) return of M(gpuhost.gpu.gpu_audit_report)), to
+    O(path) on the host, mode C(0644). The file is written whole or not at all (a temporary file in the same directory,
     flushed to disk, then renamed over the old one), so node_exporter never reads half a file; the temporary
     file's name does not end in C(.prom), so the collector never reads it either.
   - "Changed only when a series other than the O(heartbeat) ones changed (or the file is new, or its mode was
@@ -21,6 +21,15 @@ description:
   - O(directory_missing) says what to do where the directory is missing, that is where node_exporter's textfile
     collector is not set up.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
 options:
   path:
     description: The textfile, for example C(/var/lib/prometheus/node-exporter/gpuhost.prom). Its name should end
@@ -51,7 +60,7 @@ options:
     elements: str
     default: [gpuhost_last_audit_timestamp_seconds]
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode and diff mode.
 seealso:

@@ -26,6 +26,15 @@ description:
     O(run_in_check_mode) is true: the module returns C(skipped) with the reason. O(log) is read in check mode as
     well."
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 options:
   python:
     description:
@@ -78,7 +87,7 @@ options:
     type: bool
     default: false
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode; never changes anything. In check mode only O(log) is read, unless O(run_in_check_mode).
   - The probe is a self-contained script (standard library and torch) written to a temporary directory and run

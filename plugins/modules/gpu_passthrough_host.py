@@ -20,6 +20,15 @@ description:
   - Checks what the running kernel has of the plan (RV(pending)); after a reboot that applied it, RV(ready) is
     true.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 options:
   gpus:
     description: The GPUs to pass through, as PCI addresses (C(0000:41:00.0)); empty means every NVIDIA GPU.
@@ -38,7 +47,7 @@ options:
     type: path
     default: /
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode; it changes nothing in any mode.
 seealso:

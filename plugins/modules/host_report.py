@@ -9,7 +9,7 @@ module: host_report
 short_description: Write a host's report files, C(<dest>/<host><suffix>), atomically and only when they change
 description:
   - Writes each of O(files) to C(<dest>/<host><suffix>) on the machine it runs on (the controller, with
-    C(delegate_to) C(localhost)), by the same rules as M(gpu_audit_report) follows for the audit's reports.
+    C(delegate_to) C(localhost)), by the same rules as M(gpuhost.gpu.gpu_audit_report) follows for the audit's reports.
   - "The host name becomes the file name as it is, or the module fails before writing anything: a name that is
     empty, C(.) or C(..), holds C(/), NUL or another non-printable character, or is over 200 bytes is refused,
     with what to do."
@@ -19,6 +19,15 @@ description:
     mode.
   - Check mode says what would change and writes nothing; diff mode shows the changed files.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
 options:
   dest:
     description: Directory for the files; created when missing.
@@ -35,7 +44,7 @@ options:
     type: dict
     required: true
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode and diff mode.
 """

@@ -19,6 +19,15 @@ description:
   - In C(/etc/default/grub) the last assignment counts, as in the shell; the value keeps its quotes. A file
     without the variable gets it appended. Words after C(--) are init's and never changed.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
 options:
   path:
     description: The file to edit.
@@ -51,7 +60,7 @@ options:
         elements: str
         default: []
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode and diff mode (the file before and after).
   - A value quoted over several lines, or an unclosed quote, fails with the line to fix by hand.

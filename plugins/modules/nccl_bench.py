@@ -37,6 +37,15 @@ description:
     unless O(run_in_check_mode) is true: the module returns C(skipped) with the reason. O(log) is read in check
     mode as well."
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 options:
   engine:
     description:
@@ -160,8 +169,9 @@ options:
     elements: str
   probe:
     description:
-      - The result of M(gpu_p2p_probe) on the same host, when it ran. With it, RV(comm_floor) is the one figure the
-        deployment gate computes too, the same model and tensor-parallel size giving the same figure and basis.
+      - The result of M(gpuhost.gpu.gpu_p2p_probe) on the same host, when it ran. With it, RV(comm_floor) is the one
+        figure the deployment gate computes too, the same model and tensor-parallel size giving the same figure and
+        basis.
       - An all-reduce over 3 or more GPUs no slower than two of the probe's GPU-to-GPU copies is a transfer test laid
         out as all_reduce_perf and is not used, nor one measured over another rank count than the profile's; the
         floor is then estimated from the probe's slowest small-copy latency (C(basis) C(estimated_from_pair_latency)).
@@ -173,7 +183,7 @@ options:
     type: bool
     default: false
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode; never changes anything. In check mode only O(log) is read, unless O(run_in_check_mode).
   - The torch engines write a self-contained harness to a temporary directory and run it as

@@ -17,6 +17,15 @@ description:
     C(not_fixed), C(pending) (the change waits for QEMU to start again; O(after) not given), C(restored) (the
     backed-up config was put back, O(restored))."
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
 options:
   dest:
     description: The reports directory.
@@ -51,7 +60,7 @@ options:
     description: Why the backed-up config was put back (C(reason)) and which (C(backup)); omitted when it was not.
     type: dict
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode (nothing is written; RV(written) says what would be) and diff mode.
 seealso:

@@ -25,6 +25,15 @@ description:
     is not enough: it keeps the same QEMU process and its old command line."
   - After C(qm set), the config is read again and the module fails when it does not hold the target.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
 options:
   vmid:
     description: The VM's id.
@@ -71,7 +80,7 @@ options:
         no config to change; name the GPUs in O(gpus) then, as no sysfs is read for them.
     type: str
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode (the change, the commands and the diff are computed and nothing is written or run but
     C(qm status)) and diff mode (the managed lines before and after).

@@ -21,6 +21,15 @@ description:
     C(sglang.constraints) as empty lists, C(torch.index_url) and C(source.subdir) as empty strings).
   - A failure names every problem, each with its key, and the file. Pure; reads and changes nothing.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 options:
   data:
     description: The parsed content of the profile file.
@@ -35,7 +44,7 @@ options:
     type: str
     default: ""
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode.
 """

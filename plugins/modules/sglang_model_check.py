@@ -15,6 +15,15 @@ description:
   - Compares their total size with O(expected_gib), the model profile's weights size, within O(tolerance).
   - Reads only; supports check mode.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 options:
   path:
     description: The model directory, as given to SGLang's C(--model-path).
@@ -46,7 +55,7 @@ options:
         directory's C(config.json) (RV(collectives)); omitted, nothing is counted.
     type: int
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 """
 
 EXAMPLES = r"""

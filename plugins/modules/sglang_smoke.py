@@ -23,6 +23,15 @@ description:
     carry (whitespace around it, a character outside printable ASCII) is refused before anything is sent."
   - Reads only; supports check mode.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 options:
   url:
     description: The server's base URL, C(http) or C(https), without a path or a user (C(http://127.0.0.1:30000)).
@@ -69,7 +78,7 @@ options:
     type: bool
     default: true
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 """
 
 EXAMPLES = r"""

@@ -26,6 +26,15 @@ description:
     the module fails only for bad options. The key is masked in everything returned.
   - Sends load to the server, but changes nothing; runs in check mode too.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 options:
   url:
     description: The server's base URL (C(http://127.0.0.1:30000)), without a path.
@@ -85,7 +94,7 @@ options:
     description: The slowest single-stream decode rate, tokens per second, that is not a finding.
     type: float
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 """
 
 EXAMPLES = r"""

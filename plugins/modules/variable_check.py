@@ -18,6 +18,15 @@ description:
   - Meant to run once per play on the controller (C(run_once), C(delegate_to) C(localhost)) with the variable names
     of every host of the play, so that a fleet of hundreds pays for one task.
 version_added: "1.0.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 options:
   names:
     description:
@@ -54,7 +63,7 @@ options:
     elements: path
     default: []
 author:
-  - GPU host audit maintainers
+  - GPU host audit maintainers (@gpuhost)
 notes:
   - Supports check mode; reads files on the machine it runs on, changes nothing.
   - It warns and never fails, so that a variable it does not know (one read by a play of your own) costs a warning,

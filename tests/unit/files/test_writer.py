@@ -240,7 +240,8 @@ def writes_in(path: Path) -> list[str]:
 
 
 def test_the_modules_write_their_files_through_the_writer_only() -> None:
-    files = sorted([*(ROOT / "plugins" / "modules").glob("*.py"), *(ROOT / "plugins" / "module_utils" / "files").glob("*.py")])
+    files = sorted([*(ROOT / "plugins" / "modules").glob("*.py"),
+                    *(ROOT / "plugins" / "module_utils" / "files").glob("*.py")])
     found = [hit for path in files if path.name != "writer.py"
              and str(path.relative_to(ROOT)) not in WRITES_ELSEWHERE for hit in writes_in(path)]
     assert found == [], "write these through files/writer.py (plan_files, write_atomically, write_new):\n" + \
