@@ -33,7 +33,7 @@ INVENTORY ?= inventories/local/hosts.yml
 REPORTS ?= reports
 unexport INPUT REPORTS
 
-.PHONY: help venv torch-venv system-deps image lint unit fuzz alerts fleet ee ee-test molecule test audit analyze bench-audit bench-ee bench-analyze gpu-check time-extension-build clean
+.PHONY: help venv torch-venv system-deps image lint unit fuzz alerts fleet collection collection-test sanity ee ee-test molecule test audit analyze bench-audit bench-ee bench-analyze gpu-check time-extension-build clean
 
 help: ## List the targets
 	@echo "Targets:"
