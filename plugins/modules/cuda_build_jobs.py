@@ -84,7 +84,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Plan the flash-attention build
-  cuda_build_jobs:
+  gpuhost.gpu.cuda_build_jobs:
     archs: ["12.0"]
     mem_per_thread_gib: 5
   register: jobs
@@ -98,7 +98,7 @@ EXAMPLES = r"""
   changed_when: true
 
 - name: Keep four jobs whatever the rule says (reported beside the rule's own answer)
-  cuda_build_jobs:
+  gpuhost.gpu.cuda_build_jobs:
     archs: ["9.0a", "12.0"]
     mem_per_thread_gib: 4
     max_jobs: 4

@@ -177,21 +177,21 @@ EXAMPLES = r"""
 #   deploy_accept_findings: [p2p_not_supported]
 
 - name: Audit the host
-  gpu_host_facts:
+  gpuhost.gpu.gpu_host_facts:
 
 - name: Benchmark all-reduce and tune NCCL
-  nccl_bench:
+  gpuhost.gpu.nccl_bench:
     python: /opt/sglang/.venv/bin/python
     tune: true
   register: bench
 
 - name: Prove P2P between the GPUs
-  gpu_p2p_probe:
+  gpuhost.gpu.gpu_p2p_probe:
     python: /opt/sglang/.venv/bin/python
   register: probe
 
 - name: Decide whether and how to deploy
-  deploy_gate:
+  gpuhost.gpu.deploy_gate:
     audit: "{{ ansible_facts['gpu_host'] }}"
     bench: "{{ bench }}"
     probe: "{{ probe }}"
@@ -208,7 +208,7 @@ EXAMPLES = r"""
     fail_msg: "{{ gate.reasons | map(attribute='summary') | list }}"
 
 - name: Record a backend setting verified on this version, for this site only
-  deploy_gate:
+  gpuhost.gpu.deploy_gate:
     audit: "{{ ansible_facts['gpu_host'] }}"
     model: "{{ deploy_model }}"
     sglang_version: "0.5.12"

@@ -21,8 +21,8 @@ description:
   - Benchmark logs in a directory (nccl-tests output, p2pBandwidthLatencyTest, nvbandwidth, the probe's own
     saved output) are read as the C(gpu_bench) role reads C(gpu_bench_nccl_log) and C(gpu_bench_probe_log),
     the same readers and judges as M(gpuhost.gpu.nccl_bench) and M(gpuhost.gpu.gpu_p2p_probe) with
-    O(nccl_bench#module:log), one log of each per host (the first by name), and folded into the host's report as the
-    C(gpu_bench) role folds them.
+    O(gpuhost.gpu.nccl_bench#module:log), one log of each per host (the first by name), and folded into the host's
+    report as the C(gpu_bench) role folds them.
   - Each input becomes one host, named after its file or directory (storage suffixes such as C(.json),
     C(.log.gz) dropped, characters other than letters, digits, C(.), C(-) and C(_) made C(-)); inputs of the same
     name get C(-2), C(-3) in the order given. The host's facts carry the material's C(bundle) section, saying what each
@@ -76,7 +76,7 @@ options:
   model_profile:
     description:
       - Model to price the all-reduce curve of an nccl-tests log for, as M(gpuhost.gpu.nccl_bench)'s
-        O(nccl_bench#module:model_profile) (a name such as C(glm-5), or a mapping). Empty for none.
+        O(gpuhost.gpu.nccl_bench#module:model_profile) (a name such as C(glm-5), or a mapping). Empty for none.
     type: raw
   concurrency:
     description: Concurrent requests the communication floor is computed for, as M(gpuhost.gpu.nccl_bench)'s.
@@ -122,7 +122,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Audit what support engineers exchanged
-  gpu_analyze:
+  gpuhost.gpu.gpu_analyze:
     inputs:
       - captures/gpu-node-1.json
       - tickets/4711/nvidia-bug-report.log.gz

@@ -86,7 +86,8 @@ options:
       - Mapping of host name to a capture's content (as read from a capture file, for example with
         C(lookup('ansible.builtin.file', path\) | from_json)); each is written to C(<captures_dest>/<host>.json).
         Empty writes none. The audit role does not use this, since M(gpuhost.gpu.gpu_host_facts) writes a capture on
-        the host (O(gpu_host_facts#module:save_capture_path)) and returns only its path, and the role fetches it.
+        the host (O(gpuhost.gpu.gpu_host_facts#module:save_capture_path)) and returns only its path, and the role
+        fetches it.
     type: dict
     default: {}
   captures_dest:
@@ -116,7 +117,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Write the reports of every host of the play
-  gpu_audit_report:
+  gpuhost.gpu.gpu_audit_report:
     dest: "{{ playbook_dir }}/../reports"
     hosts: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, ['ansible_facts',
                                                                                   'gpu_host']))) }}"

@@ -44,7 +44,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Rebuild fleet.md from the slices' reports
-  gpu_fleet_merge:
+  gpuhost.gpu.gpu_fleet_merge:
     dirs: [/var/lib/gpuhost/reports]
 """
 
@@ -66,7 +66,7 @@ hosts:
   sample: {gpu-node-1: /var/lib/gpuhost/reports}
 stats:
   description: >-
-    The fleet in the shape set_stats publishes, as M(gpu_audit_report)'s RV(gpu_audit_report#module:stats):
+    The fleet in the shape set_stats publishes, as M(gpuhost.gpu.gpu_audit_report)'s RV(gpuhost.gpu.gpu_audit_report#module:stats):
     per host its C(audit), C(verdict), C(worst_finding), C(action), C(report) (and C(msg) when lost), and C(counts).
   returned: always
   type: dict

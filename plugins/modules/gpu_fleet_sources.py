@@ -29,12 +29,12 @@ attributes:
     platforms: posix
 options:
   dest:
-    description: The report directory (M(gpuhost.gpu.gpu_audit_report)'s O(gpu_audit_report#module:dest)).
+    description: The report directory (M(gpuhost.gpu.gpu_audit_report)'s O(gpuhost.gpu.gpu_audit_report#module:dest)).
     type: path
     required: true
   sources:
-    description: M(gpuhost.gpu.gpu_audit_report)'s RV(gpu_audit_report#module:fleet) return, per host where its row
-    comes from.
+    description: M(gpuhost.gpu.gpu_audit_report)'s RV(gpuhost.gpu.gpu_audit_report#module:fleet) return, per host where
+      its row comes from.
     type: dict
     required: true
   hosts:
@@ -50,7 +50,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Record where each row of fleet.md comes from
-  gpu_fleet_sources:
+  gpuhost.gpu.gpu_fleet_sources:
     dest: "{{ gpu_audit_report_dir }}"
     sources: "{{ gpu_audit_reports.fleet }}"
     hosts: "{{ ansible_play_hosts_all }}"

@@ -126,10 +126,10 @@ notes:
 
 EXAMPLES = r"""
 - name: Audit this host
-  gpu_host_facts:
+  gpuhost.gpu.gpu_host_facts:
 
 - name: Audit, and keep everything read so that it can be replayed offline
-  gpu_host_facts:
+  gpuhost.gpu.gpu_host_facts:
     save_capture: true
     save_capture_path: /root/gpu-node-1-capture.json
     capture_redact:
@@ -141,17 +141,17 @@ EXAMPLES = r"""
 # directory ansible-playbook was started in: build the path from that one (ad hoc, `ansible localhost -m
 # gpu_host_facts -a capture=captures/gpu-node-1.json` runs in it already).
 - name: Replay a capture taken on another host
-  gpu_host_facts:
+  gpuhost.gpu.gpu_host_facts:
     capture: "{{ lookup('ansible.builtin.env', 'PWD') }}/captures/gpu-node-1.json"
   delegate_to: localhost
 
 - name: Audit a customer's pasted outputs (topo -p2p r, topo -m, nccl-tests log ...) in one directory
-  gpu_host_facts:
+  gpuhost.gpu.gpu_host_facts:
     bundle: "{{ lookup('ansible.builtin.env', 'PWD') }}/tickets/4711/pastes"
   delegate_to: localhost
 
 - name: Judge P2P for a TP4 group on the first four GPUs only
-  gpu_host_facts:
+  gpuhost.gpu.gpu_host_facts:
     tensor_parallel_gpus: [0, 1, 2, 3]
 """
 
@@ -237,7 +237,7 @@ ansible_facts:
           returned: with O(bundle), or a O(capture) built from support material
 facts_json:
   description: >-
-    C(ansible_facts.gpu_host) again, as one JSON string, for M(gpu_audit_report): a fleet's facts reach it in one
+    C(ansible_facts.gpu_host) again, as one JSON string, for M(gpuhost.gpu.gpu_audit_report): a fleet's facts reach it in one
     template without Ansible walking every value of every host's facts.
   returned: always
   type: str

@@ -75,19 +75,19 @@ notes:
 
 EXAMPLES = r"""
 - name: Audit a customer's pasted outputs (topo -p2p r, topo -m, nccl-tests log ...) in one directory
-  gpu_material_facts:
+  gpuhost.gpu.gpu_material_facts:
     bundle: "{{ lookup('ansible.builtin.env', 'PWD') }}/tickets/4711/pastes"
   delegate_to: localhost
 
 - name: The same, as gpu_host_facts spells it
-  gpu_host_facts:
+  gpuhost.gpu.gpu_host_facts:
     bundle: "{{ lookup('ansible.builtin.env', 'PWD') }}/tickets/4711/nvidia-bug-report.log.gz"
   delegate_to: localhost
 """
 
 RETURN = r"""
 ansible_facts:
-  description: Facts under the key C(gpu_host), as M(gpu_host_facts) returns them, with their C(bundle) section.
+  description: Facts under the key C(gpu_host), as M(gpuhost.gpu.gpu_host_facts) returns them, with their C(bundle) section.
   returned: always
   type: dict
 facts_json:

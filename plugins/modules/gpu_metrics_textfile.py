@@ -69,7 +69,7 @@ seealso:
 
 EXAMPLES = r"""
 - name: Write the host's metrics where node_exporter reads them
-  gpu_metrics_textfile:
+  gpuhost.gpu.gpu_metrics_textfile:
     path: /var/lib/prometheus/node-exporter/gpuhost.prom
     content: "{{ gpu_audit_reports.metrics[inventory_hostname] }}"
     directory_missing: skip

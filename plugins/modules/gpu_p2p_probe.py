@@ -96,22 +96,22 @@ notes:
 
 EXAMPLES = r"""
 - name: Prove P2P between every GPU pair with the serving venv's torch
-  gpu_p2p_probe:
+  gpuhost.gpu.gpu_p2p_probe:
     python: /opt/sglang/.venv/bin/python
   register: p2p
 
 - name: Read a p2pBandwidthLatencyTest log brought from another host
-  gpu_p2p_probe:
+  gpuhost.gpu.gpu_p2p_probe:
     log: /tmp/p2pBandwidthLatencyTest.out
   delegate_to: localhost
 
 - name: Probe and keep the probe's output, to replay it later with log
-  gpu_p2p_probe:
+  gpuhost.gpu.gpu_p2p_probe:
     python: /opt/sglang/.venv/bin/python
     save_log: /var/log/gpuhost/p2p-probe.jsonl
 
 - name: Probe only the GPUs of one tensor-parallel group, small sizes only
-  gpu_p2p_probe:
+  gpuhost.gpu.gpu_p2p_probe:
     python: /opt/sglang/.venv/bin/python
     devices: [0, 1, 2, 3]
     sizes: [4096, 16384, 65536, 1048576]

@@ -57,7 +57,7 @@ seealso:
 
 EXAMPLES = r"""
 - name: Plan the passthrough of every NVIDIA GPU
-  gpu_passthrough_host:
+  gpuhost.gpu.gpu_passthrough_host:
   register: passthrough
 
 - name: Refuse what must not be bound

@@ -51,7 +51,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Write the gate's verdict beside the audit's reports
-  host_report:
+  gpuhost.gpu.host_report:
     dest: "{{ playbook_dir }}/../reports"
     host: "{{ inventory_hostname }}"
     files:

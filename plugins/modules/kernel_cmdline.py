@@ -70,7 +70,7 @@ seealso:
 
 EXAMPLES = r"""
 - name: Turn the Intel IOMMU on, in passthrough mode, for GRUB
-  kernel_cmdline:
+  gpuhost.gpu.kernel_cmdline:
     path: /etc/default/grub
     format: grub
     params:

@@ -194,20 +194,20 @@ notes:
 
 EXAMPLES = r"""
 - name: All-reduce sweep on every GPU with the serving venv's torch
-  nccl_bench:
+  gpuhost.gpu.nccl_bench:
     engine: torch-nccl
     python: /opt/sglang/.venv/bin/python
   register: bench
 
 - name: Find the best NCCL settings for this host
-  nccl_bench:
+  gpuhost.gpu.nccl_bench:
     python: /opt/sglang/.venv/bin/python
     tune: true
     max_bytes: 268435456
   register: tuned
 
 - name: Judge a log brought from a Slurm job, with our own baseline
-  nccl_bench:
+  gpuhost.gpu.nccl_bench:
     log: /tmp/all_reduce_perf.out
     thresholds:
       - {size_bytes: 16384, max_time_us: 20}
@@ -215,13 +215,13 @@ EXAMPLES = r"""
   delegate_to: localhost
 
 - name: Benchmark in check mode too (by default check mode runs no sweep)
-  nccl_bench:
+  gpuhost.gpu.nccl_bench:
     python: /opt/sglang/.venv/bin/python
     run_in_check_mode: true
     gpu_names: "{{ ansible_facts.gpu_host.gpus.devices | map(attribute='name') | list }}"
 
 - name: Run the harness on the CPU (no GPU needed)
-  nccl_bench:
+  gpuhost.gpu.nccl_bench:
     engine: torch-gloo
     python: /opt/venvs/torch-cpu/bin/python
     nranks: 4

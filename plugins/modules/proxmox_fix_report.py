@@ -70,7 +70,7 @@ seealso:
 
 EXAMPLES = r"""
 - name: Write the before/after report
-  proxmox_fix_report:
+  gpuhost.gpu.proxmox_fix_report:
     dest: reports
     guest: glm5-vm
     node: pve-node-1

@@ -93,12 +93,12 @@ seealso:
 
 EXAMPLES = r"""
 - name: Give every NVIDIA GPU of VM 120 one clique, q35, pcie=1, cpu host, no ballooning
-  proxmox_vm_gpu:
+  gpuhost.gpu.proxmox_vm_gpu:
     vmid: 120
   register: vm_gpu
 
 - name: Two cliques, one per CPU socket's GPUs
-  proxmox_vm_gpu:
+  gpuhost.gpu.proxmox_vm_gpu:
     vmid: 130
     gpus: [hostpci0, hostpci1, hostpci2, hostpci3]
     cliques:

@@ -51,7 +51,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Validate the profile read from a file
-  serving_stack_profile:
+  gpuhost.gpu.serving_stack_profile:
     data: "{{ lookup('ansible.builtin.file', 'stacks/h100.yml') | from_yaml }}"
     source: stacks/h100.yml
 """

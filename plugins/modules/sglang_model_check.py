@@ -60,7 +60,7 @@ author:
 
 EXAMPLES = r"""
 - name: Check the model before the server starts
-  sglang_model_check:
+  gpuhost.gpu.sglang_model_check:
     path: /models/GLM-5-NVFP4
     user: sglang
     expected_gib: 405

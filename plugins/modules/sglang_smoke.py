@@ -83,7 +83,7 @@ author:
 
 EXAMPLES = r"""
 - name: Smoke-test the server
-  sglang_smoke:
+  gpuhost.gpu.sglang_smoke:
     url: http://127.0.0.1:30000
     api_key: "{{ vault_sglang_api_key }}"
     model: GLM-5-NVFP4

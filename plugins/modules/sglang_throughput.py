@@ -99,7 +99,7 @@ author:
 
 EXAMPLES = r"""
 - name: Measure the server's throughput
-  sglang_throughput:
+  gpuhost.gpu.sglang_throughput:
     url: http://127.0.0.1:30000
     api_key: "{{ vault_sglang_api_key }}"
     model: GLM-5-NVFP4

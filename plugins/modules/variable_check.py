@@ -72,7 +72,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Check the play's variable names
-  variable_check:
+  gpuhost.gpu.variable_check:
     names: "{{ ansible_play_hosts_all | map('extract', hostvars) | map('list') | flatten | unique }}"
     roles_dir: "{{ role_path | dirname }}"
     roles: [deployment_gate]

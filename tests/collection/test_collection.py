@@ -27,13 +27,15 @@ MODULES = sorted(path.stem for path in (ROOT / "plugins" / "modules").glob("*.py
 
 
 def run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=900)
+    # PWD as a shell sets it: the roles write reports under the directory the user ran the playbook from.
+    return subprocess.run(argv, cwd=cwd, env={**env, "PWD": str(cwd)}, capture_output=True, text=True, check=False,
+                          timeout=900)
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("build")
-    env = dict(os.environ, ANSIBLE_CONFIG=os.devnull)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("ANSIBLE_")}
     result = run([str(BIN / "ansible-galaxy"), "collection", "build", "--output-path", str(out), str(ROOT)], out, env)
     assert result.returncode == 0, result.stdout + result.stderr
     (tarball,) = out.glob("*.tar.gz")
