@@ -43,7 +43,8 @@ def run_bounded(argv: list[str], timeout_s: float, env: dict[str, str] | None = 
     ``timeout_s + 2 * drain_s``. Raises OSError when argv cannot be started."""
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, cwd=cwd, start_new_session=True)
-    assert proc.stdout is not None and proc.stderr is not None
+    if proc.stdout is None or proc.stderr is None:  # narrows the type; an assert would vanish under python -O
+        raise AssertionError("unreachable: proc.stdout is not None and proc.stderr is not None")
     stdout_fd, stderr_fd = proc.stdout.fileno(), proc.stderr.fileno()
     out: dict[int, list[bytes]] = {stdout_fd: [], stderr_fd: []}
     notes = []

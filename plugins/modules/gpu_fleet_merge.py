@@ -66,8 +66,9 @@ hosts:
   sample: {gpu-node-1: /var/lib/gpuhost/reports}
 stats:
   description: >-
-    The fleet in the shape set_stats publishes, as M(gpuhost.gpu.gpu_audit_report)'s RV(gpuhost.gpu.gpu_audit_report#module:stats):
-    per host its C(audit), C(verdict), C(worst_finding), C(action), C(report) (and C(msg) when lost), and C(counts).
+    The fleet in the shape set_stats publishes, as M(gpuhost.gpu.gpu_audit_report)'s
+    RV(gpuhost.gpu.gpu_audit_report#module:stats): per host its C(audit), C(verdict), C(worst_finding), C(action),
+    C(report) (and C(msg) when lost), and C(counts).
   returned: always
   type: dict
 """

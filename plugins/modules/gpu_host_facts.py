@@ -237,8 +237,8 @@ ansible_facts:
           returned: with O(bundle), or a O(capture) built from support material
 facts_json:
   description: >-
-    C(ansible_facts.gpu_host) again, as one JSON string, for M(gpuhost.gpu.gpu_audit_report): a fleet's facts reach it in one
-    template without Ansible walking every value of every host's facts.
+    C(ansible_facts.gpu_host) again, as one JSON string, for M(gpuhost.gpu.gpu_audit_report): a fleet's facts reach it
+    in one template without Ansible walking every value of every host's facts.
   returned: always
   type: str
 capture_path:

@@ -87,7 +87,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ansible_facts:
-  description: Facts under the key C(gpu_host), as M(gpuhost.gpu.gpu_host_facts) returns them, with their C(bundle) section.
+  description: Facts under the key C(gpu_host), as M(gpuhost.gpu.gpu_host_facts) returns them, with their C(bundle)
+    section.
   returned: always
   type: dict
 facts_json:

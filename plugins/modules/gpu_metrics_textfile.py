@@ -64,7 +64,7 @@ author:
 notes:
   - Supports check mode and diff mode.
 seealso:
-  - module: gpu_audit_report
+  - module: gpuhost.gpu.gpu_audit_report
 """
 
 EXAMPLES = r"""

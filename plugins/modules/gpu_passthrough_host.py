@@ -51,8 +51,8 @@ author:
 notes:
   - Supports check mode; it changes nothing in any mode.
 seealso:
-  - module: kernel_cmdline
-  - module: gpu_host_facts
+  - module: gpuhost.gpu.kernel_cmdline
+  - module: gpuhost.gpu.gpu_host_facts
 """
 
 EXAMPLES = r"""

@@ -65,7 +65,7 @@ notes:
   - Supports check mode and diff mode (the file before and after).
   - A value quoted over several lines, or an unclosed quote, fails with the line to fix by hand.
 seealso:
-  - module: gpu_passthrough_host
+  - module: gpuhost.gpu.gpu_passthrough_host
 """
 
 EXAMPLES = r"""

@@ -64,8 +64,8 @@ author:
 notes:
   - Supports check mode (nothing is written; RV(written) says what would be) and diff mode.
 seealso:
-  - module: proxmox_vm_gpu
-  - module: gpu_audit_report
+  - module: gpuhost.gpu.proxmox_vm_gpu
+  - module: gpuhost.gpu.gpu_audit_report
 """
 
 EXAMPLES = r"""

@@ -88,7 +88,7 @@ notes:
     the VM runs is not known, with a warning) and C(qm set) 120 s (past that the module fails, naming the copy of
     the config to compare with)."
 seealso:
-  - module: gpu_host_facts
+  - module: gpuhost.gpu.gpu_host_facts
 """
 
 EXAMPLES = r"""

@@ -3,14 +3,6 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.stack_profile import (
-    ProfileError,
-    summary,
-    validate_file,
-)
-
-from ansible.module_utils.basic import AnsibleModule
-
 DOCUMENTATION = r"""
 ---
 module: serving_stack_profile
@@ -72,6 +64,14 @@ problems:
   type: list
   elements: str
 """
+
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.stack_profile import (
+    ProfileError,
+    summary,
+    validate_file,
+)
+
+from ansible.module_utils.basic import AnsibleModule
 
 
 def get_argument_spec() -> dict:

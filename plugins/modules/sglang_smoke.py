@@ -141,7 +141,8 @@ def get_argument_spec() -> dict:
         "api_key": {"type": "str", "default": "", "no_log": True},
         "model": {"type": "str", "required": True},
         "prompt": {"type": "str", "default": "The capital of France is"},
-        "max_tokens": {"type": "int", "default": 32},
+        # A count of tokens, not a credential: validate-modules' no-log-needed reads "token" in the name.
+        "max_tokens": {"type": "int", "default": 32, "no_log": False},
         "runs": {"type": "int", "default": 2},
         "timeout": {"type": "int", "default": 300},
         "logprobs": {"type": "bool", "default": True},

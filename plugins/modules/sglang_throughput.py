@@ -185,7 +185,8 @@ def get_argument_spec() -> dict:
         "tool": {"type": "str", "choices": ["auto", "bench_serving", "client"], "default": "auto"},
         "prompt": {"type": "str", "default": PROMPT},
         "input_len": {"type": "int", "default": 128},
-        "max_tokens": {"type": "int", "default": 64},
+        # A count of tokens, not a credential: validate-modules' no-log-needed reads "token" in the name.
+        "max_tokens": {"type": "int", "default": 64, "no_log": False},
         "single_requests": {"type": "int", "default": 3},
         "concurrency": {"type": "int", "default": 16},
         "timeout": {"type": "int", "default": 120},

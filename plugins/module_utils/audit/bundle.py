@@ -372,9 +372,9 @@ _HANDLERS: dict[str, Callable[[_Bundle, str, str | None, str, dict[str, Any]], N
     "proc-cmdline": _take_cmdline,
     # An NCCL INFO log: its GPUs (audit/material_gpus.py) where nothing else lists them.
     "nccl-debug": lambda bundle, name, _command, output, entry: bundle.put("material", NCCL_DEBUG_MATERIAL, output,
-                                                                          name, entry),
+                                                                           name, entry),
     "nccl-topo-xml": lambda bundle, name, _command, output, entry: bundle.put("material", NCCL_TOPO_MATERIAL, output,
-                                                                             name, entry),
+                                                                              name, entry),
 }
 
 

@@ -229,7 +229,6 @@ def _is_matrix(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(row, list) for row in value)
 
 
-
 def p2p_label(code: Any, same: bool = False) -> str:
     if same:
         return "X"

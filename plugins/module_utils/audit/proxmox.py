@@ -45,6 +45,8 @@ NODE_DIR = "/sys/devices/system/node"
 VM_CONFIG_NAME = re.compile(r"^(?P<vmid>\d+)\.conf$")
 ADDRESS_SIZES = re.compile(r"^address sizes\s*:\s*(?P<bits>\d+) bits physical", re.MULTILINE)
 CPU_VENDOR = re.compile(r"^vendor_id\s*:\s*(?P<vendor>\S+)", re.MULTILINE)
+
+
 def _device_from_pci_facts(device: dict[str, Any]) -> dict[str, Any]:
     return {"kind": device.get("kind"), "vendor_id": device.get("vendor_id"), "device_id": device.get("device_id"),
             "driver": device.get("driver"), "iommu_group": device.get("iommu_group"),

@@ -286,4 +286,3 @@ def _memory_value(value: str | None) -> str | None:
         return None
     options, _warnings = parse_property_string(value, default_key="current")
     return options.get("current")
-

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Collective benchmark harness: torch.distributed on one host, one process per rank.
 
 Self-contained on purpose (standard library and torch only, nothing from Ansible):

@@ -235,5 +235,3 @@ def gpu_count_from_nvidia_smi() -> int | None:
     if result.rc != 0:
         return None
     return sum(1 for line in result.stdout.splitlines() if line.startswith("GPU "))
-
-

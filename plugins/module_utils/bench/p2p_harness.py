@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """P2P proof harness: does data written from one GPU arrive at another, and how fast, by which path.
 
 Self-contained (standard library and torch only); the gpu_p2p_probe module writes it to a

@@ -73,7 +73,7 @@ def harness_result(run: dict[str, Any]) -> dict[str, Any]:
         i, j = event["src"], event["dst"]
         if i < count and j < count:
             proof[i][j] = {k: event.get(k) for k in ("ce_wrong", "sm_wrong", "zeros_at_destination", "elements",
-                                                      "peer_access")}
+                                                     "peer_access")}
     sizes = sorted({t["size_bytes"] for t in run["timings"]})
     matrices = []
     for path, metric, kind, unit in (("peer", "gpu_us", "latency", "us"), ("peer", "time_us", "latency", "us"),

@@ -55,4 +55,3 @@ def planned_files(dest: str, hosts: dict[str, dict[str, Any]], not_read: dict[st
                   for host, msg in not_read.items()}
         files[os.path.join(dest, "fleet.md")] = fleet_markdown(hosts, absent)
     return files
-

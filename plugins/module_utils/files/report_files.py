@@ -79,7 +79,6 @@ def host_file(directory: str, host: str, suffix: str, reserved: Iterable[str] = 
     return os.path.join(directory, host + suffix)
 
 
-
 def parse_mode(value: object) -> int:
     """A module's ``mode`` option as permission bits: an octal string ("0600", "640"), or a number taken as the
     bits themselves, as Ansible's file modules take one (YAML reads an unquoted 0600 as 384). ``ReportFileError``

@@ -662,6 +662,7 @@ def action_of(finding_id: str, severity: str) -> str:
         return most_disruptive((declared, CRITICAL_AT_LEAST))
     return declared
 
+
 def entry(finding_id: str) -> Entry:
     try:
         return CATALOG[finding_id]

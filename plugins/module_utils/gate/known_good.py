@@ -77,6 +77,7 @@ KNOWN_GOOD: tuple[dict[str, Any], ...] = (
     },
 )
 
+
 def entry_problems(entry: Any, where: str) -> list[str]:
     """What is wrong with one table entry (shipped or override), each as a sentence."""
     if not isinstance(entry, dict):
@@ -121,7 +122,7 @@ def merged_table(overrides: Any, label: str = "known_good_overrides") -> tuple[l
         overrides = []
     if not isinstance(overrides, list):
         return [dict(e) for e in KNOWN_GOOD], [f"{label}: expected a list of entries; found "
-                                                f"{type(overrides).__name__}"]
+                                               f"{type(overrides).__name__}"]
     for index, entry in enumerate(overrides):
         found = entry_problems(entry, f"{label}[{index}]")
         if found:

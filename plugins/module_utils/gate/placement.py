@@ -83,7 +83,7 @@ def candidate_groups(gpus: list[Gpu], size: int, host: Host,
         while len(group) < size:
             rest = [g for g in gpus if g not in group]
             group.append(min(rest, key=lambda g: group_key(host, proof, tuple(sorted([*group, g],
-                                                                                    key=lambda x: x.index)))))
+                                                                                     key=lambda x: x.index)))))
         grown.add(tuple(sorted(group, key=lambda g: g.index)))
     return sorted(grown, key=lambda g: tuple(x.index for x in g))
 

@@ -415,4 +415,3 @@ def _lspci_size(word: str) -> int | None:
     if match is None:
         return None
     return int(match["number"]) * _SIZE_UNITS[match["unit"]]
-

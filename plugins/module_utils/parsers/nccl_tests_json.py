@@ -177,7 +177,8 @@ def _json_measurement(value: Any, where: str) -> Measurement | None:
     if value is None:
         return None
     data = _json_object(value, where)
-    assert data is not None
+    if data is None:  # narrows the type; an assert would vanish under python -O
+        raise AssertionError("unreachable: data is not None")
     time_value = data.get("time", data.get("cpu_time"))
     wrong = data.get("nwrong")
     return measurement(
@@ -190,7 +191,8 @@ def _json_measurement(value: Any, where: str) -> Measurement | None:
 
 def _json_result(value: Any, where: str) -> SizeResult:
     entry = _json_object(value, where)
-    assert entry is not None
+    if entry is None:  # narrows the type; an assert would vanish under python -O
+        raise AssertionError("unreachable: entry is not None")
     size = _json_int(entry.get("size"), f"{where}.size")
     count = _json_int(entry.get("count"), f"{where}.count")
     if size is None or count is None or size < 0 or count < 0:

@@ -302,7 +302,8 @@ def _read_line(state: _State, line: str, number: int) -> None:
 
 def _read_row(state: _State, words: list[str], line: str, number: int) -> None:
     columns = state.columns
-    assert columns is not None
+    if columns is None:  # narrows the type; an assert would vanish under python -O
+        raise AssertionError("unreachable: columns is not None")
     tokens = state.pending + words
     if not state.pending and len(tokens) == columns.count - 1 and columns.lead[3:5] == ("redop", "root") \
             and len(tokens) > 3 and SIGNED_INT_RE.match(tokens[3]):

@@ -167,7 +167,8 @@ class _Reader:
                 if pending is None:
                     self.start(None, None)
                     pending = self.pending
-                assert pending is not None
+                if pending is None:  # narrows the type; an assert would vanish under python -O
+                    raise AssertionError("unreachable: pending is not None")
                 pending["columns"] = len(line.split())
                 pending["expected"] = 1 if pending["one_row"] else len(line.split())
             return
@@ -190,7 +191,6 @@ class _Reader:
         pending["rows"].append([number(t, where, self.notes) for t in tokens[1:]])
         # A matrix has as many rows as columns, except the CPU(row) ones; a cut paste may end early.
         pending["expected"] = max(pending["expected"], len(pending["rows"]))
-
 
     def _read_cut_row(self, tokens: list[str], pending: dict[str, Any], where: str) -> None:
         """The paste's last row, maybe cut: its figures up to the last, which is kept only where it has the

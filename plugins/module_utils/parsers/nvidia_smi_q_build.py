@@ -157,16 +157,12 @@ def build_gpu(fields: Mapping[str, Any], position: int, index: int | None) -> Gp
     )
 
 
-
-
 def _compute_capability(read: _Reader, raw: Any) -> str | None:
     value = read.text(raw, "compute_capability")
     if value is not None and not re.fullmatch(r"\d{1,3}\.\d{1,3}", value):
         read.unread["compute_capability"] = value
         return None
     return value
-
-
 
 
 def _total(values: list[int | None]) -> int | None:

@@ -320,7 +320,7 @@ def _remapped_rows(section: _Node | str | None) -> dict[str, Any] | str | None:
         histogram = _section(section, "bank remap availability histogram")
         if histogram is not None:
             rows["histogram"] = _mapped(histogram, {bucket: bucket for bucket in ("max", "high", "partial", "low",
-                                                                                   "none")})
+                                                                                  "none")})
     return rows
 
 

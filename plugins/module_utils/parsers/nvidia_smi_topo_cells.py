@@ -214,7 +214,7 @@ def check_mirror(gpus: list[str], links: list[list[str]], repaired: list[bool]) 
 
 
 def repair_links(line: str, label: str, rest: list[str], tabbed: bool, devices: list[str], gpu_count: int,
-                  labels: tuple[str, ...], notes: list[str]) -> tuple[list[str | None], list[str]]:
+                 labels: tuple[str, ...], notes: list[str]) -> tuple[list[str | None], list[str]]:
     """The links of a row that does not line up with the header, with merged cells split; NIC cells that
     cannot be placed are None. Refuses a GPU row whose GPU block cannot be read."""
     count = len(devices)

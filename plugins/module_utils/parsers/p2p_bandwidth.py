@@ -100,7 +100,8 @@ class _Reader:
 
     def row(self, index: int, tokens: list[str], where: str) -> None:
         current = self.current
-        assert current is not None
+        if current is None:  # narrows the type; an assert would vanish under python -O
+            raise AssertionError("unreachable: current is not None")
         if len(tokens) < len(self.columns) and self.short_row is None:
             self.short_row = (f"{where}: expected {len(self.columns)} values in the row of {current['name']!r}; found "
                               f"{len(tokens)}. The output is cut or garbled")

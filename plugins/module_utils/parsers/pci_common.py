@@ -398,4 +398,3 @@ def describe_pci_id(vendor: int | str, device: int | str) -> str | None:
     if vendor_id in VIRTUAL_VENDORS:
         return f"{VIRTUAL_VENDORS[vendor_id]} virtual device"
     return None
-

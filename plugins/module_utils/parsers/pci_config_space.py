@@ -363,4 +363,3 @@ def _decode_rebar(data: bytes, offset: int, config: ConfigSpace) -> None:
         config.resizable_bars.append(
             ResizableBar(index=control & 0x7, current_size=_MB << ((control >> 8) & 0x3F), supported_sizes=sizes)
         )
-

@@ -483,4 +483,3 @@ def parse_pci_mapping(text: str, node: str | None) -> dict[str, list[dict[str, s
         if node is None or entry.get("node") == node:
             mappings[current].append(entry)
     return mappings
-

@@ -59,7 +59,7 @@ def health_tables(facts: dict[str, Any]) -> list[Table]:
     if aer:
         tables.append(("PCIe AER errors since boot", [], ["Device", "Role", "GPU", "Correctable", "Non-fatal", "Fatal"],
                        [[a.get("bdf"), a.get("role"), a.get("gpu"), *(_aer_cell(a.get(k)) for k in
-                                                                       ("correctable", "nonfatal", "fatal"))]
+                                                                      ("correctable", "nonfatal", "fatal"))]
                         for a in aer]))
     fabric = health.get("fabric_manager")
     if fabric:

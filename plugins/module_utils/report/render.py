@@ -195,7 +195,7 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
     problems = facts.get("problems") or []
     if problems:
         out += ["## Could not read", "", *table(["What", "Error"], [[p.get("what"), p.get("error")]
-                                                                     for p in problems])]
+                                                                    for p in problems])]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -226,7 +226,7 @@ def bench_markdown(host: str, bench: dict[str, Any]) -> list[str]:
             out += [f"## P2P probe: {inline(matrix.get('name') or 'a matrix pasted without its title')} "
                     f"({matrix.get('unit')}, {matrix.get('path')}, "
                     f"{matrix.get('size_bytes')} B)", "", *matrix_table(names, [[_num(v) for v in row]
-                                                                          for row in values])]
+                                                                                for row in values])]
     out += _probe_log_notes(probe)
     nccl = bench.get("nccl") or {}
     rows = nccl.get("results") or []

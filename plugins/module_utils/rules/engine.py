@@ -27,7 +27,7 @@ Rule = Callable[[dict[str, Any], RuleOptions], list[Finding]]
 # GPUs the host cannot use come first: among findings of one severity, they name the cause that the others
 # (a count that differs, a matrix that lacks a GPU) only show. The Proxmox rules come last (rules_for).
 RULES: tuple[Rule, ...] = (*GPU_USABLE_RULES, *HOST_RULES, *TP_GROUP_RULES, *HEALTH_RULES, *SXID_RULES,
-                            *VBIOS_RULES, *MANIFEST_RULES)
+                           *VBIOS_RULES, *MANIFEST_RULES)
 
 
 def rules_for(facts: dict[str, Any]) -> tuple[Rule, ...]:

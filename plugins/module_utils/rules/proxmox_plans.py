@@ -114,7 +114,7 @@ def plan_vm(vm: dict[str, Any], proxmox: dict[str, Any]) -> VmPlan:
         for device in entry.get("host_devices") or []:
             if device.get("unrelated_in_group"):
                 plan.group_shared[device["bdf"]] = {"hostpci": entry["id"], "group": device.get("iommu_group"),
-                                                   "also_in_group": device["unrelated_in_group"]}
+                                                    "also_in_group": device["unrelated_in_group"]}
     _plan_commands(plan)
     return plan
 
@@ -349,6 +349,7 @@ def host_remedy(link: dict[str, Any]) -> str:
     vm = f"VM {link['vmid']}" + (f" ({link['name']})" if link.get("name") else "")
     blockers = [f for f in link["findings"] if f.get("id") in P2P_BLOCKERS]
     others = [f for f in link["findings"] if f.get("id") not in P2P_BLOCKERS]
+
     def say(which: str, **fields: Any) -> str:
         return text("p2p_not_supported", which, **fields)
 

@@ -34,7 +34,7 @@ def rule_vbios_consistency(facts: dict[str, Any], options: RuleOptions) -> list[
     if not differing:
         return []
     said = "; ".join(f"{model}: " + ", ".join(f"{version} on GPU {', '.join(map(str, gpus))}"
-                                             for version, gpus in sorted(versions.items()))
+                                              for version, gpus in sorted(versions.items()))
                      for model, versions in sorted(differing.items()))
     return [make("gpu_vbios_mismatch",
                  f"GPUs of one model run different VBIOS versions ({said}).",
