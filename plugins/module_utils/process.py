@@ -84,7 +84,7 @@ def _read(out: dict[int, list[bytes]], until: float, only: set[int] | None = Non
             left = until - time.monotonic()
             if left <= 0:
                 break
-            for key, _ in selector.select(left):
+            for key, _unused in selector.select(left):
                 chunk = os.read(key.fd, _CHUNK)
                 if chunk:
                     out[key.fd].append(chunk)

@@ -261,7 +261,7 @@ def analyse_all(params: dict, dest: str, warn) -> tuple[list[dict], dict, dict, 
         bundle = facts.get("bundle")
         row.update(form=material.form, not_seen=len(bundle["not_seen"]) if bundle else None,
                    unmapped=len(bundle["unmapped"]) if bundle else None,
-                   bench_logs={step: log for step, (_, log) in material.bench_logs.items()} if bench else {})
+                   bench_logs={step: log for step, (_unused, log) in material.bench_logs.items()} if bench else {})
         hosts[host] = facts
         if bench:
             benches[host] = bench

@@ -205,7 +205,7 @@ def smoke(params: dict[str, Any]) -> dict[str, Any]:
             problems.append(f"the server serves {models}, not {params['model']!r}; expected the served model name "
                             "the client will ask for (--served-model-name)")
         request = completion_request(params["model"], params["prompt"], params["max_tokens"], params["logprobs"])
-        for _ in range(params["runs"]):
+        for _unused in range(params["runs"]):
             samples.append(read_completion(call(params, "POST", "/v1/completions", request), params["max_run"]))
     except CallError as err:
         problems.append(str(err))

@@ -201,7 +201,7 @@ def _p2p_matrices(source: Source) -> dict[str, list[list[str]]]:
     if source.partial:
         # Support material's matrices of several capabilities, or of one it does not state (audit/bundle.py).
         for letters, command in TOPO_P2P_MATERIAL.items():
-            out, _ = _smi(source, command.argv) if source.seen("commands", command.key) else (None, None)
+            out, _unused = _smi(source, command.argv) if source.seen("commands", command.key) else (None, None)
             if out is None:
                 continue
             try:

@@ -88,7 +88,7 @@ def _read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
         left = deadline - time.monotonic()
         if left <= 0:
             return b"".join(chunks), False
-        ready, _, _ = select.select([fd], [], [], left)
+        ready, _unused, _unused = select.select([fd], [], [], left)
         if not ready:
             continue
         chunk = os.read(fd, _CHUNK)
@@ -110,7 +110,7 @@ def _reap(pid: int, until: float) -> bool:
     """Whether the child was reaped before ``until``."""
     while True:
         try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
+            done, _unused = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
             return True
         if done:

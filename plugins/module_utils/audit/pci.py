@@ -167,8 +167,8 @@ class PciReader:
         bars: list[dict[str, Any]] = []
         if resource is not None:
             try:
-                bars = [bar_dict(bar) for bar in parse_resource(resource)
-                        if bar.index <= 5 and bar.size]
+                bars = [bar_dict(region) for region in parse_resource(resource)
+                        if region.index <= 5 and region.size]
             except PciParseError as exc:
                 source.note_problem(f"{base}/resource", str(exc))
         speed_current = self.attribute(bdf, "current_link_speed", parse_link_speed)
@@ -225,8 +225,9 @@ def kind_of(ids: dict[str, str | None]) -> str:
         return "unknown"
 
 
-def bar_dict(bar: Any) -> dict[str, Any]:
-    return {"index": bar.index, "size_bytes": bar.size, "prefetchable": bar.prefetchable, "is_64bit": bar.mem64}
+def bar_dict(region: Any) -> dict[str, Any]:
+    return {"index": region.index, "size_bytes": region.size, "prefetchable": region.prefetchable,
+            "is_64bit": region.mem64}
 
 
 def rebar_dict(rebar: Any) -> dict[str, Any]:

@@ -108,7 +108,7 @@ class Virtualization:
 def cpuinfo_has_hypervisor_flag(text: str) -> bool | None:
     """The CPUID hypervisor bit as the kernel shows it; None when no flags line exists (non-x86)."""
     for line in text.splitlines():
-        key, _, value = line.partition(":")
+        key, _unused, value = line.partition(":")
         if key.strip() in ("flags", "Features"):
             return "hypervisor" in value.split()
     return None
@@ -147,7 +147,7 @@ def parse_meminfo_hugepages(text: str) -> dict[str, int | None]:
     values: dict[str, int | None] = {"total": None, "free": None, "size_kb": None}
     keys = {"HugePages_Total": "total", "HugePages_Free": "free", "Hugepagesize": "size_kb"}
     for line in text.splitlines():
-        key, _, rest = line.partition(":")
+        key, _unused, rest = line.partition(":")
         if key in keys:
             number = rest.split()[0] if rest.split() else ""
             values[keys[key]] = int(number) if number.isdigit() else None

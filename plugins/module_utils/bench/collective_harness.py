@@ -604,11 +604,11 @@ def worker(config_path: str) -> int:
                     continue
                 op = make_op(torch, dist, collective, placement, total, chunk, rank, device)
                 op.fill(0.0)
-                for _ in range(cfg["warmup"]):
+                for _unused in range(cfg["warmup"]):
                     op.run()
                 barrier()
                 began = time.perf_counter()
-                for _ in range(cfg["iters"]):
+                for _unused in range(cfg["iters"]):
                     op.run()
                 sync()
                 elapsed = torch.tensor([(time.perf_counter() - began) / cfg["iters"]], dtype=torch.float64,

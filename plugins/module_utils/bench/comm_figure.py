@@ -148,7 +148,7 @@ def add_comm_floor(result: dict[str, Any], profile_spec: Any, concurrency: int, 
         raise CommModelError("comm floor: the benchmark measured no all-reduce sizes to price; "
                              "run an all_reduce sweep or give a log that holds one")
     single, notes = communication_figure(result, probe, profile)
-    loaded, _ = communication_figure(result, probe, profile, batch=concurrency)
+    loaded, _unused = communication_figure(result, probe, profile, batch=concurrency)
     if single is None or loaded is None:  # not reached: a refused curve always leaves the probe's estimate
         return
     result.setdefault("notes", []).extend(n for n in notes if n not in result.get("notes", []))

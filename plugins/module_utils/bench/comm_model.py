@@ -173,7 +173,7 @@ def comm_floor(profile: ModelProfile, curve: Sequence[tuple[int, float]], batch:
                      f"{profile.tensor_parallel_size}: measure with -g {profile.tensor_parallel_size} for this figure.")
     if profile.tensor_parallel_size == 1:
         return _no_floor(profile, batch, MEASURED, notes)
-    single_latency, _ = _interpolate(curve, allreduce_bytes_per_token(profile, 1))
+    single_latency, _unused = _interpolate(curve, allreduce_bytes_per_token(profile, 1))
     size = allreduce_bytes_per_token(profile, batch)
     latency, basis = _interpolate(curve, size)
     if basis in ("clamped", "extrapolated"):

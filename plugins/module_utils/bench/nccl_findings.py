@@ -52,7 +52,7 @@ def findings_for_run(*, engine: str, nranks: int, collectives: dict[str, list[di
     wrong_rows = [{"collective": c, "size_bytes": r["size_bytes"],
                    **{p: m["wrong"] for p, m in measurements(r) if m.get("wrong")}}
                   for c, rows in collectives.items() for r in rows
-                  if any(m.get("wrong") for _, m in measurements(r))]
+                  if any(m.get("wrong") for _unused, m in measurements(r))]
     if wrong_rows:
         findings.append(make(
             "nccl_wrong_values",
@@ -164,7 +164,7 @@ def _pair_texts(refusals: list[dict[str, Any]]) -> list[str]:
         kind = refusal.get("index_kind")
         sides = [(bus or f"{kind}{device}", _device_text(device, bus, rank, kind))
                  for device, bus, rank in zip(devices, buses, ranks, strict=False)]
-        key = (refusal.get("host"), frozenset(side for side, _ in sides))
+        key = (refusal.get("host"), frozenset(side for side, _unused in sides))
         on = f" on {refusal.get('host')}" if len(hosts) > 1 and refusal.get("host") else ""
         pairs.setdefault(key, f"{sides[0][1]} and {sides[1][1]}{on}")
     return list(pairs.values())

@@ -90,7 +90,7 @@ def best_busbw(row: dict[str, Any]) -> tuple[str, float] | None:
 
 def wrong_total(rows: list[dict[str, Any]]) -> int | None:
     """Wrong elements over every row and placement; None when nothing was checked."""
-    counts = [m.get("wrong") for row in rows for _, m in measurements(row)]
+    counts = [m.get("wrong") for row in rows for _unused, m in measurements(row)]
     checked = [c for c in counts if isinstance(c, int)]
     return sum(checked) if checked else None
 
@@ -110,7 +110,7 @@ def not_measured(collectives: dict[str, list[dict[str, Any]]]) -> list[dict[str,
 
 def avg_busbw(rows: list[dict[str, Any]]) -> float | None:
     """nccl-tests' footer figure: the mean busbw over every size and placement."""
-    values = [m["busbw_gbps"] for row in rows for _, m in measurements(row)
+    values = [m["busbw_gbps"] for row in rows for _unused, m in measurements(row)
               if isinstance(m.get("busbw_gbps"), (int, float))]
     return round(sum(values) / len(values), 6) if values else None
 

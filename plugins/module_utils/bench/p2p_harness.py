@@ -269,7 +269,7 @@ def time_paths(torch, sleep, src: int, dst: int, size: int) -> dict:
         step()
         sync()
         began = time.perf_counter()
-        for _ in range(iters):
+        for _unused in range(iters):
             step()
         sync()
         seconds = (time.perf_counter() - began) / iters
@@ -279,7 +279,7 @@ def time_paths(torch, sleep, src: int, dst: int, size: int) -> dict:
         if sleep is not None:
             sleep(2_000_000 * max(1, iters // 50))  # hold the stream while the copies are queued
         start.record(src_stream)
-        for _ in range(iters):
+        for _unused in range(iters):
             peer()
         end.record(src_stream)
     sync()

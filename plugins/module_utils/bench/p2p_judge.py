@@ -35,7 +35,7 @@ class ProbeInputError(ValueError):
 
 
 def empty_matrix(count: int) -> list[list[Any]]:
-    return [[None] * count for _ in range(count)]
+    return [[None] * count for _unused in range(count)]
 
 
 def is_harness_output(text: str) -> bool:
@@ -179,7 +179,7 @@ def findings(result: dict[str, Any], max_small_latency_us: float = DEFAULT_MAX_S
                 + (f"; {len(granted)} of these pairs were granted peer access." if granted else "."),
                 {"matrix": latency["name"], "limit_us": max_small_latency_us, "slow_pairs": len(slow),
                  "worst": {"pair": f"GPU{worst[0]}->GPU{worst[1]}", "us": worst[2]},
-                 "granted_but_slow": _pairs_text([(i, j) for i, j, _ in granted][:16])}))
+                 "granted_but_slow": _pairs_text([(i, j) for i, j, _unused in granted][:16])}))
 
     if result.get("tool") == "torch":
         out.extend(_no_gain(result, access))

@@ -167,7 +167,7 @@ def _directory(path: str, budget: InputBudget) -> Material:
 
 def _bundle(path: str, form: str, files: list[tuple[BundleInput, str]], notes: list[dict[str, str]],
             limits: InputLimits) -> Material:
-    capture = build_capture([item for item, _ in files], max_decompressed=limits.decompressed_bytes,
+    capture = build_capture([item for item, _unused in files], max_decompressed=limits.decompressed_bytes,
                             note=f"Built from the support material {os.path.basename(path)} by "
                                  "files/support_material.py and audit/bundle.py: only what the material holds; see "
                                  "the bundle section.")
@@ -202,5 +202,5 @@ def _file_of(name: str, full_path: dict[str, str]) -> str | None:
 def judged(material: Material) -> None:
     """Say, in the bundle's inputs, that the material's benchmark logs were read, by the step that reads each: they
     leave the unused inputs, as their values are in the report's benchmark section."""
-    for step, (name, _) in material.bench_logs.items():
+    for step, (name, _unused) in material.bench_logs.items():
         material.read_as[name] = f"bench:{STEP_NAMES[step]}"

@@ -265,19 +265,19 @@ def write_all(files: list[PlannedFile], create_dirs: bool = False) -> list[str]:
             staged.append((_stage(planned.directory, planned.data, planned.mode_to_write, planned.before_owner,
                                   target=planned.path), planned))
     except ReportFileError:
-        _discard(tmp for tmp, _ in staged)
+        _discard(tmp for tmp, _unused in staged)
         raise
     done: list[str] = []
     for index, (tmp, planned) in enumerate(staged):
         try:
             os.replace(tmp, planned.path)
         except OSError as err:
-            _discard(tmp for tmp, _ in staged[index:])
+            _discard(tmp for tmp, _unused in staged[index:])
             error = _write_error(planned.path, err)
             error.written = done
             raise error from None
         done.append(planned.path)
-    for directory in dict.fromkeys(planned.directory for _, planned in staged):
+    for directory in dict.fromkeys(planned.directory for _unused, planned in staged):
         _sync_directory(directory)
     return done
 

@@ -66,7 +66,8 @@ def _dp_attention(grouped: list[tuple[str, list[str]]], help_: ArgparseHelp, che
     """``--dp-size N --enable-dp-attention`` as ``--attn-dp-size N`` where the switch is deprecated or gone."""
     switch = help_.exact(DP_ATTENTION)
     new = help_.exact(ATTN_DP_SIZE)
-    if not any(o == DP_ATTENTION for o, _ in grouped) or new is None or (switch is not None and not switch.deprecated):
+    if (not any(o == DP_ATTENTION for o, _unused in grouped) or new is None
+            or (switch is not None and not switch.deprecated)):
         return grouped
     sizes = [(o, v) for o, v in grouped if o in DP_SIZE_NAMES and len(v) == 1]
     if not sizes:

@@ -119,9 +119,9 @@ def strip_line_numbers(lines: list[str]) -> list[str]:
     ones (a paste's last) is numbered, the numbers count up by one from 1, and some line holds more than its
     number."""
     numbered = [(index, _NUMBERED_LINE_RE.match(line)) for index, line in enumerate(lines) if line]
-    if len(numbered) < 3 or not all(match for _, match in numbered):
+    if len(numbered) < 3 or not all(match for _unused, match in numbered):
         return lines
-    if [int(match.group(1)) for _, match in numbered if match] != list(range(1, len(numbered) + 1)):
+    if [int(match.group(1)) for _unused, match in numbered if match] != list(range(1, len(numbered) + 1)):
         return lines
     out = list(lines)
     for index, match in numbered:

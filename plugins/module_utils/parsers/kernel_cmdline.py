@@ -73,7 +73,7 @@ class Word:
     @property
     def options(self) -> list[str]:
         """The value's comma-separated options, quotes taken off; [] for a bare flag."""
-        _, sep, value = self.text.partition("=")
+        _unused, sep, value = self.text.partition("=")
         if not sep:
             return []
         if self.quote:

@@ -70,7 +70,7 @@ def normalize_bus(text: str | None) -> str | None:
     text = text.lower()
     if text.startswith("pci:"):
         text = text[4:]
-    domain, _, rest = text.partition(":")
+    domain, _unused, rest = text.partition(":")
     if "." not in rest:
         rest += ".0"
     return f"{domain[-4:].rjust(4, '0')}:{rest}"

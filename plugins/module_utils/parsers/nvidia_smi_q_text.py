@@ -189,8 +189,8 @@ def _header_text(raw: str | None) -> str | None:
 
 
 def _nothing_read(lines: list[tuple[int, str]]) -> NvidiaSmiParseError:
-    found = "\n".join(body for _, body in lines[:3])
-    failure = failure_in(found + "\n" + "\n".join(body for _, body in lines[3:40]))
+    found = "\n".join(body for _unused, body in lines[:3])
+    failure = failure_in(found + "\n" + "\n".join(body for _unused, body in lines[3:40]))
     if failure is not None:
         return smi_error(_WHAT, "a GPU block", failure[1],
                          f"nvidia-smi reported a failure ({failure[0]}) instead: {failure[2]}")

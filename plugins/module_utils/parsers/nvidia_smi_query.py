@@ -216,7 +216,7 @@ def _derive(result: dict[str, Any], name: str, value: Any) -> None:
     elif name == "memory.total":
         result["memory_total_bytes"] = value * _MIB if value is not None else None
     elif name == "compute_cap":
-        major, _, minor = value.partition(".") if value else (None, "", None)
+        major, _unused, minor = value.partition(".") if value else (None, "", None)
         result["compute_cap_major"] = int(major) if major else None
         result["compute_cap_minor"] = int(minor) if minor else None
     elif name == "driver_version":

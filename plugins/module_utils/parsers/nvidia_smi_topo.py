@@ -314,7 +314,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
     devices, columns = _split_topo_header(lines[header_at])
     gpus, nics = _check_topo_devices(devices, lines[header_at])
     # Labels a legend explains (a newer driver's) split merged cells too.
-    explained, _ = _parse_legends(lines[header_at + 1:])
+    explained, _unused = _parse_legends(lines[header_at + 1:])
     labels = BASE_LABELS + tuple(key for key in explained if LABEL_LIKE_RE.match(key) and "#" not in key
                                  and key not in BASE_LABELS)
     notes: list[str] = []
@@ -453,7 +453,7 @@ class P2PMatrix:
         return not self.not_ok()
 
     def codes(self) -> set[str]:
-        return {code for _, _, code in self.pairs()}
+        return {code for _unused, _unused, code in self.pairs()}
 
     def unknown_codes(self) -> set[str]:
         return {code for code in self.codes() if code not in P2P_STATUS_MEANING}
@@ -496,5 +496,5 @@ def parse_topo_p2p(text: str, cut_ok: bool = False) -> P2PMatrix:
         raise smi_error(what, f"a row for each of {', '.join(gpus)}", "\n".join(lines[header_at:end]),
                         f"Rows for {', '.join(missing)} are missing: the output looks cut short; "
                         "run the command again.")
-    legend, _ = _parse_legends(lines[end:])
+    legend, _unused = _parse_legends(lines[end:])
     return P2PMatrix(gpus, [rows.get(name, [None] * len(gpus)) for name in gpus], legend, missing)  # type: ignore

@@ -133,7 +133,8 @@ def read_links(cells: list[str], tabbed: bool, count: int, labels: Iterable[str]
     labels = tuple(labels)
     read = _read_links(cells, tabbed, labels, keep=None)
     if len(read.labels) > count:
-        fitting = [ordinal for ordinal, (pieces, _) in enumerate(read.glued) if pieces - 1 == len(read.labels) - count]
+        fitting = [ordinal for ordinal, (pieces, _unused) in enumerate(read.glued)
+                   if pieces - 1 == len(read.labels) - count]
         if len(fitting) == 1:
             read = _read_links(cells, tabbed, labels, keep=fitting[0])
     if len(read.labels) == count:

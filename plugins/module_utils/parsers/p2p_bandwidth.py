@@ -114,14 +114,14 @@ class _Reader:
             if not (self.elided and index > len(rows)):
                 raise P2PToolParseError(f"{where}: expected row {len(rows)} of {current['name']!r}; found row {index}. "
                                         "Mark rows cut out of a paste with [...]")
-            rows += [[None] * len(self.columns) for _ in range(index - len(rows))]
+            rows += [[None] * len(self.columns) for _unused in range(index - len(rows))]
         rows.append([number(t, where) for t in tokens])
 
     def finish(self) -> None:
         """Rows cut after the last one printed, where the paste says so with [...], are None."""
         if self.current is not None and self.elided:
             rows = self.current["values"]
-            rows += [[None] * len(self.columns) for _ in range(len(self.columns) - len(rows))]
+            rows += [[None] * len(self.columns) for _unused in range(len(self.columns) - len(rows))]
         self.elided = False
 
 
@@ -189,7 +189,7 @@ def _result(reader: _Reader) -> dict[str, Any]:
         last = position == len(matrices) - 1
         if rows < expected and last and (rows or devices or connectivity is not None):
             cut = {"matrix": found["name"], "rows": rows, "of": expected}
-            found["values"] += [[None] * expected for _ in range(expected - rows)]
+            found["values"] += [[None] * expected for _unused in range(expected - rows)]
         elif rows != expected:
             raise P2PToolParseError(f"p2pBandwidthLatencyTest: {found['name']!r} has {rows} rows for {expected} GPUs. "
                                     "The output is cut: pass all of it, or mark the rows cut out with [...]")

@@ -203,7 +203,7 @@ def parse_config_space(data: bytes) -> ConfigSpace:
 def _walk_capabilities(data: bytes, pointer: int, config: ConfigSpace) -> None:
     seen: set[int] = set()
     config.capabilities_readable = True
-    for _ in range(_MAX_STD_CAPS):
+    for _unused in range(_MAX_STD_CAPS):
         if pointer == 0:
             return
         if pointer < CONFIG_HEADER_SIZE or pointer > CONFIG_STANDARD_SIZE - 4:
@@ -290,7 +290,7 @@ def _walk_extended_capabilities(data: bytes, config: ConfigSpace) -> None:
     seen: set[int] = set()
     offset = EXT_CAP_START
     header = first
-    for _ in range(_MAX_EXT_CAPS):
+    for _unused in range(_MAX_EXT_CAPS):
         if header == 0:
             return
         if header == 0xFFFFFFFF:

@@ -129,7 +129,7 @@ def _option(invocation: str, help_text: str) -> HelpOption | None:
     names: list[str] = []
     argument_texts: list[str] = []
     for alternative in _split_alternatives(invocation):
-        name, _, rest = alternative.partition(" ")
+        name, _unused, rest = alternative.partition(" ")
         if not _OPTION_NAME_RE.match(name):
             return None
         names.append(name)

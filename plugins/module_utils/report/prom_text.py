@@ -71,7 +71,7 @@ class Family:
         if value is None:
             return
         key = tuple(sorted((str(k), str(v)) for k, v in (labels or {}).items()))
-        bad = [k for k, _ in key if not LABEL_NAME.match(k) or k.startswith("__")]
+        bad = [k for k, _unused in key if not LABEL_NAME.match(k) or k.startswith("__")]
         if bad:
             raise ExpositionError(f"label name(s) {', '.join(bad)} of {self.name} are not valid label names")
         if key in self.samples:

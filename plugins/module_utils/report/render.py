@@ -31,7 +31,7 @@ SMALL_PROBE_SIZES = (4096, 16384, 65536)
 
 def report_json(host: str, facts: dict[str, Any]) -> str:
     """The report as strict JSON: a number that is not finite (no JSON has NaN) is written as null."""
-    document, _ = finite({"host": host, **facts})
+    document, _unused = finite({"host": host, **facts})
     return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
@@ -299,7 +299,7 @@ def _vm_gpus(vm: dict[str, Any]) -> str:
 
 
 def _cliques(vm: dict[str, Any]) -> str:
-    values = [v for v in (vm.get("clique") or {}).values()]
+    values = list((vm.get("clique") or {}).values())
     if not values or all(v is None for v in values):
         return "none"
     counts: dict[Any, int] = {}

@@ -45,7 +45,7 @@ class Listing:
 
     @property
     def total_bytes(self) -> int:
-        return sum(size for _, size in self.files)
+        return sum(size for _unused, size in self.files)
 
     def as_dict(self) -> dict[str, Any]:
         return {"path": self.path, "exists": self.exists, "is_dir": self.is_dir, "readable": self.readable,

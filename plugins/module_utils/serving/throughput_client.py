@@ -121,7 +121,7 @@ def concurrent_streams(url: str, api_key: str, body: dict[str, Any], concurrency
         with lock:
             streams.append(stream)
 
-    threads = [threading.Thread(target=one, daemon=True) for _ in range(concurrency)]
+    threads = [threading.Thread(target=one, daemon=True) for _unused in range(concurrency)]
     started = time.monotonic()
     for thread in threads:
         thread.start()
@@ -135,7 +135,7 @@ def measure(url: str, api_key: str, model: str, prompt: str, max_tokens: int, si
             concurrency: int, timeout: float) -> dict[str, Any]:
     """The single-stream and aggregate figures, in the shape bench_serving.py reads its tool's into."""
     body = request_body(model, prompt, max_tokens)
-    singles = [stream_completion(url, api_key, body, timeout) for _ in range(single_requests)]
+    singles = [stream_completion(url, api_key, body, timeout) for _unused in range(single_requests)]
     rates = [s.decode_tok_s for s in singles if s.decode_tok_s is not None]
     streams, errors, wall = concurrent_streams(url, api_key, body, concurrency, timeout)
     if errors:

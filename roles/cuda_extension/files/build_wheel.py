@@ -93,7 +93,7 @@ class Masker:
         values = {value for key, value in env.items() if SECRET_NAME.search(key)}
         for text in [*env.values(), *args]:
             for match in URL_USERINFO.finditer(text):
-                user, _, password = match.group("userinfo").partition(":")
+                user, _unused, password = match.group("userinfo").partition(":")
                 values.add(password or user)
             values.update(match.group("value") for match in QUERY_SECRET.finditer(text))
         # Longest first, so that a value containing another is masked whole.
