@@ -21,6 +21,7 @@ MODULES = {path.stem for path in (ROOT / "plugins" / "modules").glob("*.py")}
 ROLES = {path.name for path in (ROOT / "roles").iterdir() if path.is_dir()}
 FILTERS = {"sglang_serve_exec_arg", "sglang_serve_specifiers", "sglang_serve_value_problems",
            "sglang_serve_api_key_problems", "sglang_serve_mask"}
+SET_FACT = {"ansible.builtin.set_fact", "set_fact", "vars"}
 ROLE_KEYS = {"ansible.builtin.include_role", "ansible.builtin.import_role", "include_role", "import_role"}
 # Data, not tasks: variables may share a module's name (serving_stack_profile is a role variable too).
 DATA_PARTS = {"defaults", "vars", "host_vars", "group_vars", "fixtures", "captures", "argument_specs.yml"}
@@ -56,7 +57,9 @@ def short_names(node: Any, where: str) -> list[str]:
         if isinstance(node.get("dependencies"), list):
             problems += [f"{where}: dependency {entry} (use {FQCN}{entry})" for entry in node["dependencies"]
                          if isinstance(entry, str) and entry in ROLES]
-        for value in node.values():
+        for key, value in node.items():
+            if key in SET_FACT:  # its keys are variables, which may share a module's name
+                continue
             problems += short_names(value, where)
     return problems
 
@@ -85,6 +88,7 @@ def test_the_checks_catch_short_names() -> None:
                         {"ansible.builtin.include_role": {"name": "sglang_serve"}}], "x") == [
         "x: module gpu_host_facts (use gpuhost.gpu.gpu_host_facts)", "x: role gpu_audit (use gpuhost.gpu.gpu_audit)",
         "x: ansible.builtin.include_role sglang_serve (use gpuhost.gpu.sglang_serve)"]
+    assert short_names([{"ansible.builtin.set_fact": {"proxmox_fix_report": 1}}], "x") == []
     assert SHORT_FILTER.findall("{{ x | sglang_serve_mask(k) }} {{ y | map('sglang_serve_exec_arg') }}") == [
         "sglang_serve_mask", "sglang_serve_exec_arg"]
     assert SHORT_FILTER.findall("{{ x | gpuhost.gpu.sglang_serve_mask(k) }}") == []
