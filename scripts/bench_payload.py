@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT_PACKAGE = "ansible/module_utils/gpuhost/"
+PROJECT_PACKAGE = "ansible/plugins/module_utils/"
 
 
 def payload(root: Path, module: str) -> dict:

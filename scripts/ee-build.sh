@@ -3,7 +3,7 @@
 # and print its image name on stdout (the only line this script writes there).
 #
 # The image is tagged with a hash of what defines it (execution-environment.yml, the pinned
-# requirements-runtime.txt, this script, the base image's name) and labelled with that hash and
+# requirements-runtime.txt, this script, the base image's name, the collection's files) and labelled with that hash and
 # the base image's id: it is rebuilt only when one of them changed, when it is missing, or with
 # FORCE=1 (from scratch, without podman's layer cache). The default base, the local Debian 13
 # image, is made first (scripts/test-image.sh with SUITE=trixie; debootstrap needs root the
@@ -36,8 +36,14 @@ if [[ "$EE_BASE_IMAGE" == "$LOCAL_BASE" ]]; then
     FORCE=0 SUITE=trixie IMAGE="$LOCAL_BASE" "$ROOT/scripts/test-image.sh"
 fi
 
+# The collection the EE installs, under the fixed name execution-environment.yml copies; its FILES.json
+# (every file's checksum) stands for its content, which the tarball's own bytes (timestamps) do not.
+mkdir -p "$WORK"
+tarball="$("$ROOT/scripts/collection.sh" 2>"$WORK/collection.log")" \
+    || { cat "$WORK/collection.log" >&2; die "building the collection failed"; }
+cp "$tarball" "$WORK/gpuhost-gpu.tar.gz"
 version="$(cat "$DEFINITION" "$RUNTIME_REQS" "${BASH_SOURCE[0]}" <(echo "$EE_BASE_IMAGE") \
-    | sha256sum | cut -c1-12)"
+    <(tar -xzOf "$WORK/gpuhost-gpu.tar.gz" FILES.json MANIFEST.json) | sha256sum | cut -c1-12)"
 EE_IMAGE="${EE_IMAGE:-localhost/gpuhost-ee:$version}"
 # A registry base that is not pulled yet has no id: its name (tag or digest) stands for it.
 base_id="$(podman image inspect --format '{{ .Id }}' "$EE_BASE_IMAGE" 2>/dev/null || true)"
@@ -58,7 +64,6 @@ if [[ -z "$ca" ]]; then
 fi
 [[ -n "$ca" && -f "$ca" ]] || die "no CA bundle found (looked for /etc/ssl/certs/ca-certificates.crt and
   /etc/pki/tls/certs/ca-bundle.crt); point EE_CA_BUNDLE=/path/to/bundle.pem at the one this machine trusts"
-mkdir -p "$WORK"
 cp "$ca" "$WORK/ca-certificates.crt"
 
 no_cache=()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The README's findings table, rendered from the catalog (module_utils/gpuhost/findings/catalog.py).
+"""The README's findings table, rendered from the catalog (plugins/module_utils/findings/catalog.py).
 
     python scripts/findings_table.py           # print the table
     python scripts/findings_table.py --write   # replace the table in README.md
@@ -20,17 +20,15 @@ END = "<!-- end of findings table -->"
 
 
 def _import_module_utils() -> None:
-    """Make ansible.module_utils.gpuhost importable, as tests/conftest.py does."""
-    import ansible.module_utils
-
-    path = str(ROOT / "module_utils")
-    if path not in ansible.module_utils.__path__:
-        ansible.module_utils.__path__.insert(0, path)
+    """Make ansible_collections.gpuhost.gpu.plugins.module_utils importable, as tests/conftest.py does."""
+    path = str(ROOT / "collections")
+    if path not in sys.path:
+        sys.path.insert(0, path)
 
 
 def render() -> str:
     _import_module_utils()
-    from ansible.module_utils.gpuhost.findings.catalog import ACTION_OF, CATALOG, CATEGORIES
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import ACTION_OF, CATALOG, CATEGORIES
 
     lines = ["| id | category | severity | action | when |", "|---|---|---|---|---|"]
     for category in CATEGORIES:

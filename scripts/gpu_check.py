@@ -29,7 +29,6 @@ import sys
 import tempfile
 import time
 import traceback
-import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,22 +38,13 @@ QUERY = "index,name,pci.bus_id,driver_version,memory.total,persistence_mode,comp
 
 
 def import_module_utils() -> None:
-    """ansible.module_utils.gpuhost from this checkout, with or without ansible-core installed.
+    """Make ansible_collections.gpuhost.gpu.plugins.module_utils importable from this checkout.
 
-    module_utils never imports Ansible itself (tests/unit/test_architecture.py), so empty
-    ``ansible`` and ``ansible.module_utils`` packages are enough where Ansible is absent."""
-    try:
-        import ansible.module_utils as module_utils
-    except ImportError:
-        ansible = types.ModuleType("ansible")
-        ansible.__path__ = []
-        module_utils = types.ModuleType("ansible.module_utils")
-        module_utils.__path__ = []
-        sys.modules["ansible"] = ansible
-        sys.modules["ansible.module_utils"] = module_utils
-    path = str(ROOT / "module_utils")
-    if path not in module_utils.__path__:
-        module_utils.__path__.insert(0, path)
+    collections/ holds the collection's link to the repository root; module_utils never imports Ansible itself
+    (tests/unit/test_architecture.py), so the import works with or without ansible-core installed."""
+    path = str(ROOT / "collections")
+    if path not in sys.path:
+        sys.path.insert(0, path)
 
 
 def run(argv: list[str], timeout: float, env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, Any]:
@@ -86,9 +76,9 @@ def step(results: dict[str, Any], name: str, function: Callable[[], dict[str, An
 
 
 def audit_step(out: Path, state: dict[str, Any]) -> dict[str, Any]:
-    from ansible.module_utils.gpuhost.audit.facts import audit, resolve_subsets
-    from ansible.module_utils.gpuhost.audit.source import LiveSource
-    from ansible.module_utils.gpuhost.rules.views import RuleOptions
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import audit, resolve_subsets
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import LiveSource
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
     source = LiveSource(record=True)
     facts = audit(source, resolve_subsets(["all"]), RuleOptions())
@@ -143,7 +133,7 @@ def nvidia_smi_step(out: Path, state: dict[str, Any]) -> dict[str, Any]:
 
 
 def p2p_step(out: Path, python: str) -> dict[str, Any]:
-    from ansible.module_utils.gpuhost.bench import p2p_runner
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import p2p_runner
 
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -160,7 +150,7 @@ def p2p_step(out: Path, python: str) -> dict[str, Any]:
 
 
 def nccl_step(out: Path, python: str) -> dict[str, Any]:
-    from ansible.module_utils.gpuhost.bench import nccl_runner
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import nccl_runner
 
     with tempfile.TemporaryDirectory() as tmp:
         try:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The audit of this host as a scheduler prolog or a Nagios-style check: one status line, and the exit code of
-the one verdict (module_utils/gpuhost/report/check_status.py):
+the one verdict (plugins/module_utils/report/check_status.py):
 
     0  fit                  1  fit, with warnings
     2  unfit                3  not judged, or the audit could not run
@@ -51,7 +51,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
 
 
 def source_of(args: argparse.Namespace) -> Any:
-    from ansible.module_utils.gpuhost.audit.source import LiveSource, ReplaySource
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import LiveSource, ReplaySource
 
     if args.capture:
         try:
@@ -61,16 +61,16 @@ def source_of(args: argparse.Namespace) -> Any:
                              f"not: {exc}. For support material (pastes, bug reports) use --material") from None
         return ReplaySource(capture)
     if args.material:
-        from ansible.module_utils.gpuhost.audit.bundle import build_capture
+        from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
 
         return ReplaySource(build_capture([(path.name, path.read_bytes()) for path in args.material]))
     return LiveSource()
 
 
 def audit(args: argparse.Namespace) -> dict[str, Any]:
-    from ansible.module_utils.gpuhost.audit.facts import audit as run_audit
-    from ansible.module_utils.gpuhost.audit.facts import resolve_subsets
-    from ansible.module_utils.gpuhost.rules.views import RuleOptions
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import audit as run_audit
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import resolve_subsets
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
     options = {"tensor_parallel_gpus": args.tensor_parallel_gpus}
     if args.min_bar1_mib is not None:
@@ -82,7 +82,11 @@ def audit(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     import_module_utils()
-    from ansible.module_utils.gpuhost.report.check_status import exit_code, failed_line, status_line
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.report.check_status import (
+        exit_code,
+        failed_line,
+        status_line,
+    )
 
     try:
         args = arguments(sys.argv[1:] if argv is None else argv)

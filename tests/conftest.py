@@ -1,8 +1,8 @@
-"""Make the project's module_utils and library importable as Ansible sees them.
+"""Make the project's collection and modules importable as Ansible sees them.
 
-Ansible ships module_utils to the target under ``ansible.module_utils``; the
-tests put ours on that package's path so that modules and tests import the
-same names, with no fallback imports in the code.
+The repository is the collection gpuhost.gpu; collections/ansible_collections/gpuhost/gpu links to its root,
+so modules and tests import the same names (ansible_collections.gpuhost.gpu.plugins.module_utils...), with no
+fallback imports in the code.
 """
 
 from __future__ import annotations
@@ -12,14 +12,10 @@ from pathlib import Path
 
 from hypothesis import settings
 
-import ansible.module_utils
-
 ROOT = Path(__file__).resolve().parent.parent
-MODULE_UTILS = ROOT / "module_utils"
-if str(MODULE_UTILS) not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.insert(0, str(MODULE_UTILS))
-if str(ROOT / "library") not in sys.path:
-    sys.path.insert(0, str(ROOT / "library"))
+for path in (ROOT / "collections", ROOT / "plugins" / "modules"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
 
 # Hypothesis' per-example deadline (200 ms) measures the machine's load, not the code: the unit tests run
 # beside lint, the fleet and the EE test on two cores, where a 0.4 ms example once took 256 ms. Speed is

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build the host captures in tests/captures/ from compact host descriptions.
 
-A capture (format "gpuhost-capture/1", see module_utils/gpuhost/audit/source.py) holds
+A capture (format "gpuhost-capture/1", see plugins/module_utils/audit/source.py) holds
 what the audit read from one host: files, directory listings, symlink targets,
 real paths, command outputs and an NVML snapshot. The hosts below are described
 the way one would draw them on a whiteboard: PCI devices with their ids, driver,
@@ -40,20 +40,18 @@ ROOT = HERE.parent.parent
 
 
 def _import_module_utils() -> None:
-    """Make ansible.module_utils.gpuhost importable, as tests/conftest.py does."""
-    import ansible.module_utils
-
-    path = str(ROOT / "module_utils")
-    if path not in ansible.module_utils.__path__:
-        ansible.module_utils.__path__.insert(0, path)
+    """Make ansible_collections.gpuhost.gpu.plugins.module_utils importable, as tests/conftest.py does."""
+    path = str(ROOT / "collections")
+    if path not in sys.path:
+        sys.path.insert(0, path)
 
 
 _import_module_utils()
 
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS  # noqa: E402
-from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, command_key, encode_bytes  # noqa: E402
-from ansible.module_utils.gpuhost.audit.commands import FABRIC_MANAGER, JOURNAL  # noqa: E402
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import HEALTH_QUERY_FIELDS  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CAPTURE_FORMAT, command_key, encode_bytes  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import FABRIC_MANAGER, JOURNAL  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_health import HEALTH_QUERY_FIELDS  # noqa: E402
 
 PCI = "/sys/bus/pci/devices"
 DMI = "/sys/class/dmi/id"
@@ -1830,9 +1828,9 @@ def build(name: str) -> str:
 
 def live_capture(note: str) -> dict[str, Any]:
     """Capture this machine exactly as gpu_host_facts with save_capture: true does."""
-    from ansible.module_utils.gpuhost.audit import facts
-    from ansible.module_utils.gpuhost.rules.views import RuleOptions
-    from ansible.module_utils.gpuhost.audit.source import LiveSource
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import LiveSource
 
     source = LiveSource(record=True)
     facts.audit(source, facts.resolve_subsets(["all"]), RuleOptions())

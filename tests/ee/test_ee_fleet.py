@@ -72,13 +72,16 @@ def image() -> str:
     return build.stdout.strip().splitlines()[-1]
 
 
-def navigator(image: str, work: Path, playbook: str, *args: str) -> tuple[dict[str, Any], str]:
-    """Runs the playbook in the EE with the reports directory work/reports mounted; its JSON output and
-    ansible-navigator's log. No artifact or log file is left outside work."""
+def navigator(image: str, work: Path, playbook: str, *args: str, inventory: str = str(INVENTORY),
+              cwd: Path = ROOT) -> tuple[dict[str, Any], str]:
+    """Runs the playbook (a path in the checkout, or a name the EE's installed collection resolves) in the EE with
+    the reports directory work/reports mounted; its JSON output and ansible-navigator's log. No artifact or log
+    file is left outside work."""
     reports = work / "reports"
     reports.mkdir()
     log = work / "navigator.log"
-    command = [tool("ansible-navigator"), "run", str(ROOT / playbook), "-i", str(INVENTORY),
+    target = playbook if "/" not in playbook and not playbook.endswith(".yml") else str(ROOT / playbook)
+    command = [tool("ansible-navigator"), "run", target, "-i", inventory,
                "--execution-environment-image", image, "--mode", "stdout", "--container-engine", "podman",
                "--pull-policy", "never", "--playbook-artifact-enable", "false",
                "--log-file", str(log), "--log-level", "debug", "--ansible-runner-artifact-dir", str(work / "runner"),
@@ -86,7 +89,7 @@ def navigator(image: str, work: Path, playbook: str, *args: str) -> tuple[dict[s
                "--set-environment-variable", "ANSIBLE_STDOUT_CALLBACK=ansible.posix.json",
                "--set-environment-variable", "ANSIBLE_NOCOLOR=1",
                "-e", f"gpu_audit_report_dir={reports}", *args]
-    run = subprocess.run(command, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=900)
+    run = subprocess.run(command, cwd=cwd, env=env(), capture_output=True, text=True, timeout=900)
     text = ANSI.sub("", RUNNER_EVENT.sub("", run.stdout)).replace("\r", "")
     assert run.returncode == 0, f"ansible-navigator failed:\n{text[-6000:]}\n{run.stderr[-3000:]}"
     start = re.search(r"^\{", text, re.MULTILINE)
@@ -109,12 +112,21 @@ def ee_audit(image: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     return {"output": output, "reports": work / "reports", "log": log}
 
 
+@pytest.fixture(scope="module")
+def ee_installed(image: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The audit by its collection name from a directory outside the checkout: only the EE's installed copy of
+    gpuhost.gpu can run it (no ansible.cfg, no collections/ link there)."""
+    work = tmp_path_factory.mktemp("ee-installed")
+    output, log = navigator(image, work, "gpuhost.gpu.audit", "-c", "local", inventory="localhost,", cwd=work)
+    return {"output": output, "reports": work / "reports", "log": log}
+
+
 def test_the_fleet_tests_verdict_checks_are_all_here():
     assert len(VERDICT_CHECKS) >= 10
 
 
-def test_the_runs_went_through_the_image(image, ee_fleet, ee_audit):
-    for run in (ee_fleet, ee_audit):
+def test_the_runs_went_through_the_image(image, ee_fleet, ee_audit, ee_installed):
+    for run in (ee_fleet, ee_audit, ee_installed):
         assert f"Runner arg: container_image:{image}" in run["log"]
 
 
@@ -136,3 +148,12 @@ def test_the_audit_in_the_ee_writes_its_reports_to_the_mounted_directory(ee_audi
     assert all("| this run |" in rows[host] for host in site_fleet.FLEET)
     assert "critical: no_nvidia_gpu" in rows["microvm-no-gpu"]
     assert "| pve-no-clique | this run | unfit | hypervisor |" in rows["pve-no-clique"]
+
+
+def test_the_ees_installed_collection_runs_the_audit_by_name(ee_installed):
+    assert set(ee_installed["output"]["stats"]) == {"localhost"}
+    assert ee_installed["output"]["stats"]["localhost"]["failures"] == 0
+    report = json.loads((ee_installed["reports"] / "localhost.json").read_text())
+    # The EE's container has no GPU: the one verdict says so, from the collection installed in the image.
+    assert report["summary"]["verdict"] == "unfit"
+    assert "no_nvidia_gpu" in {finding["id"] for finding in report["findings"]}

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import format_rate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.prometheus import textfile
 
-from ansible.module_utils.gpuhost.bench.comm_model import format_rate
-from ansible.module_utils.gpuhost.report.prometheus import textfile
 from tests.fleet.test_site_fleet import INVENTORY, ROOT, ansible_playbook
 
 CAPTURES = sorted((ROOT / "tests" / "captures").glob("*.json"))

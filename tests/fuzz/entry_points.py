@@ -1,4 +1,4 @@
-"""What the fuzzer calls: every public function of module_utils/gpuhost/parsers that reads a text (found by
+"""What the fuzzer calls: every public function of plugins/module_utils/parsers that reads a text (found by
 inspection, so a new parser is fuzzed without being listed), and the entry points of the offline analysis
 (paste kinds, the bundle, gunzip, support material on disk, and the whole analysis down to the report files).
 
@@ -23,11 +23,11 @@ from typing import Any
 
 from tests.paths import CAPTURES, ROOT
 
-PARSERS = ROOT / "module_utils" / "gpuhost" / "parsers"
+PARSERS = ROOT / "plugins" / "module_utils" / "parsers"
 # The capture whose outputs the whole analysis is fuzzed through: a Proxmox guest, so that the VM, P2P and
 # driver findings all have something to judge.
 CAPTURE = CAPTURES / "proxmox-q35-guest-8xRTXPRO6000-no-nvml.json"
-PACKAGE = "ansible.module_utils.gpuhost.parsers"
+PACKAGE = "ansible_collections.gpuhost.gpu.plugins.module_utils.parsers"
 # The first parameter's names that take the text (or bytes) a tool printed.
 TEXT_PARAMETERS = {"text", "data", "line", "value", "raw", "output", "title", "label", "word", "cell", "detail",
                    "bus_id", "name", "stdout"}
@@ -45,7 +45,7 @@ CALLS: dict[str, Callable[[Callable[..., Any], Any], Any]] = {
 
 
 def _query_fields() -> tuple[str, ...]:
-    from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
 
     return tuple(QUERY_GPU_FIELDS)
 
@@ -101,15 +101,15 @@ def _parser_entry_points() -> list[EntryPoint]:
 
 
 def _analysis_entry_points() -> list[EntryPoint]:
-    from ansible.module_utils.gpuhost.audit.bundle import BundleError, build_capture
-    from ansible.module_utils.gpuhost.audit.bundle_section import with_bundle
-    from ansible.module_utils.gpuhost.audit.facts import audit, resolve_subsets
-    from ansible.module_utils.gpuhost.audit.gunzip import GunzipLimitError, gunzip
-    from ansible.module_utils.gpuhost.audit.source import CaptureError, ReplaySource
-    from ansible.module_utils.gpuhost.files.analysis_reports import planned_files
-    from ansible.module_utils.gpuhost.files.support_material import MaterialError, read_material
-    from ansible.module_utils.gpuhost.parsers.paste_kind import detect_kind
-    from ansible.module_utils.gpuhost.rules.views import RuleOptions
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import BundleError, build_capture
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_section import with_bundle
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import audit, resolve_subsets
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gunzip import GunzipLimitError, gunzip
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError, ReplaySource
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.files.analysis_reports import planned_files
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.files.support_material import MaterialError, read_material
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import detect_kind
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
     work = tempfile.mkdtemp(prefix="gpuhost-fuzz-")
     atexit.register(shutil.rmtree, work, ignore_errors=True)

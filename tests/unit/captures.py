@@ -6,9 +6,10 @@ import json
 from functools import cache
 from typing import Any
 
-from ansible.module_utils.gpuhost.audit import facts
-from ansible.module_utils.gpuhost.audit.source import ReplaySource
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
+
 from tests import paths
 
 CAPTURES = paths.CAPTURES

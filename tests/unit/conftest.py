@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from ansible.module_utils.gpuhost.findings import catalog
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings import catalog
 
 FIRED: set[str] = set()
 UNIT = Path(__file__).resolve().parent

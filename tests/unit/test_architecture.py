@@ -46,9 +46,9 @@ import pytest
 
 from tests.paths import ROOT
 
-GPUHOST = ROOT / "module_utils" / "gpuhost"
-MODULE_UTILS = ROOT / "module_utils"
-PREFIX = "ansible.module_utils.gpuhost"
+GPUHOST = ROOT / "plugins" / "module_utils"
+MODULE_UTILS = ROOT / "plugins" / "module_utils"
+PREFIX = "ansible_collections.gpuhost.gpu.plugins.module_utils"
 
 # The layers of gpuhost, bottom to top: each sub-package, and each module at the root by its name
 # ("__init__" is the root package's own file). A module of a sub-package may be placed on its own
@@ -149,7 +149,7 @@ def module_of(path: Path) -> str:
 
 
 def is_gpuhost_module(dotted: str) -> bool:
-    """Whether ``ansible.module_utils.gpuhost...`` names a file (module or package) here."""
+    """Whether ``ansible_collections.gpuhost.gpu.plugins.module_utils...`` names a file (module or package) here."""
     if dotted != PREFIX and not dotted.startswith(PREFIX + "."):
         return False
     relative = Path(*dotted.split(".")[3:]) if dotted != PREFIX else Path()

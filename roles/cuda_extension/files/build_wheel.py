@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Build one wheel of a CUDA extension, so that an interrupted build can always be told from a finished one.
 
     build_wheel.py build --workdir DIR --source DIR [--subdir SUB] --pip JSON [--env-file FILE|-]
@@ -94,7 +93,7 @@ class Masker:
         values = {value for key, value in env.items() if SECRET_NAME.search(key)}
         for text in [*env.values(), *args]:
             for match in URL_USERINFO.finditer(text):
-                user, _, password = match.group("userinfo").partition(":")
+                user, _unused, password = match.group("userinfo").partition(":")
                 values.add(password or user)
             values.update(match.group("value") for match in QUERY_SECRET.finditer(text))
         # Longest first, so that a value containing another is masked whole.
@@ -135,7 +134,7 @@ def directory_lock(workdir: Path):
             who = f" (pid {pid})" if pid else ""
             stop = f"stop it with kill -- -{pid}" if pid else "stop the other build_wheel.py"
             raise Busy(f"another build is starting or running in {workdir}{who}; wait for it to end "
-                             f"(build_wheel.py state --workdir {workdir}) or {stop}") from None
+                       f"(build_wheel.py state --workdir {workdir}) or {stop}") from None
         yield
     finally:
         os.close(fd)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """What a venv holds for one CUDA extension, and the wheel cache key it calls for. Prints JSON.
 
     probe.py --name N --version V --archs JSON --cuda-home DIR [--cuda-release X.Y] --marker PATH

@@ -53,7 +53,7 @@ def secret_forms(secret: str) -> list[str]:
     newline is printed both ways). Longest first, so that a longer form is masked whole.
     """
     forms: set[str] = set()
-    for text in {secret, secret.strip()}:
+    for text in sorted({secret, secret.strip()}):
         if not text:
             continue
         forms.update((

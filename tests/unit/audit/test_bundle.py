@@ -11,11 +11,8 @@ import json
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.audit import facts
-from ansible.module_utils.gpuhost.audit.bundle import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import (
     DMESG_KEY,
     HEALTH_KEYS,
     LSPCI_KEY,
@@ -25,12 +22,15 @@ from ansible.module_utils.gpuhost.audit.bundle import (
     build_capture,
     gunzip,
 )
-from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, ReplaySource
-from ansible.module_utils.gpuhost.audit.virt import UNKNOWN
-from ansible.module_utils.gpuhost.findings.finding import VERDICTS
-from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import parse_bug_report
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CAPTURE_FORMAT, ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.virt import UNKNOWN
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import VERDICTS
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_report import parse_bug_report
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests.paths import FIXTURES
 from tests.unit import schemas
 

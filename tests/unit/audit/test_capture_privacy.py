@@ -13,12 +13,9 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.audit import facts
-from ansible.module_utils.gpuhost.audit.capture_format import CAPTURE_FORMAT, decode_bytes
-from ansible.module_utils.gpuhost.audit.capture_privacy import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format import CAPTURE_FORMAT, decode_bytes
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_privacy import (
     NOT_CAPTURED,
     REDACTED,
     SECRET_NAME,
@@ -27,9 +24,21 @@ from ansible.module_utils.gpuhost.audit.capture_privacy import (
     finish_capture,
     redact_secret_keys,
 )
-from ansible.module_utils.gpuhost.audit.source import CommandResult, LiveSource, ReplaySource, command_key, encode_bytes
-from ansible.module_utils.gpuhost.parsers.proxmox_config import parse_vm_config, passes_pci_through
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import (
+    CommandResult,
+    LiveSource,
+    ReplaySource,
+    command_key,
+    encode_bytes,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config import (
+    parse_vm_config,
+    passes_pci_through,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tests.unit.captures import capture
 
 NODE = "proxmox-host-8xRTXPRO6000-vm-no-clique"

@@ -19,14 +19,19 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import FABRIC_MANAGER_PACKAGE
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import (
+    CaptureError,
+    CommandResult,
+    LiveSource,
+    ReplaySource,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers import lspci, pci_common, pci_config_space
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.audit import facts
-from ansible.module_utils.gpuhost.audit.commands import FABRIC_MANAGER_PACKAGE
-from ansible.module_utils.gpuhost.audit.source import CaptureError, CommandResult, LiveSource, ReplaySource
-from ansible.module_utils.gpuhost.parsers import lspci, pci_common, pci_config_space
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from tests.unit.captures import (
     ALL,
     CAPTURES,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import gpu_host_facts
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import SUBSETS, SubsetError, resolve_subsets
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CAPTURE_FORMAT
 
-from ansible.module_utils.gpuhost.audit.facts import SUBSETS, SubsetError, resolve_subsets
-from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT
 from tests.paths import CAPTURES
 from tests.unit.modules import run_module
 

@@ -18,12 +18,12 @@ import gpu_audit_report
 import gpu_host_facts
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import nvml
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CAPTURE_FORMAT
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report import render
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules import engine
 
-from ansible.module_utils.gpuhost.audit import nvml
-from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
-from ansible.module_utils.gpuhost.report import render
-from ansible.module_utils.gpuhost.rules import engine
 from tests.paths import ROOT
 from tests.unit.captures import CAPTURES, GPU_LOST, INCIDENT, MISMATCH, NO_NVML, PRO6000, audit, audited, capture
 from tests.unit.modules import run_module
@@ -168,7 +168,7 @@ def test_pairs_not_read_are_unknown_not_missing_p2p() -> None:
     facts["p2p"]["read"][5] = [None] * 5 + ["X"] + [None] * 2
     findings = by_id({"findings": engine.evaluate(facts)})
     assert "p2p_not_supported" not in findings
-    from ansible.module_utils.gpuhost.audit.facts import p2p_verdict
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import p2p_verdict
 
     assert p2p_verdict(facts, list(range(8))) == "unknown (14 of 56 pairs not read)"
     facts["p2p"]["read"][0][1] = "NS"
@@ -397,9 +397,9 @@ def test_a_damaged_lost_gpu_capture_still_gets_a_verdict() -> None:
 
 
 def test_a_mismatch_audited_without_the_pci_subset_is_named_too() -> None:
-    from ansible.module_utils.gpuhost.audit import facts
-    from ansible.module_utils.gpuhost.audit.source import ReplaySource
-    from ansible.module_utils.gpuhost.rules.views import RuleOptions
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
     result = facts.audit(ReplaySource(capture(MISMATCH)), ["gpus"], RuleOptions())
     assert [f["id"] for f in result["findings"]] == ["gpu_driver_library_mismatch"]

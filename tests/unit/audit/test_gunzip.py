@@ -8,11 +8,10 @@ import tracemalloc
 import zlib
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gunzip import MIB, GunzipLimitError, gunzip
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.audit.bundle import build_capture
-from ansible.module_utils.gpuhost.audit.gunzip import MIB, GunzipLimitError, gunzip
 
 
 def zeros_gzip(mib: int) -> bytes:

@@ -7,19 +7,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from ansible.module_utils.gpuhost.audit.commands import FABRIC_MANAGER, JOURNAL
-from ansible.module_utils.gpuhost.audit.health import gather_health, gpus_from_parsed
-from ansible.module_utils.gpuhost.audit.source import ReplaySource
-from ansible.module_utils.gpuhost.findings.catalog import category_of
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_health import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import FABRIC_MANAGER, JOURNAL
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.health import gather_health, gpus_from_parsed
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import category_of
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_health import (
     HEALTH_QUERY_FIELDS,
     HEALTH_QUERY_FIELDS_OLD,
     parse_health_query,
 )
-from ansible.module_utils.gpuhost.report import render
-from ansible.module_utils.gpuhost.rules import engine
-from ansible.module_utils.gpuhost.rules.xids import XIDS, xid_severity
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report import render
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules import engine
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.xids import XIDS, xid_severity
+
 from tests.unit.captures import (
     H100,
     H100_SICK,
@@ -163,8 +163,8 @@ def test_the_journal_when_dmesg_is_refused() -> None:
 
 
 def test_a_refused_kernel_log_is_a_problem_even_without_the_virtualization_subset() -> None:
-    from ansible.module_utils.gpuhost.audit import facts
-    from ansible.module_utils.gpuhost.rules.views import RuleOptions
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
     result = facts.audit(ReplaySource(capture(RTX4090)), ["gpus"], RuleOptions())
     assert {"what": "dmesg", "error": "dmesg: read kernel buffer failed: Operation not permitted"} in result["problems"]

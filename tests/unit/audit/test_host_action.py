@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.actions import most_disruptive
 
-from ansible.module_utils.gpuhost.findings.actions import most_disruptive
 from tests.unit import captures
 
 EXPECTED = {

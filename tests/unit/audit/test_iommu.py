@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import iommu
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CAPTURE_FORMAT, ReplaySource
 from hypothesis import given
 from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.audit import iommu
-from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, ReplaySource
 
 
 def test_cmdline_keeps_iommu_and_vfio_keys_and_stops_at_init_args() -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
 
-from ansible.module_utils.gpuhost.audit.bundle import build_capture
 from tests.paths import FIXTURES
 from tests.unit.audit.test_bundle import audit
 
@@ -118,8 +118,8 @@ def test_a_matrix_cut_after_some_rows_is_judged_on_the_rows_it_holds_and_says_so
 
 
 def test_a_cut_matrix_is_refused_where_a_host_printed_it() -> None:
-    from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
-    from ansible.module_utils.gpuhost.parsers.nvidia_smi_topo import parse_topo_p2p
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_common import NvidiaSmiParseError
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_topo import parse_topo_p2p
 
     cut = "\n".join(P2P_NS.split("\n")[:6])
     with pytest.raises(NvidiaSmiParseError, match="Rows for GPU5, GPU6, GPU7 are missing"):

@@ -5,8 +5,8 @@ Never "GPUs: none found" beside them; a log of several hosts cannot tell this ho
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
 
-from ansible.module_utils.gpuhost.audit.bundle import build_capture
 from tests.paths import FIXTURES
 from tests.unit.audit.test_bundle import audit
 

@@ -6,16 +6,16 @@ reason in ``problems``. Each runs the real audit over a capture built from the p
 
 from __future__ import annotations
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.nccl_transports import transports_facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import _peer_access
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_debug import parse_nccl_debug
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import host_markdown
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.p2p_evidence import NCCL_LOG, p2p_evidence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.audit.bundle import build_capture
-from ansible.module_utils.gpuhost.audit.nccl_transports import transports_facts
-from ansible.module_utils.gpuhost.gate.inputs import _peer_access
-from ansible.module_utils.gpuhost.parsers.nccl_debug import parse_nccl_debug
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
-from ansible.module_utils.gpuhost.report.render import host_markdown
-from ansible.module_utils.gpuhost.rules.p2p_evidence import NCCL_LOG, p2p_evidence
 from tests.paths import FIXTURES
 from tests.unit import schemas
 from tests.unit.audit.test_bundle import audit

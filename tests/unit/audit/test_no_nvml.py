@@ -8,10 +8,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CommandResult, ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
-from ansible.module_utils.gpuhost.audit import facts
-from ansible.module_utils.gpuhost.audit.source import CommandResult, ReplaySource
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from tests.paths import FIXTURES
 from tests.unit import schemas
 from tests.unit.captures import I440FX, MISMATCH, NO_NVML, audit, audited, capture

@@ -15,12 +15,12 @@ import types
 from typing import Any
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.nvml_bounded import read_bounded
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import LiveSource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.gpu_usable import unusable_cause
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
-from ansible.module_utils.gpuhost.audit import facts
-from ansible.module_utils.gpuhost.audit.nvml_bounded import read_bounded
-from ansible.module_utils.gpuhost.audit.source import LiveSource
-from ansible.module_utils.gpuhost.rules.gpu_usable import unusable_cause
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from tests.unit.audit.test_capture_privacy import RecordingReplay
 from tests.unit.captures import NO_NVML, capture
 from tests.unit.stray_processes import SLACK_S

@@ -10,10 +10,10 @@ from pathlib import Path
 import gpu_passthrough_host
 import kernel_cmdline
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.passthrough_host import cpu_vendor, gather_passthrough
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.rooted_source import RootedSource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
 
-from ansible.module_utils.gpuhost.audit.passthrough_host import cpu_vendor, gather_passthrough
-from ansible.module_utils.gpuhost.audit.rooted_source import RootedSource
-from ansible.module_utils.gpuhost.audit.source import ReplaySource
 from tests import paths
 from tests.unit import captures
 from tests.unit.modules import run_module

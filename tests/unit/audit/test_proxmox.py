@@ -15,21 +15,24 @@ from typing import Any
 
 import gpu_audit_report
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.audit import facts
-from ansible.module_utils.gpuhost.audit.proxmox_vm import HostView, vm_facts
-from ansible.module_utils.gpuhost.audit.source import CommandResult, ReplaySource
-from ansible.module_utils.gpuhost.parsers.proxmox_config import parse_pci_mapping, parse_vm_config
-from ansible.module_utils.gpuhost.report import render as report
-from ansible.module_utils.gpuhost.rules.proxmox_plans import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.proxmox_vm import HostView, vm_facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CommandResult, ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config import (
+    parse_pci_mapping,
+    parse_vm_config,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report import render as report
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_plans import (
     enrich_guest_findings,
     link_guest_to_host,
     plan_vm,
     uuid_variants,
 )
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests import paths
 from tests.unit.captures import audit, audited, capture
 from tests.unit.modules import run_module

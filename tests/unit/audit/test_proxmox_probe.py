@@ -12,26 +12,27 @@ import subprocess
 import sys
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import proxmox_probe
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers import proxmox_config
 
-from ansible.module_utils.gpuhost.audit import proxmox_probe
-from ansible.module_utils.gpuhost.parsers import proxmox_config
 from tests.paths import ROOT
 from tests.unit.captures import CAPTURES, H100
 
-PROXMOX_MODULES = {"ansible.module_utils.gpuhost.audit.proxmox", "ansible.module_utils.gpuhost.audit.proxmox_vm",
-                   "ansible.module_utils.gpuhost.parsers.proxmox_config", "ansible.module_utils.gpuhost.rules.proxmox",
-                   "ansible.module_utils.gpuhost.rules.proxmox_plans",
-                   "ansible.module_utils.gpuhost.audit.capture_privacy"}
+MODULE_UTILS = "ansible_collections.gpuhost.gpu.plugins.module_utils"
+PROXMOX_MODULES = {f"{MODULE_UTILS}.{name}" for name in (
+    "audit.proxmox", "audit.proxmox_vm", "parsers.proxmox_config", "rules.proxmox", "rules.proxmox_plans",
+    "audit.capture_privacy")}
 AUDIT_IN_A_FRESH_PYTHON = """
 import json, sys
 import tests.conftest
 import gpu_host_facts
-from ansible.module_utils.gpuhost.audit import facts
-from ansible.module_utils.gpuhost.audit.source import ReplaySource
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 with open(sys.argv[1]) as handle:
     found = facts.audit(ReplaySource(json.load(handle)), facts.resolve_subsets(["all"]), RuleOptions())
-print(json.dumps({"modules": sorted(m for m in sys.modules if m.startswith("ansible.module_utils.gpuhost")),
+MODULE_UTILS = "ansible_collections.gpuhost.gpu.plugins.module_utils"
+print(json.dumps({"modules": sorted(m for m in sys.modules if m.startswith(MODULE_UTILS)),
                   "proxmox": "proxmox" in found}))
 """
 
@@ -50,11 +51,11 @@ def loaded_by_an_audit_of(name: str) -> dict:
 def test_proxmox_code_loads_on_proxmox_nodes_only(name: str, node: bool) -> None:
     loaded = loaded_by_an_audit_of(name)
     assert loaded["proxmox"] is node
-    capture_code = "ansible.module_utils.gpuhost.audit.capture_privacy"
+    capture_code = "ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_privacy"
     assert sorted(PROXMOX_MODULES & set(loaded["modules"])) == sorted(PROXMOX_MODULES - {capture_code} if node else [])
 
 
-SMI_Q_MODULES = {f"ansible.module_utils.gpuhost.{name}" for name in (
+SMI_Q_MODULES = {f"ansible_collections.gpuhost.gpu.plugins.module_utils.{name}" for name in (
     "audit.smi_q", "audit.smi_q_gather", "parsers.nvidia_smi_q", "parsers.nvidia_smi_q_xml",
     "parsers.nvidia_smi_q_text")}
 

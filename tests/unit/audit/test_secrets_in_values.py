@@ -9,11 +9,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config import (
+    REDACTED,
+    parse_args,
+    redact_secret_values,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import host_markdown
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers.proxmox_config import REDACTED, parse_args, redact_secret_values
-from ansible.module_utils.gpuhost.report.render import host_markdown
 from tests.unit.audit.test_capture_privacy import GPU_VM, audit_and_save, node_with_secrets
 
 SECRET = "Hunter2-Qx7"

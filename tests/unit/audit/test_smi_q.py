@@ -8,16 +8,20 @@ import copy
 from typing import Any
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import smi_q
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gpus import smi_device_facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.nvml import BRANDS, VIRTUALIZATION_MODES
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.nvml_health import RAW_KEYS, gpu_health
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_q import (
+    Fabric,
+    GpuQuery,
+    parse_nvidia_smi_q,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_q_build import RAW_FIELDS, build_gpu
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules import engine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.audit import smi_q
-from ansible.module_utils.gpuhost.audit.gpus import smi_device_facts
-from ansible.module_utils.gpuhost.audit.nvml import BRANDS, VIRTUALIZATION_MODES
-from ansible.module_utils.gpuhost.audit.nvml_health import RAW_KEYS, gpu_health
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_q import Fabric, GpuQuery, parse_nvidia_smi_q
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_q_build import RAW_FIELDS, build_gpu
-from ansible.module_utils.gpuhost.rules import engine
 from tests import paths
 from tests.unit import schemas
 from tests.unit.captures import H100, audited
@@ -160,7 +164,7 @@ def test_fabric_status_codes_are_nvml_h_numbers() -> None:
 
 
 def _document(gpus: list[GpuQuery]) -> Any:
-    from ansible.module_utils.gpuhost.parsers.nvidia_smi_q import NvidiaSmiQ
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_q import NvidiaSmiQ
 
     return NvidiaSmiQ(format="xml", gpus=gpus, attached_gpus=len(gpus))
 

@@ -14,9 +14,9 @@ import sys
 import time
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import source as source_module
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import LiveSource
 
-from ansible.module_utils.gpuhost.audit import source as source_module
-from ansible.module_utils.gpuhost.audit.source import LiveSource
 from tests.unit.stray_processes import SETSID_GRANDCHILD, SLACK_S, kill_quietly
 
 

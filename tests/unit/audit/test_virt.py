@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import virt
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CAPTURE_FORMAT, ReplaySource
 from hypothesis import given
 from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.audit import virt
-from ansible.module_utils.gpuhost.audit.source import CAPTURE_FORMAT, ReplaySource
 
 CPUINFO_VM = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu vme de pse tsc msr hypervisor lahf_lm\n"
 CPUINFO_METAL = "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu vme de pse tsc msr pae mce\n"

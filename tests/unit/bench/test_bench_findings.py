@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ansible.module_utils.gpuhost.bench.nccl_runner import Sweep, run_failed_finding
-from ansible.module_utils.gpuhost.report import render
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.nccl_runner import Sweep, run_failed_finding
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report import render
 
 
 def test_a_sweep_that_failed_before_finishing_names_the_ranks_reason():

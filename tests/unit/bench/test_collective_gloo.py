@@ -15,9 +15,9 @@ from pathlib import Path
 
 import nccl_bench
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.collective_harness import FAULT_ENV
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_tests import bus_bandwidth_factor
 
-from ansible.module_utils.gpuhost.bench.collective_harness import FAULT_ENV
-from ansible.module_utils.gpuhost.parsers.nccl_tests import bus_bandwidth_factor
 from tests.unit.modules import run_module
 from tests.unit.torch_venv import torch_python
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.bench.comm_estimate import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_estimate import (
     EstimateError,
     estimate_allreduce,
     not_an_allreduce,
     ring_steps,
     tree_steps,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 HOP = 13.7  # the incident's GPU-to-GPU copy of 12 KB through host memory
 

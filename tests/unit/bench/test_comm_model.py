@@ -5,10 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.bench.comm_model import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import (
     CommModelError,
     ModelProfile,
     allreduce_bytes_per_token,
@@ -19,8 +16,11 @@ from ansible.module_utils.gpuhost.bench.comm_model import (
     interpolate_latency_us,
     load_profile,
 )
-from ansible.module_utils.gpuhost.bench.model_profiles import MODEL_PROFILES, get_profile
-from ansible.module_utils.gpuhost.parsers.nccl_tests_text import parse_nccl_tests
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profiles import MODEL_PROFILES, get_profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_tests_text import parse_nccl_tests
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests import paths
 
 FIXTURES = paths.FIXTURES / "nccl"
@@ -288,10 +288,10 @@ def test_comm_floor_wants_a_loaded_profile() -> None:
 
 def test_bench_result_priced_for_glm5_from_the_incident_log() -> None:
 
-    from ansible.module_utils.gpuhost.bench.comm_figure import add_comm_floor
-    from ansible.module_utils.gpuhost.bench.comm_model import measured_curve
-    from ansible.module_utils.gpuhost.bench.model_profiles import get_profile
-    from ansible.module_utils.gpuhost.parsers.nccl_tests_text import parse_nccl_tests
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_figure import add_comm_floor
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import measured_curve
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profiles import get_profile
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_tests_text import parse_nccl_tests
 
     log = FIXTURES / (
         "transfer-test-in-all_reduce_perf-layout_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt")
@@ -310,7 +310,7 @@ def test_bench_result_priced_for_glm5_from_the_incident_log() -> None:
 
 
 def test_torch_rows_without_out_of_place_use_in_place() -> None:
-    from ansible.module_utils.gpuhost.bench.comm_model import measured_curve
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import measured_curve
 
     rows = [{"size_bytes": 4096, "out_of_place": None, "in_place": {"time_us": 20.0}},
             {"size_bytes": 0, "out_of_place": {"time_us": 1.0}},

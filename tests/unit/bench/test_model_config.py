@@ -6,15 +6,18 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from ansible.module_utils.gpuhost.bench.model_config import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_config import (
     ModelConfigError,
     collectives_per_step,
     disagreements,
     profile_fields,
 )
-from ansible.module_utils.gpuhost.bench.model_profile import load_profile
-from ansible.module_utils.gpuhost.bench.model_profiles import MODEL_PROFILES, check_against_config
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profile import load_profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profiles import (
+    MODEL_PROFILES,
+    check_against_config,
+)
+
 from tests import paths
 
 CONFIGS = paths.FIXTURES / "model_configs"

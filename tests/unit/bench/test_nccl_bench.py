@@ -14,15 +14,15 @@ from pathlib import Path
 
 import nccl_bench
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import collective_harness as harness
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import nccl_findings, nccl_thresholds, nccl_tuning
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import nccl_judge as logic
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import nccl_runner as nccl_bench_run
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_tests import bus_bandwidth_factor
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_tests_text import parse_nccl_tests
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.bench import collective_harness as harness
-from ansible.module_utils.gpuhost.bench import nccl_findings, nccl_thresholds, nccl_tuning
-from ansible.module_utils.gpuhost.bench import nccl_judge as logic
-from ansible.module_utils.gpuhost.bench import nccl_runner as nccl_bench_run
-from ansible.module_utils.gpuhost.parsers.nccl_tests import bus_bandwidth_factor
-from ansible.module_utils.gpuhost.parsers.nccl_tests_text import parse_nccl_tests
 from tests import paths
 from tests.unit.modules import run_module
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import nccl_bench
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import nccl_known_issues, nccl_tuning
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import nccl_runner as nccl_bench_run
 
-from ansible.module_utils.gpuhost.bench import nccl_known_issues, nccl_tuning
-from ansible.module_utils.gpuhost.bench import nccl_runner as nccl_bench_run
 from tests.unit.modules import run_module
 
 PRO6000 = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"

@@ -7,12 +7,12 @@ import json
 
 import gpu_p2p_probe
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import p2p_judge as logic
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import p2p_runner
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.p2p_bandwidth import P2PToolParseError, parse_p2p_log
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.bench import p2p_judge as logic
-from ansible.module_utils.gpuhost.bench import p2p_runner
-from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import P2PToolParseError, parse_p2p_log
 from tests import paths
 from tests.unit.modules import run_module
 from tests.unit.torch_venv import torch_python

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import gpu_p2p_probe
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import p2p_judge
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.p2p_bandwidth import parse_p2p_log
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.manifest_format import ManifestError, load
 
-from ansible.module_utils.gpuhost.bench import p2p_judge
-from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import parse_p2p_log
-from ansible.module_utils.gpuhost.rules.manifest_format import ManifestError, load
 from tests import paths
 from tests.unit.modules import run_module
 

@@ -4,10 +4,14 @@ _set_envs_and_config, 0.5.10.post1 and 0.5.23), and the result and the report sa
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.serving_env import (
+    ALWAYS,
+    UNLESS_SET,
+    as_served,
+    describe,
+)
 from hypothesis import given
 from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.bench.serving_env import ALWAYS, UNLESS_SET, as_served, describe
 
 
 def test_sglangs_variables_are_added_as_sglang_adds_them():
@@ -84,7 +88,7 @@ def test_nccl_defaults_run_without_it_and_the_report_says_so(monkeypatch, capsys
 
 
 def test_the_report_says_which_environment_the_numbers_were_measured_with():
-    from ansible.module_utils.gpuhost.report.render import bench_markdown
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import bench_markdown
 
     rows = [{"size_bytes": 16384, "count": 4096, "type": "float", "redop": "sum", "out_of_place": None,
              "in_place": {"time_us": 17.1, "algbw_gbps": 0.96, "busbw_gbps": 0.96, "wrong": 0}}]
@@ -99,7 +103,8 @@ def test_the_report_says_which_environment_the_numbers_were_measured_with():
 
 
 def test_the_gate_says_when_the_benchmark_measured_nccl_defaults():
-    from ansible.module_utils.gpuhost.gate import decide as gate
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
+
     from tests.unit.captures import INCIDENT, audited
     from tests.unit.gate.test_gate import GLM5, INCIDENT_BENCH, bench_result
 

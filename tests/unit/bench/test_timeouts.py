@@ -17,8 +17,8 @@ import sys
 import time
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import collective_harness, harness_runner, p2p_harness
 
-from ansible.module_utils.gpuhost.bench import collective_harness, harness_runner, p2p_harness
 from tests.unit.stray_processes import SETSID_GRANDCHILD, SLACK_S, kill_quietly
 
 

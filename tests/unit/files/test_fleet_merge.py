@@ -10,8 +10,8 @@ import gpu_audit_report
 import gpu_fleet_merge
 import gpu_fleet_sources
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.fleet_stats import fleet_stats, host_verdicts
 
-from ansible.module_utils.gpuhost.report.fleet_stats import fleet_stats, host_verdicts
 from tests.unit.modules import run_module
 from tests.unit.report.test_report import FACTS
 

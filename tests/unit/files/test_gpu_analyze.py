@@ -162,7 +162,7 @@ def test_a_gpu_host_facts_task_with_a_bundle_runs_gpu_material_facts(tmp_path: P
     # Through ansible itself: the action plugin hands the task over, save_capture's warning included.
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path))
     run = subprocess.run([str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-e",
-                          f"ansible_python_interpreter={sys.executable}", "-m", "gpu_host_facts", "-a",
+                          f"ansible_python_interpreter={sys.executable}", "-m", "gpuhost.gpu.gpu_host_facts", "-a",
                           json.dumps({"bundle": str(BUG_REPORT), "save_capture": True})],
                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]

@@ -9,9 +9,9 @@ from typing import Any
 
 import gpu_metrics_textfile
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files import report_files
 
 from ansible.module_utils.common import warnings as module_warnings
-from ansible.module_utils.gpuhost.files import report_files
 from tests.unit.modules import run_module
 
 TEXT = ("# HELP gpuhost_gpus GPUs.\n# TYPE gpuhost_gpus gauge\ngpuhost_gpus 8\n"

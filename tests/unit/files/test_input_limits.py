@@ -10,12 +10,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import bundle
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gunzip import MIB
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files import support_material
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files.input_limits import InputBudget, InputLimits, LimitError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files.support_material import MaterialError, read_material
 
-from ansible.module_utils.gpuhost.audit import bundle
-from ansible.module_utils.gpuhost.audit.gunzip import MIB
-from ansible.module_utils.gpuhost.files import support_material
-from ansible.module_utils.gpuhost.files.input_limits import InputBudget, InputLimits, LimitError
-from ansible.module_utils.gpuhost.files.support_material import MaterialError, read_material
 from tests.paths import FIXTURES
 from tests.unit.audit.test_gunzip import zeros_gzip
 

@@ -7,11 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.files import report_files
-from ansible.module_utils.gpuhost.files.report_files import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files import report_files
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files.report_files import (
     ReportFileError,
     check_host_names,
     host_file,
@@ -19,6 +16,8 @@ from ansible.module_utils.gpuhost.files.report_files import (
     read_existing,
     write_atomically,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 @pytest.mark.parametrize(("host", "why"), [

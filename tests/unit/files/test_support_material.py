@@ -8,17 +8,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from ansible.module_utils.gpuhost.audit.bundle import _BENCH_KINDS
-from ansible.module_utils.gpuhost.audit.bundle_section import with_bundle
-from ansible.module_utils.gpuhost.audit.facts import audit, resolve_subsets
-from ansible.module_utils.gpuhost.audit.source import ReplaySource
-from ansible.module_utils.gpuhost.files.support_material import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import _BENCH_KINDS
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_section import with_bundle
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import audit, resolve_subsets
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files.support_material import (
     BENCH_LOG_KINDS,
     MaterialError,
     read_material,
 )
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
+
 from tests.paths import CAPTURES, FIXTURES
 from tests.unit import schemas
 

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from ansible.module_utils.gpuhost.files.writer import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import (
     ReportFileError,
     make_directory,
     plan_files,
     write_atomically,
     write_new,
 )
+
 from tests.paths import ROOT
 
 
@@ -214,9 +214,9 @@ def test_a_directory_made_gets_the_mode_asked_for(tmp_path: Path, umask_077: Non
 
 # Files of library/ and files/ that write without the writer, each with why.
 WRITES_ELSEWHERE = {
-    "library/proxmox_vm_gpu.py": "the VM config's backup is created under a new name, never over an earlier one "
-                                 "(open 'xb'); nothing is replaced",
-    "library/sglang_model_check.py": "writes to a pipe to its child process, not to a file",
+    "plugins/modules/proxmox_vm_gpu.py": "the VM config's backup is created under a new name, never over an earlier "
+                                         "one (open 'xb'); nothing is replaced",
+    "plugins/modules/sglang_model_check.py": "writes to a pipe to its child process, not to a file",
 }
 WRITING_CALLS = {"replace", "rename", "mkstemp", "NamedTemporaryFile", "fdopen", "atomic_move", "write_text",
                  "write_bytes"}
@@ -240,9 +240,10 @@ def writes_in(path: Path) -> list[str]:
 
 
 def test_the_modules_write_their_files_through_the_writer_only() -> None:
-    files = sorted([*(ROOT / "library").glob("*.py"), *(ROOT / "module_utils" / "gpuhost" / "files").glob("*.py")])
+    files = sorted([*(ROOT / "plugins" / "modules").glob("*.py"),
+                    *(ROOT / "plugins" / "module_utils" / "files").glob("*.py")])
     found = [hit for path in files if path.name != "writer.py"
              and str(path.relative_to(ROOT)) not in WRITES_ELSEWHERE for hit in writes_in(path)]
     assert found == [], "write these through files/writer.py (plan_files, write_atomically, write_new):\n" + \
         "\n".join(found)
-    assert writes_in(ROOT / "module_utils" / "gpuhost" / "files" / "writer.py")  # the scan sees writes at all
+    assert writes_in(ROOT / "plugins" / "module_utils" / "files" / "writer.py")  # the scan sees writes at all

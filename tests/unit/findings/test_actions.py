@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import pytest
-
-from ansible.module_utils.gpuhost.findings import catalog
-from ansible.module_utils.gpuhost.findings.actions import ACTIONS, most_disruptive
-from ansible.module_utils.gpuhost.findings.catalog import ACTION_OF, CATALOG, IDS_BY_ACTION, CatalogError, make
-from ansible.module_utils.gpuhost.findings.finding import judgement
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings import catalog
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.actions import ACTIONS, most_disruptive
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import (
+    ACTION_OF,
+    CATALOG,
+    IDS_BY_ACTION,
+    CatalogError,
+    make,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import judgement
 
 
 @pytest.mark.parametrize("entry", CATALOG.values(), ids=lambda e: e.id)

@@ -7,10 +7,17 @@ import importlib.util
 import re
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings import catalog
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import (
+    CATALOG,
+    CATEGORIES,
+    CatalogError,
+    Entry,
+    make,
+    text,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import SEVERITIES
 
-from ansible.module_utils.gpuhost.findings import catalog
-from ansible.module_utils.gpuhost.findings.catalog import CATALOG, CATEGORIES, CatalogError, Entry, make, text
-from ansible.module_utils.gpuhost.findings.finding import SEVERITIES
 from tests.paths import ROOT
 
 ID = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
@@ -104,9 +111,8 @@ def _finding_constructions(path) -> list[int]:
 
 def test_only_the_catalog_makes_findings() -> None:
     """No Finding(...) and no finding-shaped dict literal outside findings/catalog.py."""
-    makers = {ROOT / "module_utils" / "gpuhost" / "findings" / "catalog.py"}
-    files = [*(ROOT / "module_utils").rglob("*.py"), *(ROOT / "library").glob("*.py"),
-             *(ROOT / "roles").glob("*/library/*.py")]
+    makers = {ROOT / "plugins" / "module_utils" / "findings" / "catalog.py"}
+    files = [*(ROOT / "plugins").rglob("*.py")]
     found = {str(p.relative_to(ROOT)): _finding_constructions(p) for p in files if p not in makers}
     assert {p: lines for p, lines in found.items() if lines} == {}
 

@@ -11,10 +11,15 @@ ask the driver (can_p2p, custom_all_reduce_utils.py).
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.all_reduce import (
+    RULES,
+    nvlink_mesh,
+    rule_for,
+    sglang_all_reduce,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import read_host
 
-from ansible.module_utils.gpuhost.gate import decide as gate
-from ansible.module_utils.gpuhost.gate.all_reduce import RULES, nvlink_mesh, rule_for, sglang_all_reduce
-from ansible.module_utils.gpuhost.gate.inputs import read_host
 from tests.unit.captures import ALL, H100, INCIDENT, PRO6000, audited
 from tests.unit.gate.test_gate import GLM5, INCIDENT_BENCH, LLAMA70, bench_result, probe_result, row
 

@@ -6,9 +6,9 @@ all-reduce. The incident's logs side by side: the transfer test laid out as all_
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.from_logs import nccl_from_log, probe_from_log
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
 
-from ansible.module_utils.gpuhost.bench.from_logs import nccl_from_log, probe_from_log
-from ansible.module_utils.gpuhost.gate import decide as gate
 from tests import paths
 from tests.unit.captures import INCIDENT, PRO6000, audited
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.flag_check import RENAMES, check_flags
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.sglang_help import parse_help
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.gate import decide as gate
-from ansible.module_utils.gpuhost.gate.flag_check import RENAMES, check_flags
-from ansible.module_utils.gpuhost.parsers.sglang_help import parse_help
 from tests.paths import FIXTURES
 from tests.unit.captures import INCIDENT, PRO6000, audited
 from tests.unit.gate.test_all_reduce import LLAMA70_TP2

@@ -8,13 +8,13 @@ import argparse
 import itertools
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.flag_check import check_flags
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import Gpu
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.known_good import KNOWN_GOOD
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.launch import launch_args
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.sglang_help import ArgparseHelp, parse_help
 
-from ansible.module_utils.gpuhost.gate import decide as gate
-from ansible.module_utils.gpuhost.gate.flag_check import check_flags
-from ansible.module_utils.gpuhost.gate.inputs import Gpu
-from ansible.module_utils.gpuhost.gate.known_good import KNOWN_GOOD
-from ansible.module_utils.gpuhost.gate.launch import launch_args
-from ansible.module_utils.gpuhost.parsers.sglang_help import ArgparseHelp, parse_help
 from tests.paths import FIXTURES
 from tests.unit.captures import ALL, audited
 from tests.unit.gate.test_all_reduce import LLAMA70_TP2

@@ -14,15 +14,15 @@ from typing import Any
 import deploy_gate
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import nccl_findings, nccl_thresholds, nccl_tuning
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import p2p_judge as probe_logic
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import versions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.known_good import KNOWN_GOOD, merged_table
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules import engine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.bench import nccl_findings, nccl_thresholds, nccl_tuning
-from ansible.module_utils.gpuhost.bench import p2p_judge as probe_logic
-from ansible.module_utils.gpuhost.gate import decide as gate
-from ansible.module_utils.gpuhost.gate import versions
-from ansible.module_utils.gpuhost.gate.known_good import KNOWN_GOOD, merged_table
-from ansible.module_utils.gpuhost.rules import engine
 from tests.unit.captures import ALL, H100, HYPERVISOR, I440FX, INCIDENT, MICROVM, PRO6000, RTX4090, audited
 from tests.unit.modules import run_module
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ansible.module_utils.gpuhost.findings.catalog import CATALOG
-from ansible.module_utils.gpuhost.gate import decide as gate
-from ansible.module_utils.gpuhost.rules import engine
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import CATALOG
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules import engine
+
 from tests.unit.captures import PRO6000, RTX4090, audited
 
 MODEL = {"name": "Llama-3-8B", "family": "llama-3-8b", "weights_gib": 15, "attention_heads": 32,

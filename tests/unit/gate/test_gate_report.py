@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import gpu_audit_report
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_plans import enrich_guest_findings
 
-from ansible.module_utils.gpuhost.gate import decide as gate
-from ansible.module_utils.gpuhost.rules.proxmox_plans import enrich_guest_findings
 from tests.unit.captures import I440FX, INCIDENT, MICROVM, RTX4090, audited
 from tests.unit.gate.test_gate import GLM5
 

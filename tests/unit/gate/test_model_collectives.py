@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.from_logs import probe_from_log
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_config import collectives_per_step
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
 
-from ansible.module_utils.gpuhost.bench.from_logs import probe_from_log
-from ansible.module_utils.gpuhost.bench.model_config import collectives_per_step
-from ansible.module_utils.gpuhost.gate import decide as gate
 from tests import paths
 from tests.unit.captures import INCIDENT, audited
 

@@ -6,9 +6,9 @@ P2P, never set where it did not."""
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.all_reduce import PCIE_IPC_ENV, sglang_all_reduce
 
-from ansible.module_utils.gpuhost.gate import decide as gate
-from ansible.module_utils.gpuhost.gate.all_reduce import PCIE_IPC_ENV, sglang_all_reduce
 from tests.unit.captures import H100, INCIDENT, PRO6000, audited
 from tests.unit.gate.test_gate import GLM5, LLAMA70, probe_result
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import deploy_gate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import read_profile
 
-from ansible.module_utils.gpuhost.gate import decide as gate
-from ansible.module_utils.gpuhost.gate.inputs import read_profile
 from tests.unit.captures import H100, audited
 from tests.unit.modules import run_module
 

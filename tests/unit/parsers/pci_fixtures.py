@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_common import AcsFlags, ResizableBar
 from hypothesis import HealthCheck, settings
 
-from ansible.module_utils.gpuhost.parsers.pci_common import AcsFlags, ResizableBar
 from tests import paths
 
 FIXTURES = paths.FIXTURES / "pci"

@@ -7,10 +7,14 @@ import contextlib
 import json
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.dcgm_diag import (
+    DcgmDiagParseError,
+    looks_like_dcgm_diag,
+    parse_dcgm_diag,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers.dcgm_diag import DcgmDiagParseError, looks_like_dcgm_diag, parse_dcgm_diag
 from tests.paths import FIXTURES
 
 DCGM = FIXTURES / "dcgm"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.fabric_manager_log import version_mismatch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers.fabric_manager_log import version_mismatch
 from tests.paths import FIXTURES
 
 FM = FIXTURES / "fabric-manager"

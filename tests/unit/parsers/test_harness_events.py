@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.harness_events import harness_events
 from hypothesis import given
 from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.harness_events import harness_events
 
 # JSON values that survive a round trip unchanged (no NaN, which is not equal to itself).
 JSON_VALUES = st.recursive(

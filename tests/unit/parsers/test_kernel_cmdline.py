@@ -6,10 +6,7 @@ generated ones with quotes, duplicates, conflicts and ``--``.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.kernel_cmdline import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.kernel_cmdline import (
     CmdlineError,
     Rule,
     edit_grub_default,
@@ -19,7 +16,9 @@ from ansible.module_utils.gpuhost.parsers.kernel_cmdline import (
     satisfies,
     words,
 )
-from ansible.module_utils.gpuhost.rules.passthrough_host import AMD_CMDLINE, INTEL_CMDLINE
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.passthrough_host import AMD_CMDLINE, INTEL_CMDLINE
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 # Proxmox VE 8's installer writes this /etc/default/grub (comments cut short).
 PVE_GRUB = """# If you change this file, run 'update-grub' afterwards to update

@@ -5,15 +5,14 @@ written in any format comes back with its fields)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.kernel_log import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.kernel_log import (
     normalize_bus,
     parse_kernel_log,
     parse_line,
     summarize_events,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 # Lines as public bug reports and NVIDIA's documentation show them, one per driver generation.
 LINES = [

@@ -5,12 +5,12 @@ what kind each is, what the reader finds in it, and what the audit of a bundle o
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.kernel_log import join_continued, parse_kernel_log
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import detect_kind
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.audit.bundle import build_capture
-from ansible.module_utils.gpuhost.parsers.kernel_log import join_continued, parse_kernel_log
-from ansible.module_utils.gpuhost.parsers.paste_kind import detect_kind
 from tests.paths import FIXTURES
 from tests.unit.audit.test_bundle import audit
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.known_names import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.known_names import (
     closest,
     names_in_text,
     owner,
     unknown_keys,
     unknown_variables,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 MODEL_KEYS = ("name", "weights_gib", "params_b", "tensor_parallel_size", "min_driver")
 

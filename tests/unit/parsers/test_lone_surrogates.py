@@ -7,13 +7,17 @@ from __future__ import annotations
 import contextlib
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import without_surrogates
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_common import NvidiaSmiParseError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_q_xml import parse_nvidia_smi_q_xml
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config import (
+    ProxmoxParseError,
+    decode_text,
+    parse_vm_config,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers._common import without_surrogates
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_q_xml import parse_nvidia_smi_q_xml
-from ansible.module_utils.gpuhost.parsers.proxmox_config import ProxmoxParseError, decode_text, parse_vm_config
 from tests.paths import FIXTURES
 
 XML = sorted((FIXTURES / "nvidia-smi").glob("q_*.xml"))

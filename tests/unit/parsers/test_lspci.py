@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.lspci import parse_lspci_vvv
-from ansible.module_utils.gpuhost.parsers.pci_common import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.lspci import parse_lspci_vvv
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_common import (
     HOST_BRIDGE_MODELS,
     Acs,
     AcsFlags,
@@ -17,11 +14,14 @@ from ansible.module_utils.gpuhost.parsers.pci_common import (
     device_kind,
     parse_bdf,
 )
-from ansible.module_utils.gpuhost.parsers.pci_config_space import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_config_space import (
     EXT_CAP_REBAR,
     parse_config_space,
 )
-from ansible.module_utils.gpuhost.parsers.sysfs_pci import link_gen
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.sysfs_pci import link_gen
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tests.unit.parsers.pci_fixtures import (
     ACS_LINUX_DEFAULT,
     ACS_OFF,

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.nccl_debug import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_debug import (
     Connection,
     P2PRefusal,
     TransportSummary,
@@ -16,6 +13,9 @@ from ansible.module_utils.gpuhost.parsers.nccl_debug import (
     parse_nccl_debug,
     transport_family,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests import paths
 
 FIXTURES = paths.FIXTURES / "nccl"

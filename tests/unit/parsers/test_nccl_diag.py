@@ -8,10 +8,9 @@ other ``NCCL DIAG`` line is kept as NCCL printed it.
 
 from __future__ import annotations
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_diag import parse_nccl_diag
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.nccl_diag import parse_nccl_diag
 
 DOCUMENTED_OK = """\
 NCCL DIAG === NCCL Diagnostics ===

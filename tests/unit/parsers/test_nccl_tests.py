@@ -6,18 +6,18 @@ import contextlib
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.nccl_tests import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_tests import (
     Measurement,
     NcclTestsParseError,
     bus_bandwidth_factor,
     collective_name,
     nccl_version_from_code,
 )
-from ansible.module_utils.gpuhost.parsers.nccl_tests_json import parse_nccl_tests_json
-from ansible.module_utils.gpuhost.parsers.nccl_tests_text import parse_nccl_tests
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_tests_json import parse_nccl_tests_json
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_tests_text import parse_nccl_tests
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests import paths
 
 FIXTURES = paths.FIXTURES / "nccl"

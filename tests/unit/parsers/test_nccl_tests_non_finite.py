@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import math
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_tests_json import parse_nccl_tests_json
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_tests_text import parse_nccl_tests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers.nccl_tests_json import parse_nccl_tests_json
-from ansible.module_utils.gpuhost.parsers.nccl_tests_text import parse_nccl_tests
 from tests import paths
 
 HEADER = ("# nThread 1 nGpus 2 minBytes 8 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "

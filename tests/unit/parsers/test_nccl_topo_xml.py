@@ -7,15 +7,15 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.nccl_topo_xml import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_topo_xml import (
     NcclTopoParseError,
     emulated_signs,
     parse_nccl_topo_xml,
 )
-from ansible.module_utils.gpuhost.parsers.paste_kind import detect_kind
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import detect_kind
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tests.paths import FIXTURES
 
 NCCL = FIXTURES / "nccl"

@@ -5,12 +5,12 @@ quoted by Markdown over unindented column headers."""
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvbandwidth import parse_nvbandwidth_text
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.p2p_common import P2PToolParseError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import detect_kind
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers.nvbandwidth import parse_nvbandwidth_text
-from ansible.module_utils.gpuhost.parsers.p2p_common import P2PToolParseError
-from ansible.module_utils.gpuhost.parsers.paste_kind import detect_kind
 from tests.paths import FIXTURES
 
 P2P = FIXTURES / "p2p"
@@ -102,7 +102,7 @@ def test_a_comma_is_read_where_its_form_tells_and_null_with_a_reason_where_not(c
 
 
 def test_a_reader_with_no_warning_refuses_an_ambiguous_figure_with_a_reason() -> None:
-    from ansible.module_utils.gpuhost.parsers.p2p_common import number
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.p2p_common import number
     with pytest.raises(P2PToolParseError, match="LC_ALL=C"):
         number("1,234", "line 3")
     assert number("1,234", "line 3", []) is None and number("12,34", "line 3") == 12.34

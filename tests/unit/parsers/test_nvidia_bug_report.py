@@ -7,17 +7,17 @@ from __future__ import annotations
 import gzip
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers._common import ParseError
-from ansible.module_utils.gpuhost.parsers.kernel_log import parse_kernel_log
-from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import ParseError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.kernel_log import parse_kernel_log
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_report import (
     SEPARATOR,
     BugReportParseError,
     command_name,
     parse_bug_report,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests.paths import FIXTURES
 
 OLD = FIXTURES / "bundles" / "nvidia-bug-report_418_2xV100-SXM2_baremetal_constructed.log"

@@ -5,13 +5,16 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError, strip_ansi
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_failure import classify_nvidia_smi_failure, nvidia_smi_failure
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_list import parse_list_gpus
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_common import (
+    NvidiaSmiParseError,
+    strip_ansi,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_failure import (
+    classify_nvidia_smi_failure,
+    nvidia_smi_failure,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_list import parse_list_gpus
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import (
     QUERY_GPU_FIELDS,
     convert_query_gpu,
     is_invalid_field_error,
@@ -20,7 +23,7 @@ from ansible.module_utils.gpuhost.parsers.nvidia_smi_query import (
     pci_bus_id_to_sysfs,
     split_query_gpu_csv,
 )
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_topo import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_topo import (
     P2P_NVML_STATUS,
     P2P_STATUS_MEANING,
     nvlink_count,
@@ -28,6 +31,9 @@ from ansible.module_utils.gpuhost.parsers.nvidia_smi_topo import (
     parse_topo_matrix,
     parse_topo_p2p,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests import paths
 
 FIXTURES = paths.FIXTURES / "nvidia-smi"

@@ -9,18 +9,18 @@ import time
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_q import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_common import NvidiaSmiParseError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_q import (
     CLOCKS_EVENT_REASONS,
     health_view,
     parse_nvidia_smi_q,
     parse_nvidia_smi_q_text,
     parse_nvidia_smi_q_xml,
 )
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_q_build import build_gpu
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_q_build import build_gpu
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests import paths
 
 FIXTURES = paths.FIXTURES / "nvidia-smi"

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.kernel_log import parse_kernel_log
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvswitch_sxid import (
+    parse_sxid_line,
+    parse_sxid_log,
+    summarize_sxids,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers.kernel_log import parse_kernel_log
-from ansible.module_utils.gpuhost.parsers.nvswitch_sxid import parse_sxid_line, parse_sxid_log, summarize_sxids
 from tests.paths import FIXTURES
 
 LOGS = FIXTURES / "kernel-log"

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.p2p_capability import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.p2p_capability import (
     CAPABILITIES,
     COMBINATIONS,
     canonical,
@@ -14,6 +11,8 @@ from ansible.module_utils.gpuhost.parsers.p2p_capability import (
     from_command,
     from_name,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 @pytest.mark.parametrize(("command", "letters"), [

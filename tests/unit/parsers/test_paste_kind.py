@@ -8,11 +8,11 @@ import fnmatch
 import gzip
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_report import parse_bug_report
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import KINDS, detect_kind, pasted_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers.nvidia_bug_report import parse_bug_report
-from ansible.module_utils.gpuhost.parsers.paste_kind import KINDS, detect_kind, pasted_command
 from tests.paths import FIXTURES
 
 # Each fixture's kind, by its path under tests/fixtures (the first pattern that matches). None: no output of a

@@ -4,11 +4,11 @@ the pieces: real bench reports laid out with <summary> headings (tests/fixtures/
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_split import split_paste
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.audit.bundle import build_capture
-from ansible.module_utils.gpuhost.parsers.paste_split import split_paste
 from tests.paths import FIXTURES
 from tests.unit.audit.test_bundle import audit
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import contextlib
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_aer import parse_aer_counters
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_common import PciParseError
 from hypothesis import given
 from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.pci_aer import parse_aer_counters
-from ansible.module_utils.gpuhost.parsers.pci_common import PciParseError
 
 # drivers/pci/pcie/aer.c of Linux 6.8: every named bit, then the total.
 CORRECTABLE_6_8 = ("RxErr 0\nBadTLP 181\nBadDLLP 57\nRollover 2\nTimeout 0\nNonFatalErr 0\nCorrIntErr 0\n"

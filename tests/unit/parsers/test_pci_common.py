@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.pci_common import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_common import (
     HOST_BRIDGE_MODELS,
     PciParseError,
     describe_pci_id,
@@ -15,6 +12,9 @@ from ansible.module_utils.gpuhost.parsers.pci_common import (
     parse_bdf,
     same_slot,
 )
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tests.unit.parsers.pci_fixtures import PROPERTY
 
 # ---------------------------------------------------------------------------

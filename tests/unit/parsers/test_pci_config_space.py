@@ -5,10 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import assume, given
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.pci_common import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_common import (
     Acs,
     AcsFlags,
     PcieInfo,
@@ -17,11 +14,14 @@ from ansible.module_utils.gpuhost.parsers.pci_common import (
     describe_pci_id,
     device_kind,
 )
-from ansible.module_utils.gpuhost.parsers.pci_config_space import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_config_space import (
     EXT_CAP_ACS,
     EXT_CAP_REBAR,
     parse_config_space,
 )
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
 from tests.unit.parsers.pci_fixtures import (
     ACS_LINUX_DEFAULT,
     ACS_OFF,

@@ -9,11 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers import proxmox_config as proxmox
-from ansible.module_utils.gpuhost.parsers.proxmox_config import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers import proxmox_config as proxmox
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config import (
     ProxmoxParseError,
     clique_of,
     machine_type,
@@ -23,6 +20,8 @@ from ansible.module_utils.gpuhost.parsers.proxmox_config import (
     parse_pveversion,
     parse_vm_config,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 # ---------------------------------------------------------------------------
 # Single options

@@ -9,11 +9,15 @@ from __future__ import annotations
 import re
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config import SECTION, parse_vm_config
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config_edit import (
+    EditError,
+    apply_to_text,
+    fold_pending,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers.proxmox_config import SECTION, parse_vm_config
-from ansible.module_utils.gpuhost.parsers.proxmox_config_edit import EditError, apply_to_text, fold_pending
 from tests import paths
 
 FIXTURES = paths.FIXTURES / "proxmox"

@@ -10,11 +10,11 @@ import re
 import string
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import ParseError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.sglang_help import ArgparseHelpError, parse_help
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers._common import ParseError
-from ansible.module_utils.gpuhost.parsers.sglang_help import ArgparseHelpError, parse_help
 from tests.paths import FIXTURES
 
 NSA = (FIXTURES / "sglang" / "launch_server-help_nsa-options_py3.11-layout_constructed.txt").read_text()

@@ -6,12 +6,12 @@ from __future__ import annotations
 import contextlib
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.p2p_bandwidth import parse_p2p_log
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.p2p_common import P2PToolParseError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.simple_p2p import parse_simple_p2p
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers.p2p_bandwidth import parse_p2p_log
-from ansible.module_utils.gpuhost.parsers.p2p_common import P2PToolParseError
-from ansible.module_utils.gpuhost.parsers.simple_p2p import parse_simple_p2p
 from tests.paths import FIXTURES
 
 P2P = FIXTURES / "p2p"

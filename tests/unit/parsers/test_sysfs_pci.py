@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.parsers.pci_common import PciParseError
-from ansible.module_utils.gpuhost.parsers.sysfs_pci import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_common import PciParseError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.sysfs_pci import (
     Bar,
     link_gen,
     parse_link_speed,
     parse_link_width,
     parse_resource,
 )
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tests.unit.parsers.pci_fixtures import (
     MB,
     PROPERTY,

@@ -3,11 +3,11 @@ read as printed, the rest are None and named in missing_rows; the only error is 
 
 from __future__ import annotations
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_common import NvidiaSmiParseError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_topo import parse_topo_p2p
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_topo import parse_topo_p2p
 from tests.paths import FIXTURES
 
 SMI = FIXTURES / "nvidia-smi"

@@ -5,12 +5,15 @@ column count cannot place is refused with a message, never read into the wrong c
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_common import NvidiaSmiParseError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_topo import (
+    parse_topo_matrix,
+    parse_topo_p2p,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.topo_wrap import rejoin_wrapped
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_common import NvidiaSmiParseError
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_topo import parse_topo_matrix, parse_topo_p2p
-from ansible.module_utils.gpuhost.parsers.topo_wrap import rejoin_wrapped
 from tests.paths import FIXTURES
 
 SMI = FIXTURES / "nvidia-smi"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
-from ansible.module_utils.gpuhost.report import render
-from ansible.module_utils.gpuhost.report.prometheus import textfile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report import render
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.prometheus import textfile
+
 from tests.unit import captures
 
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import CATALOG
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import SEVERITIES
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report import prometheus
 
-from ansible.module_utils.gpuhost.findings.catalog import CATALOG
-from ansible.module_utils.gpuhost.findings.finding import SEVERITIES
-from ansible.module_utils.gpuhost.report import prometheus
 from tests.paths import ROOT
 from tests.unit.report import exposition
 
@@ -109,7 +109,7 @@ def test_every_label_value_the_rules_match_exists(label: str, known: set[str]) -
 def test_the_health_alert_covers_exactly_the_gpu_health_findings() -> None:
     """The ids of rules/health.py (catalog category health) and rules/gpu_usable.py: a new health rule must be
     added to the recording rule, or its finding pages as a plain critical finding or not at all."""
-    rules_dir = ROOT / "module_utils" / "gpuhost" / "rules"
+    rules_dir = ROOT / "plugins" / "module_utils" / "rules"
     health = {i for i, entry in CATALOG.items() if entry.category == "health" and not entry.retired}
     expected = health | _made_ids(rules_dir / "gpu_usable.py")
     assert _made_ids(rules_dir / "health.py") <= expected

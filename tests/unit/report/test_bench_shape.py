@@ -7,12 +7,12 @@ import json
 import math
 from typing import Any
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report import render
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.bench_shape import check_bench, finite
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.plot import sweep_svg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.report import render
-from ansible.module_utils.gpuhost.report.bench_shape import check_bench, finite
-from ansible.module_utils.gpuhost.report.plot import sweep_svg
 from tests.unit.report.test_report import BENCH, FACTS
 
 # The keys the renderer reads, so that generated sections reach its every branch, and a few others.

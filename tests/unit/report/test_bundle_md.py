@@ -3,13 +3,14 @@ does not call an IOMMU it never saw "off"."""
 
 from __future__ import annotations
 
-from ansible.module_utils.gpuhost.audit import facts
-from ansible.module_utils.gpuhost.audit.bundle import BundleInput, build_capture
-from ansible.module_utils.gpuhost.audit.bundle_section import with_bundle
-from ansible.module_utils.gpuhost.audit.source import ReplaySource
-from ansible.module_utils.gpuhost.report.bundle_md import bundle_section
-from ansible.module_utils.gpuhost.report.render import host_markdown
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import BundleInput, build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_section import with_bundle
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.bundle_md import bundle_section
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import host_markdown
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
+
 from tests.paths import FIXTURES
 
 P2P_NS = (FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt").read_bytes()
@@ -56,7 +57,7 @@ def test_marks_and_warnings_are_shown() -> None:
 
 
 def test_a_not_judged_verdict_is_explained_and_counted_in_the_fleet() -> None:
-    from ansible.module_utils.gpuhost.report.render import fleet_markdown
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import fleet_markdown
 
     report_path = FIXTURES / "bundles" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
     capture = build_capture([(report_path.name, report_path.read_bytes())])

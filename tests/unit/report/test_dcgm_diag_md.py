@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ansible.module_utils.gpuhost.report.health_md import health_tables
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.health_md import health_tables
+
 from tests.unit.audit.test_dcgm_diag import from_material
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import gpu_audit_report
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.drift_md import drift_section
 
-from ansible.module_utils.gpuhost.report.drift_md import drift_section
 from tests.unit.captures import PRO6000, audit, audited, capture
 from tests.unit.modules import run_module
 from tests.unit.schemas import validator

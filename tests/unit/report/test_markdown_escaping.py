@@ -10,11 +10,11 @@ from __future__ import annotations
 import copy
 import re
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.markdown import cell, inline
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import host_markdown
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.report.markdown import cell, inline
-from ansible.module_utils.gpuhost.report.render import host_markdown
 from tests.unit.report.test_report import FACTS
 
 IMG = "<img src=x onerror=alert(1)>"

@@ -6,15 +6,14 @@ import copy
 from typing import Any
 
 import pytest
-
-from ansible.module_utils.gpuhost.report.p2p_fix import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.p2p_fix import (
     allreduce_times,
     compare,
     measurement,
     probe_proof,
     read_state,
 )
-from ansible.module_utils.gpuhost.report.p2p_fix_md import render
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.p2p_fix_md import render
 
 NS = [["X", "NS", "NS"], ["NS", "X", "NS"], ["NS", "NS", "X"]]
 OK = [["X", "OK", "OK"], ["OK", "X", "OK"], ["OK", "OK", "X"]]

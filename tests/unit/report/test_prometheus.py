@@ -15,14 +15,19 @@ from typing import Any
 
 import gpu_audit_report
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import SEVERITIES, VERDICTS
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.prom_text import (
+    ExpositionError,
+    Family,
+    render,
+    same_except,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.prometheus import CAPABILITIES, HEARTBEAT, textfile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import report_json
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.drift_basis import ITEMS
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.findings.finding import SEVERITIES, VERDICTS
-from ansible.module_utils.gpuhost.report.prom_text import ExpositionError, Family, render, same_except
-from ansible.module_utils.gpuhost.report.prometheus import CAPABILITIES, HEARTBEAT, textfile
-from ansible.module_utils.gpuhost.report.render import report_json
-from ansible.module_utils.gpuhost.rules.drift_basis import ITEMS
 from tests.unit import captures
 from tests.unit.modules import run_module
 from tests.unit.report.exposition import parse, series, value

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import gpu_audit_report
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import Finding
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report import render as report
 
-from ansible.module_utils.gpuhost.findings.finding import Finding
-from ansible.module_utils.gpuhost.report import render as report
 from tests.unit.modules import run_module
 
 FACTS = {
@@ -193,7 +193,7 @@ def test_bench_is_folded_into_findings_and_summary() -> None:
 def test_sweep_svg_is_well_formed_and_plots_every_run() -> None:
     import xml.etree.ElementTree as ET
 
-    from ansible.module_utils.gpuhost.report.plot import sweep_svg
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.report.plot import sweep_svg
 
     svg = sweep_svg("h: all-reduce <8 GPUs>", {"as run": BENCH["nccl"]["results"], "p2p-disabled": []})
     root = ET.fromstring(svg)

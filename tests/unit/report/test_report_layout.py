@@ -7,11 +7,11 @@ import re
 from typing import Any
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report import render as report
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.markdown import anchor, fenced
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.scope import verdict_scope
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_plans import enrich_guest_findings
 
-from ansible.module_utils.gpuhost.report import render as report
-from ansible.module_utils.gpuhost.report.markdown import anchor, fenced
-from ansible.module_utils.gpuhost.report.scope import verdict_scope
-from ansible.module_utils.gpuhost.rules.proxmox_plans import enrich_guest_findings
 from tests.unit.captures import H100, HYPERVISOR, INCIDENT, MICROVM, MISMATCH, RTX4090, audited
 from tests.unit.report.test_report import FACTS
 

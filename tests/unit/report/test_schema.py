@@ -23,10 +23,10 @@ import gpu_p2p_probe
 import jsonschema
 import nccl_bench
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts as audit_facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import nccl_tuning
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_debug import parse_nccl_debug
 
-from ansible.module_utils.gpuhost.audit import facts as audit_facts
-from ansible.module_utils.gpuhost.bench import nccl_tuning
-from ansible.module_utils.gpuhost.parsers.nccl_debug import parse_nccl_debug
 from ansible.module_utils.testing import patch_module_args
 from tests import paths
 from tests.unit import schemas

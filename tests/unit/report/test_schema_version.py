@@ -12,7 +12,8 @@ import hashlib
 import json
 from typing import Any
 
-from ansible.module_utils.gpuhost.audit import facts as audit_facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts as audit_facts
+
 from tests.unit import schemas
 
 # schema_version -> fingerprint of docs/gpu_host.schema.json's shape at that version.

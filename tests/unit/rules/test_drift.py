@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.drift import with_drift
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.drift import compare, lowered
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.drift_basis import ITEMS, basis_of, guest_vm
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.report.drift import with_drift
-from ansible.module_utils.gpuhost.rules.drift import compare, lowered
-from ansible.module_utils.gpuhost.rules.drift_basis import ITEMS, basis_of, guest_vm
 from tests.unit.captures import GPU_LOST, INCIDENT, PRO6000, audit, audited, capture
 
 CLIQUE_OK = "proxmox-host-8xRTXPRO6000-vm-clique-ok"

@@ -4,20 +4,20 @@ real journal lines from public threads (tests/fixtures/fabric-manager/SOURCES.md
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.audit import facts
-from ansible.module_utils.gpuhost.audit.bundle import build_capture
-from ansible.module_utils.gpuhost.audit.capture_format import command_key
-from ansible.module_utils.gpuhost.audit.commands import FABRIC_MANAGER_PACKAGE
-from ansible.module_utils.gpuhost.audit.source import ReplaySource
-from ansible.module_utils.gpuhost.parsers.fabric_manager_log import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format import command_key
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import FABRIC_MANAGER_PACKAGE
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.fabric_manager_log import (
     log_events,
     looks_like_fabric_manager_log,
     package_version,
 )
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tests.paths import FIXTURES
 from tests.unit import captures, schemas
 from tests.unit.audit.test_bundle import incident

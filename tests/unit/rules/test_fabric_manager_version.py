@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ansible.module_utils.gpuhost.audit.capture_format import command_key
-from ansible.module_utils.gpuhost.audit.commands import FABRIC_MANAGER, FABRIC_MANAGER_JOURNAL
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format import command_key
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import FABRIC_MANAGER, FABRIC_MANAGER_JOURNAL
+
 from tests.paths import FIXTURES
 from tests.unit import captures
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import gpu_audit_report
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.fleet_class import class_findings
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.manifest_format import load
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
-from ansible.module_utils.gpuhost.audit import facts
-from ansible.module_utils.gpuhost.audit.bundle import build_capture
-from ansible.module_utils.gpuhost.audit.source import ReplaySource
-from ansible.module_utils.gpuhost.rules.fleet_class import class_findings
-from ansible.module_utils.gpuhost.rules.manifest_format import load
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from tests.paths import FIXTURES
 from tests.unit import schemas
 from tests.unit.modules import run_module

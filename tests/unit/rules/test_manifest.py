@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.engine import evaluate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.manifest import MANIFEST_RULES
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.manifest_format import load
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
-from ansible.module_utils.gpuhost.rules.engine import evaluate
-from ansible.module_utils.gpuhost.rules.manifest import MANIFEST_RULES
-from ansible.module_utils.gpuhost.rules.manifest_format import load
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from tests import paths
 from tests.unit.captures import (
     ALL,

@@ -11,10 +11,10 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.manifest_format import ManifestError, load
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.rules.manifest_format import ManifestError, load
 from tests import paths
 
 SCHEMA = json.loads((paths.ROOT / "docs" / "host_manifest.schema.json").read_text(encoding="utf-8"))

@@ -6,9 +6,9 @@ no P2P finding. Each runs the real audit over a capture built from the pasted ou
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.p2p_evidence import P2PEvidence, p2p_evidence
 
-from ansible.module_utils.gpuhost.audit.bundle import build_capture
-from ansible.module_utils.gpuhost.rules.p2p_evidence import P2PEvidence, p2p_evidence
 from tests.paths import FIXTURES
 from tests.unit.audit.test_bundle import audit
 
@@ -97,7 +97,7 @@ def test_what_one_cell_proves(capability, label, state) -> None:
 
 
 def test_the_gate_blocks_on_the_same_matrix_the_audit_judged() -> None:
-    from ansible.module_utils.gpuhost.gate import decide as gate
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
 
     facts, _ = findings(("peer.txt", b"$ nvidia-smi topo -p2p rw\n" + GNS_RW))
     result = gate.decide(facts, {"name": "some-model", "tensor_parallel_size": 2}, sglang_version="0.5.9")
@@ -121,7 +121,7 @@ def test_odd_p2p_facts_give_no_matrix_or_one_without_raising(p2p) -> None:
     ("p2p.txt", "| P2P (capability not stated) | unknown |", "## P2P matrix (capability not stated in the material)"),
 ])
 def test_the_report_names_the_capability_its_p2p_line_was_judged_from(name, label, title) -> None:
-    from ansible.module_utils.gpuhost.report.render import host_markdown
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import host_markdown
 
     facts, _ = findings((name, NS_8))
     markdown = host_markdown("host", facts)

@@ -4,8 +4,7 @@ an id shared with a device kept for the host, a choice that is no GPU."""
 from __future__ import annotations
 
 import pytest
-
-from ansible.module_utils.gpuhost.rules.passthrough_host import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.passthrough_host import (
     AMD_CMDLINE,
     INTEL_CMDLINE,
     Device,

@@ -10,13 +10,22 @@ import shlex
 from typing import Any
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config import (
+    clique_of,
+    parse_args,
+    parse_vm_config,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config_edit import apply_to_text
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_desired import DesiredStateError, desired_state
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_plans import (
+    proposed_args,
+    qm_set,
+    qm_set_argv,
+    without_kvm_off,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.parsers.proxmox_config import clique_of, parse_args, parse_vm_config
-from ansible.module_utils.gpuhost.parsers.proxmox_config_edit import apply_to_text
-from ansible.module_utils.gpuhost.rules.proxmox_desired import DesiredStateError, desired_state
-from ansible.module_utils.gpuhost.rules.proxmox_plans import proposed_args, qm_set, qm_set_argv, without_kvm_off
 from tests import paths
 
 FIXTURES = paths.FIXTURES / "proxmox"

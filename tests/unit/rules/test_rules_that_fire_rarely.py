@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ansible.module_utils.gpuhost.rules import engine
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules import engine
+
 from tests.unit.captures import PRO6000, audited
 
 

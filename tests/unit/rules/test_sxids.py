@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ansible.module_utils.gpuhost.rules.sxids import rule_sxid
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.sxids import rule_sxid
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
+
 from tests.paths import FIXTURES
 from tests.unit import captures
 

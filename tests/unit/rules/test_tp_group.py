@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ansible.module_utils.gpuhost.gate import decide as gate
-from ansible.module_utils.gpuhost.rules.tp_group import index_ranges
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.tp_group import index_ranges
+
 from tests.unit.captures import H100, MICROVM, audit, capture
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import copy
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_q import parse_nvidia_smi_q
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.vbios import rule_vbios_consistency
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
-from ansible.module_utils.gpuhost.audit import facts
-from ansible.module_utils.gpuhost.audit.bundle import build_capture
-from ansible.module_utils.gpuhost.audit.source import ReplaySource
-from ansible.module_utils.gpuhost.parsers.nvidia_smi_q import parse_nvidia_smi_q
-from ansible.module_utils.gpuhost.rules.vbios import rule_vbios_consistency
-from ansible.module_utils.gpuhost.rules.views import RuleOptions
 from tests.paths import FIXTURES
 from tests.unit import captures
 

@@ -17,10 +17,7 @@ from types import ModuleType
 
 import cuda_build_jobs
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.serving.build_jobs import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.build_jobs import (
     GIB,
     JobsError,
     Resources,
@@ -34,6 +31,9 @@ from ansible.module_utils.gpuhost.serving.build_jobs import (
     plan_jobs,
     read_resources,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests.paths import ROOT
 from tests.unit.modules import run_module
 

@@ -13,10 +13,16 @@ from typing import Any
 
 import pytest
 import sglang_model_check
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.model_dir import (
+    GIB,
+    Listing,
+    is_weight_file,
+    judge,
+    walk,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.serving.model_dir import GIB, Listing, is_weight_file, judge, walk
 from tests.unit.modules import run_module
 
 

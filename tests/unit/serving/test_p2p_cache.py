@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
 
-from ansible.module_utils.gpuhost.gate import decide as gate
 from tests.unit.captures import INCIDENT, PRO6000, audited
 from tests.unit.gate.test_all_reduce import LLAMA70_TP2
 

@@ -10,9 +10,9 @@ from typing import Any
 import cuda_build_jobs
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving import sgl_kernel_build as skb
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.build_jobs import Resources
 
-from ansible.module_utils.gpuhost.serving import sgl_kernel_build as skb
-from ansible.module_utils.gpuhost.serving.build_jobs import Resources
 from tests.paths import ROOT
 from tests.unit.modules import run_module
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import jinja2
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving import secret_mask
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.serving import secret_mask
 from tests.paths import ROOT
 
 ROLE = ROOT / "roles" / "sglang_serve"
@@ -33,7 +33,7 @@ def load(path: Path, name: str) -> ModuleType:
     return module
 
 
-FILTERS = load(ROLE / "filter_plugins" / "sglang_serve.py", "sglang_serve_filters")
+FILTERS = load(ROOT / "plugins" / "filter" / "sglang_serve.py", "sglang_serve_filters")
 LAUNCHER = load(ROLE / "files" / "sglang_launch.py", "sglang_launch")
 KEY = "unit-test-key-0123456789"
 
@@ -285,7 +285,8 @@ TRICKY_ARGS = ["--enable-metrics\n", "ExecStartPre=+/usr/bin/touch", "/tmp/PWNED
 def render(name: str, **overrides: Any) -> str:
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROLE / "templates")), trim_blocks=True,
                                      undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    environment.filters.update(FILTERS.FilterModule().filters())
+    # Ansible names a collection's filters by FQCN (gpuhost.gpu.<name>), as the templates call them.
+    environment.filters.update({f"gpuhost.gpu.{name}": f for name, f in FILTERS.FilterModule().filters().items()})
     environment.filters["bool"] = bool
     context = {
         "ansible_managed": "Ansible managed",

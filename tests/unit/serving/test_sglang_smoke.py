@@ -9,11 +9,8 @@ from typing import Any
 
 import pytest
 import sglang_smoke
-from hypothesis import given
-from hypothesis import strategies as st
-
-from ansible.module_utils.gpuhost.serving.secret_mask import mask, secret_forms
-from ansible.module_utils.gpuhost.serving.sglang_smoke import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.secret_mask import mask, secret_forms
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.sglang_smoke import (
     DEFAULT_MAX_RUN,
     Sample,
     completion_request,
@@ -24,6 +21,9 @@ from ansible.module_utils.gpuhost.serving.sglang_smoke import (
     served_models,
     setting_problems,
 )
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tests.unit.modules import run_module
 from tests.unit.standin import KEY, listening, running_standin
 

@@ -10,10 +10,18 @@ import urllib.request
 
 import pytest
 import sglang_throughput
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving import bench_serving, throughput_client
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.throughput_breakdown import (
+    breakdown,
+    breakdown_text,
+    judge,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.throughput_client import (
+    ClientError,
+    measure,
+    read_events,
+)
 
-from ansible.module_utils.gpuhost.serving import bench_serving, throughput_client
-from ansible.module_utils.gpuhost.serving.throughput_breakdown import breakdown, breakdown_text, judge
-from ansible.module_utils.gpuhost.serving.throughput_client import ClientError, measure, read_events
 from tests.unit.modules import run_module
 from tests.unit.standin import KEY, listening, running_standin
 

@@ -9,18 +9,22 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving import stack_profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.stack_profile import (
+    ProfileError,
+    validate,
+    validate_file,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible.module_utils.gpuhost.serving import stack_profile
-from ansible.module_utils.gpuhost.serving.stack_profile import ProfileError, validate, validate_file
 from tests.paths import ROOT
 from tests.unit.modules import run_module
 
 SHIPPED = sorted((ROOT / "roles/serving_stack/vars/stacks").glob("*.yml"))
 # Profiles of the test scenarios go through the same validation as the shipped ones.
 SCENARIO = sorted((ROOT / "molecule").glob("*/vars/stack-*.yml"))
-MODULE = ROOT / "roles/serving_stack/library/serving_stack_profile.py"
+MODULE = ROOT / "plugins/modules/serving_stack_profile.py"
 
 
 def load(path: Path) -> Any:

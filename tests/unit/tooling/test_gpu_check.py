@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ansible.module_utils.gpuhost.audit import facts as audit_facts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts as audit_facts
+
 from tests.paths import ROOT
 
 

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.check_status import EXIT_CODES, exit_code
 
-from ansible.module_utils.gpuhost.report.check_status import EXIT_CODES, exit_code
 from tests.paths import ROOT
 from tests.unit import captures
 

@@ -2,12 +2,12 @@
 `ansible-test sanity --test validate-modules` checks them in a collection, and `ansible-doc`
 rendering each one.
 
-The project is not a collection, so ansible-test cannot run here; this test does its checks that
-matter for a library/ directory: the documented options and the argument spec agree on names,
+`make sanity` runs ansible-test itself on the built collection; this test runs in the unit suite, in
+seconds, the checks that matter most: the documented options and the argument spec agree on names,
 aliases, types, defaults (compared after the spec's type conversion, so a documented 4 is the
 float 4.0), choices, required, elements and nested suboptions; option and return documentation
 have the keys the schema requires and no others; O(), RV() and M() name things that exist.
-Unlike in a collection, M() names this project's modules by their short name (they have no FQCN).
+M(), O() and RV() name this project's modules by FQCN (gpuhost.gpu.<name>), as EXAMPLES call them.
 It adds what validate-modules leaves out: EXAMPLES are tasks whose arguments the module accepts,
 and main() hands AnsibleModule exactly get_argument_spec(), so that the spec compared is the real one.
 """
@@ -30,8 +30,14 @@ import yaml
 from ansible.module_utils.common.parameters import DEFAULT_TYPE_VALIDATORS
 from tests.paths import ROOT
 
-MODULE_FILES = sorted(ROOT.glob("library/*.py")) + sorted(ROOT.glob("roles/*/library/*.py"))
+MODULE_FILES = sorted(ROOT.glob("plugins/modules/*.py"))
 MODULE_IDS = [path.stem for path in MODULE_FILES]
+FQCN = "gpuhost.gpu."
+
+
+def _short(name: str) -> str | None:
+    """gpuhost.gpu.<name> -> <name>; None for any other name (a short name is no reference in a collection)."""
+    return name.removeprefix(FQCN) if name.startswith(FQCN) else None
 
 DOC_KEYS = {"module", "short_description", "description", "notes", "seealso", "requirements", "todo", "options",
             "extends_documentation_fragment", "version_added", "version_added_collection", "author", "deprecated",
@@ -330,12 +336,12 @@ def check_markup(name: str, doc: dict, returns: dict | None, all_docs: dict[str,
     for text in texts:
         for kind, target in MARKUP.findall(text):
             if kind == "M":
-                if target not in all_docs and not target.startswith("ansible.builtin."):
+                if _short(target) not in all_docs and not target.startswith("ansible.builtin."):
                     problems.append(f"invalid-documentation-markup: M({target}) is no module of this project "
                                     "nor ansible.builtin")
                 continue
             plugin, path = _reference(target)
-            plugin = plugin or name
+            plugin = name if plugin is None else _short(plugin)
             if plugin not in all_docs:
                 problems.append(f"invalid-documentation-markup: {kind}({target}) names an unknown module")
                 continue
@@ -361,12 +367,13 @@ def check_examples(name: str, examples: Any, all_specs: dict[str, dict]) -> list
         label = f"EXAMPLES task {task.get('name') or index!r}"
         if not isinstance(task.get("name"), str):
             problems.append(f"{label} has no name")
-        called = [key for key in task if key in all_specs]
+        called = [_short(key) for key in task if _short(key) in all_specs]
+        problems += [f"{label} calls {key} by its short name; use {FQCN}{key}" for key in task if key in all_specs]
         if len(called) > 1:
             problems.append(f"{label} calls several modules: {called}")
         for module_name in called:
             calls_itself |= module_name == name
-            args = task[module_name]
+            args = task[FQCN + module_name]
             if args is None:
                 args = {}
             if not isinstance(args, dict):
@@ -503,7 +510,10 @@ def test_checker_catches_bad_return_and_examples() -> None:
     assert check_return({"x": {"description": "d", "returned": "always", "type": "complex"}}) == [
         "return x is complex without contains"]
     specs = {"mod": SPEC}
-    assert check_examples("mod", [{"name": "t", "mod": {"names": ["a"], "colour": 1}}], specs) == [
+    assert check_examples("mod", [{"name": "t", "gpuhost.gpu.mod": {"names": ["a"], "colour": 1}}], specs) == [
         "EXAMPLES task 't': mod has no option 'colour'"]
-    assert check_examples("mod", [{"name": "t", "mod": {"size": 1}}], specs) == ["EXAMPLES task 't': mod needs 'names'"]
+    assert check_examples("mod", [{"name": "t", "gpuhost.gpu.mod": {"size": 1}}], specs) == [
+        "EXAMPLES task 't': mod needs 'names'"]
+    assert check_examples("mod", [{"name": "t", "mod": {"names": ["a"]}}], specs) == [
+        "EXAMPLES task 't' calls mod by its short name; use gpuhost.gpu.mod", "no EXAMPLES task calls mod"]
     assert check_examples("mod", {"name": "t"}, specs) == ["EXAMPLES is not a non-empty YAML list of tasks"]

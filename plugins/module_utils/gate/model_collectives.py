@@ -1,0 +1,58 @@
+"""The collectives per decode step counted from the model's own config.json, in place of a shipped profile's.
+
+sglang_model_check reads the model directory on the host and returns ``collectives``
+(bench/model_config.py collectives_per_step). The deployment gate prices its communication floor with
+those counts when they are modelled: the file the server loads is better evidence than a profile written
+for the model family. When both exist and disagree, a note names each field. An architecture that is not
+modelled leaves the profile's counts, or no floor at all: the counts are never guessed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_config import disagreements
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import Profile, as_int, as_text
+
+_FIELDS = ("layers", "hidden_size", "allreduces_per_layer", "dtype_bytes", "extra_allreduces",
+           "draft_allreduces_per_step")
+
+
+def apply_collectives(profile: Profile, collectives: Any, notes: list[str], label: str = "model_collectives") -> None:
+    """Put the config.json's counts into ``profile.comm`` (and say so in ``comm_source``) when modelled."""
+    if collectives is None:
+        return
+    kept = f"the communication floor uses {profile.comm_source}" if profile.comm else \
+        "the communication floor is not modelled"
+    if not isinstance(collectives, dict):
+        notes.append(f"{label}: expected the collectives mapping sglang_model_check returns; found "
+                     f"{type(collectives).__name__}: {kept}.")
+        return
+    if collectives.get("status") == "not_modelled":
+        reason = as_text(collectives.get("reason")) or "no reason given"
+        notes.append(f"The model's config.json gives no collectives per step ({reason}): {kept}.")
+        if not profile.comm:
+            profile.comm_not_modelled = reason
+        return
+    counts = {name: as_int(collectives.get(name)) for name in _FIELDS}
+    if collectives.get("status") != "modelled" or not counts["layers"] or not counts["hidden_size"] \
+            or any(value is None or value < 0 for value in counts.values()):
+        notes.append(f"{label}: expected status modelled with whole numbers for {', '.join(_FIELDS)} (layers and "
+                     f"hidden_size above 0), as sglang_model_check returns; found {collectives!r}: {kept}.")
+        return
+    if profile.comm:
+        found = disagreements(profile.comm, {**counts, "status": "modelled"})
+        if found:
+            notes.append(f"The model's config.json and {profile.comm_source} disagree ({'; '.join(found)}): the "
+                         "config.json's counts price the communication floor.")
+    architecture = as_text(collectives.get("architecture"))
+    profile.comm = {
+        "name": profile.label,
+        "layers": counts["layers"],
+        "allreduces_per_layer": counts["allreduces_per_layer"],
+        "hidden_size": counts["hidden_size"],
+        "dtype_bytes": counts["dtype_bytes"],
+        # Multi-token-prediction draft steps run their own all-reduces (model_config.profile_fields).
+        "extra_allreduces": counts["extra_allreduces"] + counts["draft_allreduces_per_step"],
+    }
+    profile.comm_source = "the model's config.json" + (f" ({architecture})" if architecture else "")
