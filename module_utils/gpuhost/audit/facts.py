@@ -6,6 +6,7 @@ from typing import Any
 
 from ansible.module_utils.gpuhost.audit.gpus import gather_gpus
 from ansible.module_utils.gpuhost.audit.health import gather_health
+from ansible.module_utils.gpuhost.audit.host_settings import gather_host_settings
 from ansible.module_utils.gpuhost.audit.iommu import Iommu, gather_iommu
 from ansible.module_utils.gpuhost.audit.kernel import gather_kernel
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR, gather_pci, read_ids
@@ -25,7 +26,7 @@ from ansible.module_utils.gpuhost.rules.views import (
     unread_pairs,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
 
 
@@ -105,6 +106,7 @@ def audit(source: Source, subsets: list[str], options: RuleOptions) -> dict[str,
         # Without NVML, nvidia-smi -q -x is read once, by gather_gpus; its health readings come back with it.
         facts["gpus"], facts["p2p"], facts["topology"], smi_health = gather_gpus(source, pci_facts)
         facts["health"] = gather_health(source, pci_facts, facts["gpus"], source.nvml(), parsed_gpus=smi_health)
+        facts["host_settings"] = gather_host_settings(source)
         if "virtualization" in facts:
             note_gpu_modes(virt, facts["gpus"], bool(iommu.groups) or bool(iommu.hardware))
             facts["virtualization"] = virt.as_dict()

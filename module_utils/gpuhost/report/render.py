@@ -23,6 +23,7 @@ from ansible.module_utils.gpuhost.report.markdown import cell as _cell
 from ansible.module_utils.gpuhost.report.markdown import plain as _plain
 from ansible.module_utils.gpuhost.report.p2p_md import p2p_sections
 from ansible.module_utils.gpuhost.report.scope import verdict_scope
+from ansible.module_utils.gpuhost.rules.nccl_amd_topology import amd_topology_findings
 from ansible.module_utils.gpuhost.rules.p2p_evidence import p2p_evidence
 
 # Probe matrices shown in the Markdown report: the all-reduce range people compare.
@@ -58,7 +59,9 @@ def merge_bench(facts: dict[str, Any], bench: dict[str, Any] | None) -> dict[str
     bench = check_bench(bench).bench
     if not bench:
         return facts
-    merged = with_findings(dict(facts, bench=bench), bench_findings(bench))
+    # The one judgement that needs both the audit's facts (CPU, GPUs, NUMA) and the benchmark's NCCL versions.
+    amd_topology = [f.as_dict() for f in amd_topology_findings(facts, bench)]
+    merged = with_findings(dict(facts, bench=bench), bench_findings(bench) + amd_topology)
     floor = (bench.get("nccl") or {}).get("comm_floor") or {}
     if floor.get("summary"):
         merged["summary"]["comm_floor"] = floor["summary"]
