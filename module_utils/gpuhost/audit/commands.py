@@ -66,6 +66,11 @@ FABRIC_MANAGER = Command(["systemctl", "is-active", "nvidia-fabricmanager"],
 # Read only when the service is not running: why it stopped (a driver of another version, most often).
 FABRIC_MANAGER_JOURNAL = Command(["journalctl", "-u", "nvidia-fabricmanager", "-b", "--no-pager", "-q", "-n", "200"],
                                  "fabric manager log (journalctl -u nvidia-fabricmanager)")
+# The driver, CUDA and NCCL packages and unattended-upgrades itself, with their selection (hold) and state
+# (parsers/dpkg_list.py). Patterns that match nothing make dpkg-query exit 1 with the others still listed.
+DPKG_GPU_PACKAGES = Command(["dpkg-query", "-W", "-f=${db:Status-Abbrev}\t${binary:Package}\t${Version}\n",
+                             "nvidia-*", "libnvidia-*", "cuda-*", "libcuda*", "libnccl*", "unattended-upgrades"],
+                            "NVIDIA driver, CUDA and NCCL packages and their holds (dpkg-query -W)")
 DETECT_VIRT = {flag: Command(["systemd-detect-virt", flag], "systemd-detect-virt") for flag in ("--vm", "--container")}
 PVEVERSION = Command(["pveversion"], "pveversion")
 # Each nvidia-smi output the GPU facts can come from (audit/gpus.py, audit/smi_q_gather.py).

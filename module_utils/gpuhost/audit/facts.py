@@ -9,6 +9,7 @@ from ansible.module_utils.gpuhost.audit.health import gather_health
 from ansible.module_utils.gpuhost.audit.host_settings import gather_host_settings
 from ansible.module_utils.gpuhost.audit.iommu import Iommu, gather_iommu
 from ansible.module_utils.gpuhost.audit.kernel import gather_kernel
+from ansible.module_utils.gpuhost.audit.packages import gather_packages
 from ansible.module_utils.gpuhost.audit.pci import PCI_DIR, gather_pci, read_ids
 from ansible.module_utils.gpuhost.audit.proxmox_probe import is_proxmox_node
 from ansible.module_utils.gpuhost.audit.source import Source
@@ -107,6 +108,7 @@ def audit(source: Source, subsets: list[str], options: RuleOptions) -> dict[str,
         facts["gpus"], facts["p2p"], facts["topology"], smi_health = gather_gpus(source, pci_facts)
         facts["health"] = gather_health(source, pci_facts, facts["gpus"], source.nvml(), parsed_gpus=smi_health)
         facts["host_settings"] = gather_host_settings(source)
+        facts["packages"] = gather_packages(source)
         if "virtualization" in facts:
             note_gpu_modes(virt, facts["gpus"], bool(iommu.groups) or bool(iommu.hardware))
             facts["virtualization"] = virt.as_dict()

@@ -111,6 +111,15 @@ CATALOG = _entries(
           "holds it. Owners of RTX PRO 6000 and RTX 5090 hosts boot with it so that link power states add no exit "
           "latency to small transfers; it costs a few watts at idle. Leave it as it is if the firmware already "
           "disables ASPM (dmesg says so at boot)."),
+    Entry("gpu_packages_not_held", "gpu", "warning",
+          "unattended-upgrades is on and NVIDIA driver, CUDA or NCCL packages are neither held nor blacklisted",
+          "Hold them: `apt-mark hold {names}` (`apt-mark unhold` them to upgrade on purpose: driver and fabric "
+          "manager together, then a reboot and a new audit), or list them in Unattended-Upgrade::Package-Blacklist "
+          "in /etc/apt/apt.conf.d/50unattended-upgrades (`\"nvidia-\"; \"libnvidia-\"; \"cuda-\"; \"libnccl\";`). "
+          "Upgraded under a loaded driver they leave 'Driver/library version mismatch' until a reboot "
+          "(gpu_driver_library_mismatch), and a fabric manager upgraded apart from the driver refuses to start. "
+          "Packages from an origin unattended-upgrades does not allow are not moved by it; the origins were not "
+          "read, so they are listed too."),
     Entry("gpus_bound_to_vfio", "gpu", "info", "a hypervisor holding GPUs for its guests",
           "Nothing to do on a hypervisor. To serve from this host instead, unbind them from vfio-pci "
           "(remove their ids from vfio-pci.ids / modprobe.d) and install the NVIDIA driver."),
@@ -654,7 +663,7 @@ IDS_BY_ACTION = MappingProxyType({
              "rule_error", "tensor_parallel_gpus_not_on_host", "audit_not_judged",
              "gpu_vbios_mismatch", "nvswitch_sxid_errors", "manifest_gpu_model", "manifest_driver_version",
              "manifest_vbios_mismatch", "manifest_link_below", "manifest_numa", "manifest_not_checked",
-             "uvm_hmm_enabled", "pcie_aspm_not_off", "nccl_amd_inter_cpu_bandwidth"),
+             "uvm_hmm_enabled", "pcie_aspm_not_off", "nccl_amd_inter_cpu_bandwidth", "gpu_packages_not_held"),
     "drain": ("no_nvidia_gpu", "gpus_unusable", "row_remap_failed", "fabric_manager_inactive", "p2p_not_supported",
               "p2p_write_not_arriving", "p2p_probe_timeout", "p2p_small_copy_latency", "pcie_link_narrow",
               "acs_redirect_between_gpus", "nccl_wrong_values", "nccl_timeout", "nccl_run_failed",

@@ -3,7 +3,7 @@
 The rules live in host.py (the host itself), gpu_usable.py (GPUs the host cannot use), tp_group.py (the
 tensor-parallel group asked for), health.py (GPU health), sxids.py (NVSwitch SXids), vbios.py (one VBIOS per
 GPU model), manifest.py (the host against its class's manifest), pcie_blackwell.py (host settings of PCIe Blackwell
-hosts) and proxmox.py (a Proxmox host's VMs); every
+hosts), package_drift.py (driver packages unattended-upgrades may move) and proxmox.py (a Proxmox host's VMs); every
 finding they make comes from the catalog (findings/catalog.py).
 """
 
@@ -18,6 +18,7 @@ from ansible.module_utils.gpuhost.rules.gpu_usable import GPU_USABLE_RULES
 from ansible.module_utils.gpuhost.rules.health import HEALTH_RULES
 from ansible.module_utils.gpuhost.rules.host import HOST_RULES
 from ansible.module_utils.gpuhost.rules.manifest import MANIFEST_RULES
+from ansible.module_utils.gpuhost.rules.package_drift import PACKAGE_DRIFT_RULES
 from ansible.module_utils.gpuhost.rules.pcie_blackwell import PCIE_BLACKWELL_RULES
 from ansible.module_utils.gpuhost.rules.sxids import SXID_RULES
 from ansible.module_utils.gpuhost.rules.tp_group import TP_GROUP_RULES
@@ -29,7 +30,8 @@ Rule = Callable[[dict[str, Any], RuleOptions], list[Finding]]
 # GPUs the host cannot use come first: among findings of one severity, they name the cause that the others
 # (a count that differs, a matrix that lacks a GPU) only show. The Proxmox rules come last (rules_for).
 RULES: tuple[Rule, ...] = (*GPU_USABLE_RULES, *HOST_RULES, *TP_GROUP_RULES, *HEALTH_RULES, *SXID_RULES,
-                            *VBIOS_RULES, *MANIFEST_RULES, *PCIE_BLACKWELL_RULES)
+                            *VBIOS_RULES, *MANIFEST_RULES, *PCIE_BLACKWELL_RULES,
+                            *PACKAGE_DRIFT_RULES)
 
 
 def rules_for(facts: dict[str, Any]) -> tuple[Rule, ...]:

@@ -23,6 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible.module_utils.gpuhost.audit import facts
+from ansible.module_utils.gpuhost.audit.commands import DPKG_GPU_PACKAGES
+from ansible.module_utils.gpuhost.audit.packages import APT_CONF_DIR
 from ansible.module_utils.gpuhost.audit.source import CaptureError, CommandResult, LiveSource, ReplaySource
 from ansible.module_utils.gpuhost.parsers import lspci, pci_common, pci_config_space
 from ansible.module_utils.gpuhost.rules.views import RuleOptions
@@ -141,10 +143,12 @@ class StrictReplay(ReplaySource):
 # nvidia-smi -q -x, read without NVML, came after them too: unanswered, the audit reads --query-gpu
 # alone, as these captures were made with (the no-NVML guest holds it; test_no_nvml.py). The kernel's release,
 # read for the drift between audits, came after them too: unanswered, it is null. So did nvidia_uvm's
-# uvm_disable_hmm (audit/host_settings.py): unanswered, it is null and the HMM finding stays silent.
+# uvm_disable_hmm (audit/host_settings.py), and the package reads (audit/packages.py): unanswered, they are
+# null and the HMM and package findings stay silent.
 READS_ADDED_AFTER_THESE_CAPTURES = {"dirs: /etc/pve/qemu-server", "commands: nvidia-smi -q -x",
                                     "files: /proc/sys/kernel/osrelease",
-                                    "files: /sys/module/nvidia_uvm/parameters/uvm_disable_hmm"}
+                                    "files: /sys/module/nvidia_uvm/parameters/uvm_disable_hmm",
+                                    f"commands: {DPKG_GPU_PACKAGES.key}", f"dirs: {APT_CONF_DIR}"}
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -19,6 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible.module_utils.gpuhost.audit import facts
+from ansible.module_utils.gpuhost.audit.commands import DPKG_GPU_PACKAGES
+from ansible.module_utils.gpuhost.audit.packages import APT_CONF_DIR
 from ansible.module_utils.gpuhost.audit.proxmox_vm import HostView, vm_facts
 from ansible.module_utils.gpuhost.audit.source import CommandResult, ReplaySource
 from ansible.module_utils.gpuhost.parsers.proxmox_config import parse_pci_mapping, parse_vm_config
@@ -239,9 +241,10 @@ class StrictReplay(ReplaySource):
 def test_proxmox_host_capture_answers_every_read(name: str) -> None:
     source = StrictReplay(capture(name))
     facts.audit(source, facts.resolve_subsets(["all"]), RuleOptions())
-    # The kernel's release, read for the drift between audits, and nvidia_uvm's uvm_disable_hmm
-    # (audit/host_settings.py) came after these captures: both are null.
-    later = {"/proc/sys/kernel/osrelease", "/sys/module/nvidia_uvm/parameters/uvm_disable_hmm"}
+    # The kernel's release, read for the drift between audits, nvidia_uvm's uvm_disable_hmm
+    # (audit/host_settings.py) and the package reads (audit/packages.py) came after these captures: all null.
+    later = {"/proc/sys/kernel/osrelease", "/sys/module/nvidia_uvm/parameters/uvm_disable_hmm",
+             DPKG_GPU_PACKAGES.key, APT_CONF_DIR}
     assert [read for read in source.unanswered if read not in later] == []
 
 

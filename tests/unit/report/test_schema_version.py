@@ -32,13 +32,14 @@ from tests.unit import schemas
 #    (findings/actions.py); the kernel log's NVSwitch SXid events (sxid_events); the fabric manager's
 #    version_mismatch.
 # 6: host_settings: the CPU vendor and nvidia_uvm's uvm_disable_hmm (audit/host_settings.py), judged by the PCIe
-#    Blackwell rules and the NCCL topology check.
+#    Blackwell rules and the NCCL topology check; packages: the GPU packages, their holds and unattended-upgrades
+#    (audit/packages.py).
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
     4: "0c9feec2a7edddbc",
     5: "a83b48a095fc0e46",
-    6: "ef240b9bc091b961",
+    6: "fbeda0a815ab3232",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 
