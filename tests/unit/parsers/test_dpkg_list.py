@@ -41,3 +41,10 @@ def test_header_noise_and_crlf_are_skipped() -> None:
 def test_any_text_gives_packages_or_nothing(text: str) -> None:
     for package in parse_dpkg_list(text):
         assert package.want in "uihrp" and package.name and package.version
+
+
+def test_a_real_dpkg_query_run_skips_names_known_but_not_installed() -> None:
+    listed = parse_dpkg_list((PACKAGES / "dpkg-query-W_debian12_no-nvidia.txt").read_text())
+    assert [(p.name, p.installed, p.held) for p in listed][:2] == [("libc6:amd64", True, False),
+                                                                   ("python3.11", True, False)]
+    assert all(p.installed for p in listed) and len(listed) == 5
