@@ -11,7 +11,8 @@
   expressions matched at the start of each package name ("The following matches all packages starting
   with linux-", the comment of the default file); ``package_blacklist`` returns them, comments removed.
 
-Only the flat ``A::B::C "v";`` spelling is read; the nested ``A { B { C "v"; }; };`` one is not (None).
+Only the flat ``A::B::C "v";`` spelling is read; a text that sets ``Unattended-Upgrade "v";`` inside a
+block (``APT { Periodic { Unattended-Upgrade "1"; }; };``) makes the setting unknown (None), not off.
 Nothing here raises.
 """
 
@@ -22,6 +23,8 @@ import re
 UNATTENDED = re.compile(r'(?m)^\s*APT::Periodic::Unattended-Upgrade\s+"(?P<value>[^"]*)"\s*;')
 BLACKLIST = re.compile(r"Unattended-Upgrade::Package-Blacklist\s*\{(?P<body>.*?)\}\s*;", re.DOTALL)
 QUOTED = re.compile(r'"(?P<value>[^"]*)"')
+# The key set relative to an enclosing block: the nested spelling, which this reader does not follow.
+NESTED = re.compile(r'(?m)^\s*Unattended-Upgrade\s+"')
 
 
 def _without_comments(text: str) -> str:
@@ -40,7 +43,10 @@ def _interval(word: str) -> bool | None:
 def periodic_unattended_upgrade(texts: list[str]) -> bool | None:
     value: bool | None = False
     for text in texts:
-        for match in UNATTENDED.finditer(_without_comments(text or "")):
+        plain = _without_comments(text or "")
+        if NESTED.search(plain):
+            return None
+        for match in UNATTENDED.finditer(plain):
             value = _interval(match.group("value"))
     return value
 

@@ -21,6 +21,7 @@ BLACKLIST = (PACKAGES / "50unattended-upgrades_blacklist-nvidia_constructed.txt"
     (['// APT::Periodic::Unattended-Upgrade "1";'], False),  # commented out
     (['APT::Periodic::Unattended-Upgrade "always";'], True),
     (['APT::Periodic::Unattended-Upgrade "sometimes";'], None),  # neither a number nor always: unknown
+    (['APT {\n  Periodic {\n    Unattended-Upgrade "1";\n  };\n};\n'], None),  # nested: not read, so unknown
 ])
 def test_periodic_setting(texts: list[str], expected: bool | None) -> None:
     assert periodic_unattended_upgrade(texts) is expected
