@@ -220,6 +220,17 @@ ansible_facts:
             manager service on NVSwitch hosts.
           type: dict
           returned: with the gpus subset
+        host_settings:
+          description: The CPU vendor (C(amd), C(intel)) and nvidia_uvm's C(uvm_disable_hmm), each null when not read;
+            the PCIe Blackwell findings judge them.
+          type: dict
+          returned: with the gpus subset
+        packages:
+          description: >-
+            Installed NVIDIA driver, CUDA and NCCL packages with their holds (dpkg-query), and whether
+            unattended-upgrades is installed and on and what its Package-Blacklist holds; null where not read.
+          type: dict
+          returned: with the gpus subset
         proxmox:
           description: >-
             Only on a Proxmox VE node: its version, and every VM that passes PCI devices through, as it will

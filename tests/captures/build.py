@@ -1248,7 +1248,8 @@ def rtx_pro_6000_baremetal(name: str = "baremetal-8xRTXPRO6000-p2p-ok") -> Host:
         devices=devices,
         cpuinfo=cpuinfo("AMD EPYC 9335 32-Core Processor", "AuthenticAMD", 26, 2, 64, 32, AMD_ZEN_FLAGS,
                         AMD_ZEN_BUGS, 3000.0, "52 bits physical, 57 bits virtual"),
-        cmdline="BOOT_IMAGE=/vmlinuz-6.8.0-85-generic root=UUID=0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f ro iommu=pt",
+        cmdline=("BOOT_IMAGE=/vmlinuz-6.8.0-85-generic root=UUID=0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f ro iommu=pt "
+                 "pcie_aspm=off"),
         meminfo=meminfo(791_248_896),
         dmi={"sys_vendor": "ASRockRack", "product_name": "To Be Filled By O.E.M.",
              "product_version": "To Be Filled By O.E.M.",
@@ -1259,7 +1260,8 @@ def rtx_pro_6000_baremetal(name: str = "baremetal-8xRTXPRO6000-p2p-ok") -> Host:
                           "13.3.0-6ubuntu2~24.04) 13.3.0, GNU ld (GNU Binutils for Ubuntu) 2.42) #85-Ubuntu SMP "
                           "PREEMPT_DYNAMIC"),
                     (0.0, "Command line: BOOT_IMAGE=/vmlinuz-6.8.0-85-generic "
-                          "root=UUID=0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f ro iommu=pt"),
+                          "root=UUID=0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f ro iommu=pt pcie_aspm=off"),
+                    (0.0, "PCIe ASPM is disabled"),
                     (2.104512, "pci 0000:00:00.2: AMD-Vi: IOMMU performance counters supported"),
                     (2.218763, "iommu: Default domain type: Passthrough (set via kernel command line)"),
                     (2.331007, "AMD-Vi: Extended features (0x246577efa2254afa, 0x0): PPR NX GT [5] IA GA PC GA_vAPIC"),

@@ -76,6 +76,11 @@ DCGM_DIAG = Command(["dcgmi", "diag", "-r", "1", "--json"], "DCGM diagnostic (dc
 # the backslash-n escape of its format itself.
 FABRIC_MANAGER_PACKAGE = Command(["dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Package} ${Version}\\n",
                                   "nvidia-fabric*manager*"], "fabric manager package version (dpkg-query -W)")
+# The driver, CUDA and NCCL packages and unattended-upgrades itself, with their selection (hold) and state
+# (parsers/dpkg_list.py). Patterns that match nothing make dpkg-query exit 1 with the others still listed.
+DPKG_GPU_PACKAGES = Command(["dpkg-query", "-W", "-f=${db:Status-Abbrev}\t${binary:Package}\t${Version}\n",
+                             "nvidia-*", "libnvidia-*", "cuda-*", "libcuda*", "libnccl*", "unattended-upgrades"],
+                            "NVIDIA driver, CUDA and NCCL packages and their holds (dpkg-query -W)")
 DETECT_VIRT = {flag: Command(["systemd-detect-virt", flag], "systemd-detect-virt") for flag in ("--vm", "--container")}
 PVEVERSION = Command(["pveversion"], "pveversion")
 # Each nvidia-smi output the GPU facts can come from (audit/gpus.py, audit/smi_q_gather.py).

@@ -7,8 +7,10 @@ from typing import Any
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.dcgm_diag import DEFAULT_TIMEOUT_S, gather_dcgm_diag
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gpus import gather_gpus
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.health import gather_health
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.host_settings import gather_host_settings
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.iommu import Iommu, gather_iommu
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.kernel import gather_kernel
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.packages import gather_packages
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.pci import PCI_DIR, gather_pci, read_ids
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.proxmox_probe import is_proxmox_node
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import Source
@@ -114,6 +116,8 @@ def audit(source: Source, subsets: list[str], options: RuleOptions, dcgm_diag: b
         diag = gather_dcgm_diag(source, dcgm_diag, dcgm_diag_timeout_s)
         if diag is not None:  # absent where DCGM was neither run nor given: the reports of before stay as they were
             facts["health"]["dcgm_diag"] = diag
+        facts["host_settings"] = gather_host_settings(source)
+        facts["packages"] = gather_packages(source)
         if "virtualization" in facts:
             note_gpu_modes(virt, facts["gpus"], bool(iommu.groups) or bool(iommu.hardware))
             facts["virtualization"] = virt.as_dict()

@@ -100,6 +100,31 @@ CATALOG = _entries(
           "Look for Xid errors: `dmesg | grep -i -e NVRM -e Xid`. A GPU that fell off the bus needs a cold reboot; "
           "one that keeps failing, reseating or RMA. In a VM, compare the guest's GPUs with the hostpci lines of "
           "the VM config."),
+    Entry("uvm_hmm_enabled", "gpu", "warning",
+          "nvidia_uvm allows HMM (uvm_disable_hmm=N) on a host with PCIe Blackwell GPUs",
+          "Turn HMM off in nvidia_uvm: put `options nvidia_uvm uvm_disable_hmm=1` in "
+          "/etc/modprobe.d/nvidia-uvm.conf, run `update-initramfs -u`, then reboot (or stop every CUDA process and "
+          "`modprobe -r nvidia_uvm && modprobe nvidia_uvm`); `cat /sys/module/nvidia_uvm/parameters/uvm_disable_hmm` "
+          "must then print Y. With HMM on, CUDA initialisation has failed on some kernels "
+          "(NVIDIA/open-gpu-kernel-modules#901) and nvidia_uvm has deadlocked servicing faults on Blackwell, "
+          "leaving a process no signal kills and a GPU no reset frees, until a reboot (#1223). HMM only serves "
+          "programs that hand the GPU plain malloc'd memory (#338); PyTorch and SGLang allocate through CUDA."),
+    Entry("pcie_aspm_not_off", "pci", "info",
+          "PCIe ASPM not turned off (pcie_aspm=off) on a host with PCIe Blackwell GPUs",
+          "Add `pcie_aspm=off` to the kernel command line (/etc/default/grub's GRUB_CMDLINE_LINUX_DEFAULT then "
+          "`update-grub`, or /etc/kernel/cmdline then `proxmox-boot-tool refresh`) and reboot; /proc/cmdline then "
+          "holds it. Owners of RTX PRO 6000 and RTX 5090 hosts boot with it so that link power states add no exit "
+          "latency to small transfers; it costs a few watts at idle. Leave it as it is if the firmware already "
+          "disables ASPM (dmesg says so at boot)."),
+    Entry("gpu_packages_not_held", "gpu", "warning",
+          "unattended-upgrades is on and NVIDIA driver, CUDA or NCCL packages are neither held nor blacklisted",
+          "Hold them: `apt-mark hold {names}` (`apt-mark unhold` them to upgrade on purpose: driver and fabric "
+          "manager together, then a reboot and a new audit), or list them in Unattended-Upgrade::Package-Blacklist "
+          "in /etc/apt/apt.conf.d/50unattended-upgrades (`\"nvidia-\"; \"libnvidia-\"; \"cuda-\"; \"libnccl\";`). "
+          "Upgraded under a loaded driver they leave 'Driver/library version mismatch' until a reboot "
+          "(gpu_driver_library_mismatch), and a fabric manager upgraded apart from the driver refuses to start. "
+          "Packages from an origin unattended-upgrades does not allow are not moved by it; the origins were not "
+          "read, so they are listed too."),
     Entry("gpus_bound_to_vfio", "gpu", "info", "a hypervisor holding GPUs for its guests",
           "Nothing to do on a hypervisor. To serve from this host instead, unbind them from vfio-pci "
           "(remove their ids from vfio-pci.ids / modprobe.d) and install the NVIDIA driver."),
@@ -524,6 +549,16 @@ CATALOG = _entries(
           "Move to NCCL {fixed_in} or later: a torch release that bundles it, or the nvidia-nccl wheel of torch's "
           "CUDA (nvidia-nccl-cu12, -cu13) at that version in the serving stack's lock; then run the benchmark "
           "again. Source: {sources}.", also=("warning",)),
+    Entry("nccl_amd_inter_cpu_bandwidth", "nccl", "warning",
+          "an NCCL release whose topology gives every AMD CPU-to-CPU link 16 GB/s, on an AMD host with PCIe "
+          "Blackwell GPUs on several NUMA nodes (info when their NUMA nodes were not read)",
+          "Measure before changing anything: run the benchmark (playbooks/bench.yml) and compare the all-reduce "
+          "bus bandwidth across NUMA nodes with what the pair copies reach. Then either give NCCL a graph searched "
+          "for the real bandwidth (run once with NCCL_GRAPH_DUMP_FILE=/path/graph.xml, raise the speeds of the "
+          "rings that cross NUMA nodes, serve with NCCL_GRAPH_FILE=/path/graph.xml), or keep NCCL from cutting "
+          "channels with NCCL_MIN_NCHANNELS (for example 16), benchmark again and keep what measured better. "
+          "Versions after 2.30.7 change this model per CPU generation (NVIDIA/nccl#2036; #2441 reports a "
+          "regression with it): measure them too. Sources: {sources}.", also=("info",)),
     Entry("nccl_diagnostics_p2p_failed", "nccl", "critical",
           "NCCL's own check at communicator start (NCCL_RUN_DIAGNOSTICS, 2.31 on) found GPU peer accesses that "
           "failed verification",
@@ -687,7 +722,8 @@ IDS_BY_ACTION = MappingProxyType({
              "gpu_vbios_mismatch", "nvswitch_sxid_errors", "manifest_gpu_model", "manifest_driver_version",
              "manifest_vbios_mismatch", "manifest_link_below", "manifest_numa", "manifest_not_checked",
              "dcgm_diag_warned", "dcgm_diag_not_run", "fleet_vbios_mismatch", "fleet_driver_mismatch",
-             "manifest_peer_bandwidth_below"),
+             "manifest_peer_bandwidth_below",
+             "uvm_hmm_enabled", "pcie_aspm_not_off", "nccl_amd_inter_cpu_bandwidth", "gpu_packages_not_held"),
     "drain": ("no_nvidia_gpu", "gpus_unusable", "row_remap_failed", "fabric_manager_inactive", "p2p_not_supported",
               "p2p_write_not_arriving", "p2p_probe_timeout", "p2p_small_copy_latency", "pcie_link_narrow",
               "acs_redirect_between_gpus", "nccl_wrong_values", "nccl_timeout", "nccl_run_failed",

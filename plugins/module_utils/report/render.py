@@ -25,6 +25,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.report.markdown import
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.nccl_transports_md import nccl_transports_section
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.p2p_md import p2p_sections
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.scope import verdict_scope
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.nccl_amd_topology import amd_topology_findings
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.p2p_evidence import NCCL_LOG, p2p_evidence
 
 # Probe matrices shown in the Markdown report: the all-reduce range people compare.
@@ -60,7 +61,9 @@ def merge_bench(facts: dict[str, Any], bench: dict[str, Any] | None) -> dict[str
     bench = check_bench(bench).bench
     if not bench:
         return facts
-    merged = with_findings(dict(facts, bench=bench), bench_findings(bench))
+    # The one judgement that needs both the audit's facts (CPU, GPUs, NUMA) and the benchmark's NCCL versions.
+    amd_topology = [f.as_dict() for f in amd_topology_findings(facts, bench)]
+    merged = with_findings(dict(facts, bench=bench), bench_findings(bench) + amd_topology)
     floor = (bench.get("nccl") or {}).get("comm_floor") or {}
     if floor.get("summary"):
         merged["summary"]["comm_floor"] = floor["summary"]

@@ -3,7 +3,8 @@
 The rules live in host.py (the host itself), nccl_log_p2p.py (a pasted NCCL log's P2P), gpu_usable.py (GPUs the
 host cannot use), tp_group.py (the tensor-parallel group asked for), health.py (GPU health), fabric_manager.py
 (its log and package), sxids.py (NVSwitch SXids), dcgm_diag.py (DCGM's diagnostic verdicts), vbios.py (one VBIOS per
-GPU model), manifest.py (the host against its class's manifest) and proxmox.py (a Proxmox host's VMs); every
+GPU model), manifest.py (the host against its class's manifest), pcie_blackwell.py (host settings of PCIe Blackwell
+hosts), package_drift.py (driver packages unattended-upgrades may move) and proxmox.py (a Proxmox host's VMs); every
 finding they make comes from the catalog (findings/catalog.py).
 """
 
@@ -21,6 +22,8 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.health import HE
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.host import HOST_RULES
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.manifest import MANIFEST_RULES
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.nccl_log_p2p import NCCL_LOG_RULES
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.package_drift import PACKAGE_DRIFT_RULES
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.pcie_blackwell import PCIE_BLACKWELL_RULES
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.sxids import SXID_RULES
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.tp_group import TP_GROUP_RULES
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.vbios import VBIOS_RULES
@@ -31,7 +34,8 @@ Rule = Callable[[dict[str, Any], RuleOptions], list[Finding]]
 # GPUs the host cannot use come first: among findings of one severity, they name the cause that the others
 # (a count that differs, a matrix that lacks a GPU) only show. The Proxmox rules come last (rules_for).
 RULES: tuple[Rule, ...] = (*GPU_USABLE_RULES, *HOST_RULES, *NCCL_LOG_RULES, *TP_GROUP_RULES, *HEALTH_RULES,
-                            *FABRIC_MANAGER_RULES, *SXID_RULES, *DCGM_DIAG_RULES, *VBIOS_RULES, *MANIFEST_RULES)
+                            *FABRIC_MANAGER_RULES, *SXID_RULES, *DCGM_DIAG_RULES, *VBIOS_RULES, *MANIFEST_RULES,
+                            *PCIE_BLACKWELL_RULES, *PACKAGE_DRIFT_RULES)
 
 
 def rules_for(facts: dict[str, Any]) -> tuple[Rule, ...]:

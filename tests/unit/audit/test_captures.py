@@ -20,7 +20,11 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import FABRIC_MANAGER_PACKAGE
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import (
+    DPKG_GPU_PACKAGES,
+    FABRIC_MANAGER_PACKAGE,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.packages import APT_CONF_DIR
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import (
     CaptureError,
     CommandResult,
@@ -147,10 +151,14 @@ class StrictReplay(ReplaySource):
 # nvidia-smi -q -x, read without NVML, came after them too: unanswered, the audit reads --query-gpu
 # alone, as these captures were made with (the no-NVML guest holds it; test_no_nvml.py). The kernel's release,
 # read for the drift between audits, came after them too: unanswered, it is null. So did the fabric manager's
-# package version, read while the service runs (HGX H100): unanswered, it is null (not read).
+# package version, read while the service runs (HGX H100): unanswered, it is null (not read). So did nvidia_uvm's
+# uvm_disable_hmm (audit/host_settings.py), and the package reads (audit/packages.py): unanswered, they are
+# null and the HMM and package findings stay silent.
 READS_ADDED_AFTER_THESE_CAPTURES = {"dirs: /etc/pve/qemu-server", "commands: nvidia-smi -q -x",
                                     "files: /proc/sys/kernel/osrelease",
-                                    "commands: " + " ".join(FABRIC_MANAGER_PACKAGE.argv)}
+                                    "commands: " + " ".join(FABRIC_MANAGER_PACKAGE.argv),
+                                    "files: /sys/module/nvidia_uvm/parameters/uvm_disable_hmm",
+                                    f"commands: {DPKG_GPU_PACKAGES.key}", f"dirs: {APT_CONF_DIR}"}
 
 
 @pytest.mark.parametrize("name", ALL)

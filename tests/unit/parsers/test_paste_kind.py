@@ -58,6 +58,10 @@ FIXTURE_KINDS = [
     ("sglang/*", None),
     # The fabric manager's refusal of a driver: read by the live audit from its journal, not yet a paste kind.
     ("fabric-manager/*", "fabric-manager-log"),
+    # A sysfs value, dpkg and APT settings: read by the live audit (audit/host_settings.py, audit/packages.py), no
+    # paste kind yet.
+    ("host-settings/*", None),
+    ("packages/*", None),
 ]
 
 FIXTURE_FILES = sorted(path for path in FIXTURES.rglob("*") if path.is_file())

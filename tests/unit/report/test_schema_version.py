@@ -37,12 +37,15 @@ from tests.unit import schemas
 #    the fabric manager's package_version, its log from support material (log) and a null nvswitches there.
 #    nccl_transports: what a pasted NCCL INFO log proves about P2P per pair of the host's GPUs (P2P, refused,
 #    SHM, NET), its NCCL version, transports, the environment that switched P2P off, and why it was not matched.
+#    host_settings: the CPU vendor and nvidia_uvm's uvm_disable_hmm (audit/host_settings.py), judged by the PCIe
+#    Blackwell rules and the NCCL topology check; packages: the GPU packages, their holds and unattended-upgrades
+#    (audit/packages.py).
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
     4: "0c9feec2a7edddbc",
     5: "a83b48a095fc0e46",
-    6: "ccd8ecd17707bde1",
+    6: "45df02c55ea5e239",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 
