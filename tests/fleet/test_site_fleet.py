@@ -344,5 +344,5 @@ def test_the_blocked_guests_gate_report_gives_its_vms_fix_once_in_a_code_block(w
     number = re.search(r"\[How to fix\]\(#(\d+)-p2p_not_supported\)", text).group(1)
     block = text.split(f"### {number}. `p2p_not_supported`\n", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
     assert "```text\nThis guest is VM 120 (glm5-tp8)" in block and "0000:BB:00.0" not in block
-    assert text.count("qm set 120 --revert cpu") == 1
+    assert text.count("qm set 120 --cpu host") == 1
     assert not any(line.startswith("| `p2p_not_supported`") for line in text.splitlines())

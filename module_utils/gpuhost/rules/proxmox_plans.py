@@ -229,9 +229,10 @@ def _plan_commands(plan: VmPlan) -> None:
     if plan.hostpci_values:
         plan.commands["hostpci"] = qm_set(vmid, *sorted(plan.hostpci_values.items(), key=lambda kv: int(kv[0][7:])))
     cpu_sources = [s for s in plan.hidden if s["source"] == "cpu"]
-    if cpu_sources and cpu_sources[0]["pending_only"] and not plan.cpu_not_host:
-        plan.commands["cpu"] = f"qm set {vmid} --revert cpu"
-    elif cpu_sources or plan.cpu_not_host:
+    # One command whether hidden=1 waits in [PENDING] or runs already: the one proxmox_vm_gpu runs
+    # (rules/proxmox_desired.py _cpu_wanted), so the report and playbooks/proxmox_fix.yml say the same. A
+    # `--revert cpu` here would also drop any other pending cpu option; --cpu keeps them.
+    if cpu_sources or plan.cpu_not_host:
         options, _warnings = parse_property_string(vm.get("cpu") or "", default_key="cputype")
         rest = [f"{k}={v}" for k, v in options.items() if k not in ("cputype", "hidden")]
         plan.commands["cpu"] = qm_set(vmid, ("cpu", ",".join(["host", *rest])))
