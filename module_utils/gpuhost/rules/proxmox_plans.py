@@ -339,11 +339,25 @@ def enrich_guest_findings(guest_facts: dict[str, Any],
                          "host_findings": [f"{f['severity']}: {f['id']}" for f in link["findings"]]})
         if others:
             evidence["also_matched"] = others
-        finding["remedy"] = host_remedy(link)
+        finding["remedy"] = host_remedy(link, others)
     return enriched
 
 
-def host_remedy(link: dict[str, Any]) -> str:
+def ambiguous_link(guest: str, facts: dict[str, Any]) -> str | None:
+    """A warning line when the guest's uuid matched VMs on several Proxmox hosts (enrich_guest_findings chose one),
+    naming them all; None when it matched one or none."""
+    for finding in facts.get("findings") or []:
+        evidence = finding.get("evidence") or {}
+        if isinstance(evidence, dict) and evidence.get("also_matched"):
+            chosen = f"{evidence.get('proxmox_host')} VM {evidence.get('vmid')}"
+            return (f"{guest}: its DMI product_uuid is the smbios1 uuid of VMs on several Proxmox hosts: "
+                    f"{', '.join([chosen, *evidence['also_matched']])}. Its report gives the fix for {chosen} (the "
+                    "one whose config blocks P2P); check that this VM runs the guest, and give each clone its own "
+                    "uuid")
+    return None
+
+
+def host_remedy(link: dict[str, Any], also_matched: list[str] | None = None) -> str:
     vm = f"VM {link['vmid']}" + (f" ({link['name']})" if link.get("name") else "")
     blockers = [f for f in link["findings"] if f.get("id") in P2P_BLOCKERS]
     others = [f for f in link["findings"] if f.get("id") not in P2P_BLOCKERS]
@@ -351,6 +365,8 @@ def host_remedy(link: dict[str, Any]) -> str:
         return text("p2p_not_supported", which, **fields)
 
     lines = [say("host_link", vm=vm, host=link["host"], matched_by=link["matched_by"])]
+    if also_matched:
+        lines.append(say("host_link_ambiguous", others=", ".join(also_matched), vm=vm, host=link["host"]))
     if blockers:
         lines.append(say("host_link_blockers"))
         lines += [f"  - {f['id']}: {f['summary']}" for f in blockers]
