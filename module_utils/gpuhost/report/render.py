@@ -22,6 +22,7 @@ from ansible.module_utils.gpuhost.report.markdown import anchor, at, inline, mat
 from ansible.module_utils.gpuhost.report.markdown import cell as _cell
 from ansible.module_utils.gpuhost.report.markdown import plain as _plain
 from ansible.module_utils.gpuhost.report.p2p_md import p2p_sections
+from ansible.module_utils.gpuhost.report.proxmox_fix_md import vm_fix_lines
 from ansible.module_utils.gpuhost.report.scope import verdict_scope
 from ansible.module_utils.gpuhost.rules.p2p_evidence import p2p_evidence
 
@@ -290,7 +291,7 @@ def proxmox_section(proxmox: dict[str, Any]) -> list[str]:
         notes += [f"config warning: {w}" for w in vm.get("warnings") or []]
         if notes:
             out += [f"VM {vm.get('vmid')}:", "", *[f"- {n}" for n in notes], ""]
-    return out
+    return out + vm_fix_lines(proxmox)
 
 
 def _vm_gpus(vm: dict[str, Any]) -> str:
