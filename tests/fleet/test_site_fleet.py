@@ -300,7 +300,8 @@ def test_a_replayed_host_without_saved_outputs_says_why_nothing_was_measured(wri
     assert "findings: none; NCCL benchmark not run live: the host replays a capture" in line
     summary = task_results({"output": written["first"]}, "Summarise each host")["h100-unproven"]["msg"]
     bench = next(line for line in summary if line.startswith("bench: "))
-    assert bench == "bench: no all-reduce curve; findings: none"
+    assert bench == ("bench: no all-reduce curve; findings: none; not run live: the host replays a capture "
+                     "(gpu_bench_nccl_log judges a saved output)")
 
 
 def test_a_guest_report_keeps_its_proxmox_link_after_the_benchmark(written):
