@@ -23,20 +23,28 @@ RELEASES="${RELEASES:-bookworm trixie noble}"
 LOGS="${LOGS:-$ROOT/.cache/quickstart}"
 export CONTAINERS_CONF="${CONTAINERS_CONF:-$ROOT/molecule/containers.conf}"
 LABEL=gpuhost.stock-recipe-sha256
-# The marker line in README.md; the first ```sh block after it is the quick start.
+# The marker lines in README.md: the first ```sh block after the setup marker is what a stock install lacks,
+# run whole; the first ```sh block after the quick-start marker is the quick start, whose first command (the
+# audit) is run: its second, `make test`, is the whole test suite, which CI runs on its own.
+SETUP_MARKER='<!-- quickstart-setup:'
 MARKER='<!-- quickstart:'
 
 log() { printf 'quickstart-test: %s\n' "$*" >&2; }
 die() { printf 'quickstart-test: error: %s\n' "$*" >&2; exit 1; }
 
 # --- the README's block ------------------------------------------------------------------------------
-quickstart_block() {
-    awk -v marker="$MARKER" '
+sh_block() {
+    awk -v marker="$1" '
         index($0, marker) == 1 { seen = 1; next }
         seen && !inside && /^```(sh|bash)[[:space:]]*$/ { inside = 1; next }
         inside && /^```[[:space:]]*$/ { exit }
         inside { print }
     ' "$ROOT/README.md"
+}
+
+quickstart_block() {
+    sh_block "$SETUP_MARKER"
+    sh_block "$MARKER" | grep -v '^[[:space:]]*\(#\|$\)' | head -n 1
 }
 
 # --- stock images ------------------------------------------------------------------------------------
@@ -191,7 +199,8 @@ for cmd in debootstrap podman git; do
     command -v "$cmd" >/dev/null 2>&1 || die "$cmd is missing; run 'make system-deps' first"
 done
 BLOCK="$(quickstart_block)"
-[[ -n "$BLOCK" ]] || die "README.md has no quick-start block: a line starting '$MARKER' followed by a \`\`\`sh block"
+[[ -n "$(sh_block "$SETUP_MARKER")" && -n "$(sh_block "$MARKER")" ]] \
+    || die "README.md needs a setup block and a quick-start block: lines starting '$SETUP_MARKER' and '$MARKER', each followed by a \`\`\`sh block"
 CA="${QUICKSTART_CA-}"
 if [[ -z "${QUICKSTART_CA+set}" && -f /etc/ssl/certs/ca-certificates.crt ]]; then
     CA=/etc/ssl/certs/ca-certificates.crt

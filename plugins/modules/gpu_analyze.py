@@ -28,13 +28,14 @@ description:
     name get C(-2), C(-3) in the order given. The host's facts carry the material's C(bundle) section, saying what each
     input was read as, what the audit saw, did not see (C(not_seen)), what was not used and why (C(unmapped)).
   - Writes C(<dest>/<host>.json), C(<dest>/<host>.md) (and C(<host>-nccl.svg) with an nccl-tests log) per input,
-    and C(<dest>/fleet.md), with the code M(gpuhost.gpu.gpu_audit_report) writes them with, in this same process
-    (handing a fleet's facts to another task would cost more than the analysis). Unlike
+    and its own index C(<dest>/analysis.md), with the code M(gpuhost.gpu.gpu_audit_report) writes them with, in this
+    same process (handing a fleet's facts to another task would cost more than the analysis). Unlike
     M(gpuhost.gpu.gpu_audit_report), a report never keeps the benchmark of an earlier report (the material is the whole
-    truth about the host), and fleet.md lists this run's inputs only. A file is rewritten only when its content
-    differs; check mode writes nothing and says what it would write.
+    truth about the host), and analysis.md lists this run's inputs only. C(<dest>/fleet.md), the table of an audited
+    fleet, is never written, so an analysis into the reports of an audit leaves its table as it was. A file is
+    rewritten only when its content differs; check mode writes nothing and says what it would write.
   - An input that cannot be read (missing, unreadable, an empty directory, a capture of another format) is a row
-    with its error in RV(inputs) and in fleet.md, and the module does not fail for it; the others are audited and
+    with its error in RV(inputs) and in analysis.md, and the module does not fail for it; the others are audited and
     written all the same.
 version_added: "1.0.0"
 extends_documentation_fragment:
@@ -66,7 +67,7 @@ options:
     type: path
     default: reports
   fleet:
-    description: Also write C(fleet.md), one row per input.
+    description: Also write the index C(analysis.md), one row per input (never C(fleet.md), the audit's).
     type: bool
     default: true
   bench_logs:
@@ -176,7 +177,11 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gunzip import MI
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError, ReplaySource
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import CommModelError, check_profile
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.from_logs import nccl_from_log, probe_from_log
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.analysis_reports import merged_facts, planned_files
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files.analysis_reports import (
+    RESERVED,
+    merged_facts,
+    planned_files,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.input_limits import InputLimits
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.input_names import report_names
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.report_files import REPORT_MODE
@@ -243,7 +248,7 @@ def analyse_all(params: dict, dest: str, warn) -> tuple[list[dict], dict, dict, 
     options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
                           min_bar1_mib=params["min_bar1_mib"])
     hosts, benches, not_read, rows = {}, {}, {}, []
-    for given, host in zip(params["inputs"], report_names(params["inputs"]), strict=True):
+    for given, host in zip(params["inputs"], report_names(params["inputs"], RESERVED), strict=True):
         path = resolve(given, params["base_dir"])
         row = {"input": given, "path": path, "host": host, "form": None, "verdict": None, "bench_logs": {},
                "not_seen": None, "unmapped": None, "report": os.path.join(dest, f"{host}.md"), "error": None}

@@ -243,7 +243,10 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import (
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.drift_basis import guest_vm
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.fleet_class import class_findings
-from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_plans import enrich_guest_findings
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_plans import (
+    ambiguous_link,
+    enrich_guest_findings,
+)
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -359,7 +362,7 @@ def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_
     audited, absent = fleet_rows(dest, hosts, fleet_hosts or {}, warn)
     # The Proxmox hosts audited in this run link their guests, whether their reports are written here or not
     # (the benchmark's task writes the guests' reports only): a re-run then rewrites nothing.
-    hosts = link_guests(hosts, audited)
+    hosts = link_guests(hosts, audited, warn)
     hosts = add_drift(dest, hosts, audited, set(bench))
     # The other hosts audited in this run show in fleet.md as their own reports do (written by that audit: drift
     # and its findings): shown from their bare facts, a call that writes some hosts' reports only (the benchmark's)
@@ -408,13 +411,19 @@ def add_drift(dest: str, hosts: dict, others: dict, benched: set) -> dict:
     return drifted
 
 
-def link_guests(hosts: dict, others: dict | None = None) -> dict:
+def link_guests(hosts: dict, others: dict | None = None, warn=None) -> dict:
     """Each guest's host-side remedy, from the Proxmox hosts of the same run that run it (smbios1 uuid), among
-    `hosts` and `others` (hosts audited in this run whose reports are not written here)."""
+    `hosts` and `others` (hosts audited in this run whose reports are not written here). A guest matched on several
+    hosts (a cloned VM keeps its uuid) is warned about, naming them all."""
     proxmox_hosts = {host: facts for host, facts in {**(others or {}), **hosts}.items() if facts.get("proxmox")}
     if not proxmox_hosts:
         return hosts
-    return {host: enrich_guest_findings(facts, proxmox_hosts) for host, facts in hosts.items()}
+    linked = {host: enrich_guest_findings(facts, proxmox_hosts) for host, facts in hosts.items()}
+    for host, facts in sorted(linked.items()):
+        said = ambiguous_link(host, facts)
+        if said and warn:
+            warn(said)
+    return linked
 
 
 def guest_links(linked_hosts: dict) -> dict:

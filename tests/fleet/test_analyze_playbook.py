@@ -1,5 +1,6 @@
 """playbooks/analyze.yml for real, from a directory outside the repository with relative paths: a bug report,
-a directory of the incident's pasted outputs and a capture give three reports and fleet.md, and one line each.
+a directory of the incident's pasted outputs and a capture give three reports and their index analysis.md, and one
+line each.
 Then check mode, which writes nothing."""
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def test_three_kinds_of_input_give_three_reports(tmp_path: Path) -> None:
     reports = tmp_path / "reports"
     assert sorted(p.name for p in reports.glob("*.json")) == ["glm5-vm.json", "gpu-node-1.json",
                                                                 "nvidia-bug-report.json"]
-    assert {"fleet.md", "glm5-vm.md", "gpu-node-1.md", "nvidia-bug-report.md"} <= {p.name for p in reports.iterdir()}
+    assert {"analysis.md", "glm5-vm.md", "gpu-node-1.md", "nvidia-bug-report.md"} <= {p.name for p in reports.iterdir()}
     glm5 = json.loads((reports / "glm5-vm.json").read_text())
     assert glm5["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
     assert glm5["bench"]["nccl"]["results"][0]["size_bytes"] == 12288

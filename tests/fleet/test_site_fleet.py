@@ -291,14 +291,17 @@ def test_the_summary_names_the_hosts_the_run_lost(written):
     assert any(line.startswith("broken-capture-host: FAILED in the audit: cannot read the capture") for line in lines)
 
 
-def test_a_benchmark_that_could_not_run_says_why(written):
-    # No nccl-tests and no torch here: the NCCL benchmark of the hosts without a log cannot run.
+def test_a_replayed_host_without_saved_outputs_says_why_nothing_was_measured(written):
+    # The host replays a capture: a probe or a sweep here would measure this machine under its name. Before the
+    # replay rule they ran, failed for want of torch, and left bench_nccl_not_run and bench_probe_not_run.
     text = (written["reports"] / "h100-unproven.md").read_text()
-    assert "### warning: bench_nccl_not_run" in text and "### warning: bench_probe_not_run" in text
-    assert "The NCCL benchmark could not run: no benchmark engine can run here" in text
+    assert "bench_nccl_not_run" not in text and "bench_probe_not_run" not in text
+    line = task_results({"output": written["first"]}, "Say what the benchmark found")["h100-unproven"]["msg"]
+    assert "findings: none; NCCL benchmark not run live: the host replays a capture" in line
     summary = task_results({"output": written["first"]}, "Summarise each host")["h100-unproven"]["msg"]
     bench = next(line for line in summary if line.startswith("bench: "))
-    assert "findings: bench_nccl_not_run, bench_probe_not_run; NCCL benchmark did not run: " in bench
+    assert bench == ("bench: no all-reduce curve; findings: none; not run live: the host replays a capture "
+                     "(gpu_bench_nccl_log judges a saved output)")
 
 
 def test_a_guest_report_keeps_its_proxmox_link_after_the_benchmark(written):
@@ -342,5 +345,5 @@ def test_the_blocked_guests_gate_report_gives_its_vms_fix_once_in_a_code_block(w
     number = re.search(r"\[How to fix\]\(#(\d+)-p2p_not_supported\)", text).group(1)
     block = text.split(f"### {number}. `p2p_not_supported`\n", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
     assert "```text\nThis guest is VM 120 (glm5-tp8)" in block and "0000:BB:00.0" not in block
-    assert text.count("qm set 120 --revert cpu") == 1
+    assert text.count("qm set 120 --cpu host") == 1
     assert not any(line.startswith("| `p2p_not_supported`") for line in text.splitlines())

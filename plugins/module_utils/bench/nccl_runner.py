@@ -27,6 +27,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.arguments import
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import CommModelError, check_profile
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.harness_runner import python_problem
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.log_gpus import gpu_name_mismatch
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.nccl_findings import (
     findings_for_run,
     sort_findings,
@@ -201,6 +202,11 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
     if primary.status == "error":
         findings.append(run_failed_finding(engine, name, env, primary))
     ran_nccl = primary.nccl_version or (transports or {}).get("nccl_version")
+    if source == "log":
+        mismatch = gpu_name_mismatch(primary.log_devices, list(params.get("gpu_names") or []), params["log"])
+        if mismatch:
+            warn(mismatch)
+            primary.notes.append(mismatch)
     gpu_names = params.get("gpu_names") or (probe or {}).get("devices") or primary.versions.get("devices") or []
     findings += known_issue_findings({"torch": torch_nccl, "ran": ran_nccl}, list(gpu_names), nranks)
     diagnostics = nccl_diagnostics.result(primary.debug_text, diag_requested, diag_why, source == "run")

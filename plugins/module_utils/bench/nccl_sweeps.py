@@ -73,6 +73,7 @@ class Sweep:
     versions: dict[str, Any] = field(default_factory=dict)
     stderr_tails: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the reader of the result should know
+    log_devices: list[str] = field(default_factory=list)  # a log's GPU name per rank, as its rank lines print them
 
 
 # ---------------------------------------------------------------------------
@@ -209,7 +210,8 @@ def log_sweep(path: str) -> Sweep:
         raise BenchFailure(f"cannot read the nccl-tests log {path}: {exc.strerror or exc}") from None
     is_json = text.lstrip().startswith("{")
     try:
-        run = (parse_nccl_tests_json(text) if is_json else parse_nccl_tests(text)).as_dict()
+        parsed = parse_nccl_tests_json(text) if is_json else parse_nccl_tests(text)
+        run = parsed.as_dict()
     except NcclTestsParseError as exc:
         kind = "a JSON file written with -J" if is_json else "the text an nccl-tests binary printed"
         raise BenchFailure(f"{path} is not readable as nccl-tests output ({kind}): {exc}") from None
@@ -219,7 +221,8 @@ def log_sweep(path: str) -> Sweep:
                   out_of_bounds={collective: run.get("out_of_bounds")},
                   nccl_version=run.get("nccl_version"), nranks=run.get("nranks"),
                   debug_text="" if is_json else text,
-                  versions={"avg_busbw_gbps": run.get("avg_busbw_gbps")})
+                  versions={"avg_busbw_gbps": run.get("avg_busbw_gbps")},
+                  log_devices=list(parsed.device_names))
     if run.get("collective") is None:
         candidates = run.get("collective_candidates") or []
         could = f" (its columns fit {' or '.join(candidates)})" if 1 < len(candidates) < 6 else ""

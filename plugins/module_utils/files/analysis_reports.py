@@ -7,8 +7,10 @@ analysis itself (scripts/bench_analyze.py). The content comes from the same code
 report/plot.py, rules/proxmox_plans.py, files/report_files.py), so a report reads the same whichever way it
 was made, and files/writer.py writes them for both. What differs is on purpose:
 the material is the whole truth about a host here, so a report never keeps the benchmark of an earlier
-report, and fleet.md lists the inputs of this run only (an input that could not be read is a row saying
-why).
+report, and its index is analysis.md, listing the inputs of this run only (an input that could not be read is
+a row saying why). It never writes fleet.md: the analysis often goes to the reports/ an audit wrote, whose
+fleet.md lists the audited fleet and is kept by the audit's later phases (a table of this run's inputs in its
+place cut it to them, and the benchmark then kept the inputs' rows as hosts of the fleet).
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import (
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_plans import enrich_guest_findings
 
-RESERVED = ("fleet",)
+# The index's name: an input of that name would be a host report overwriting it ("fleet" is the audit's).
+INDEX = "analysis"
+RESERVED = ("fleet", INDEX)
 
 
 def merged_facts(hosts: dict[str, dict[str, Any]], bench: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -40,7 +44,7 @@ def merged_facts(hosts: dict[str, dict[str, Any]], bench: dict[str, dict[str, An
 
 def planned_files(dest: str, hosts: dict[str, dict[str, Any]], not_read: dict[str, str],
                   fleet: bool = True) -> dict[str, str]:
-    """Path -> content of every report: per host its JSON, Markdown and NCCL chart, and fleet.md."""
+    """Path -> content of every report: per host its JSON, Markdown and NCCL chart, and the index analysis.md."""
     check_host_names([*hosts, *not_read], RESERVED)
     files: dict[str, str] = {}
     for host, facts in sorted(hosts.items()):
@@ -53,5 +57,6 @@ def planned_files(dest: str, hosts: dict[str, dict[str, Any]], not_read: dict[st
     if fleet:
         absent = {host: {"status": "failed", "msg": msg, "report": None, "report_date": None}
                   for host, msg in not_read.items()}
-        files[os.path.join(dest, "fleet.md")] = fleet_markdown(hosts, absent)
+        files[os.path.join(dest, f"{INDEX}.md")] = fleet_markdown(hosts, absent,
+                                                                 title="Offline analysis of support material")
     return files

@@ -312,6 +312,11 @@ CATALOG = _entries(
               # A guest whose VM the audit of its Proxmox host found: the remedy names that VM.
               "host_link": "This guest is {vm} on the Proxmox host {host} (its DMI product_uuid is the VM's "
                            "{matched_by}).",
+              "host_link_ambiguous": "Its product_uuid is also the smbios1 uuid of {others}: a cloned VM keeps "
+                                     "its uuid, so the uuid alone cannot tell which VM runs this guest. The fix "
+                                     "below is for {vm} on {host}, whose config blocks P2P; check that it is the "
+                                     "one that runs (`qm status` of each VM on its host), and give each clone a "
+                                     "uuid of its own (`qm set` with a new `--smbios1 uuid=`).",
               "host_link_blockers": "The host's audit of that VM says why the guest driver refuses P2P:",
               "host_link_no_blocker": "The host's audit finds nothing in that VM's config that blocks P2P. If the "
                                       "config was changed since the VM started, the running QEMU still has the old "

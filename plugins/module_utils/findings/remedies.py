@@ -57,8 +57,16 @@ def proxmox_clique_fix(gpu_count: int) -> str:
     )
 
 
-def proxmox_commands(commands: list[str], restart: str) -> str:
-    """Commands to run on the Proxmox host, then the restart that applies them."""
+# Where a VM's findings share its restart: each remedy gives its own commands, the report the whole fix once.
+QM_RESTART_ONCE = ("Then stop and start VM {vmid} once, after the commands of all its findings: the report's "
+                   "\"Fix for VM {vmid}\" (under Proxmox VMs) lists them all with the one restart.")
+
+
+def proxmox_commands(commands: list[str], restart: str, shared_with: int = 0, vmid: int | None = None) -> str:
+    """Commands to run on the Proxmox host, then the restart that applies them; with ``shared_with`` other findings
+    of the same VM calling for commands, a pointer to the VM's whole fix instead of a restart of its own."""
     if not commands:
         return ""
+    if shared_with:
+        return "\n".join(["On the Proxmox host:", *(f"  {c}" for c in commands), QM_RESTART_ONCE.format(vmid=vmid)])
     return "\n".join(["On the Proxmox host:", *(f"  {c}" for c in commands), f"  {restart}", QM_SET_PENDING])

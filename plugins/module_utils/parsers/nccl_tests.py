@@ -125,6 +125,8 @@ class NcclTestsRun:
     collective_source: str | None = None
     # The collectives the columns allow, when they do not single one out (empty when nothing was measured).
     collective_candidates: list[str] = field(default_factory=list)
+    # Per rank, in rank order, the GPU name its "# Rank N ... device N [bus] NAME" line printed; empty when none did.
+    device_names: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -77,6 +77,8 @@ _TESTS_VERSION_RE = re.compile(r"^nccl-tests version \S+ nccl-headers=\d{1,9} nc
 _STARTING_RE = re.compile(r"^Collective test starting:\s*(\S+)")
 _NTHREAD_RE = re.compile(r"^nThread:? \d")
 _RANK_RE = re.compile(r"^Rank\s+(\d{1,9})\s+(?:Group\s+\d{1,9}\s+)?Pid\s+\d")
+# The GPU a rank ran on, ending its line: "device  0 [0000:b4:00] NVIDIA H100 80GB HBM3" (older: "[0x3d] A100-...").
+_RANK_DEVICE_RE = re.compile(r"\bdevice\s+\d{1,9}\s+\[[^\]]{0,64}\]\s+(\S.{0,199}?)\s*$")
 _OOB_RE = re.compile(r"^Out of bounds values\s*:\s*(\d{1,12})\s*(OK|FAILED)?\b")
 _AVG_RE = re.compile(r"^Avg bus bandwidth\s*:\s*(\S+)")
 _FAILURE_RE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b")
@@ -235,6 +237,7 @@ def _clean(raw: str) -> str:
 class _State:
     run: NcclTestsRun
     ranks: set[int] = field(default_factory=set)
+    device_names: dict[int, str] = field(default_factory=dict)  # rank -> the GPU name its line ends with
     columns: _Columns | None = None
     header_line: int | None = None
     pending: list[str] = field(default_factory=list)
@@ -357,6 +360,9 @@ def _read_header_or_footer(state: _State, body: str, line: str, number: int) -> 
     match = _RANK_RE.match(body)
     if match:
         state.ranks.add(int(match.group(1)))
+        device = _RANK_DEVICE_RE.search(body)
+        if device:
+            state.device_names[int(match.group(1))] = device.group(1)
         return True
     if _is_column_header(body):
         if state.columns is not None:
@@ -412,6 +418,7 @@ def _finish(state: _State, lines: list[str]) -> NcclTestsRun:
     if run.nccl_version is None:
         run.nccl_version = state.library_version
     run.nranks = len(state.ranks) or None
+    run.device_names = [state.device_names[rank] for rank in sorted(state.device_names)]
     lead = frozenset(state.columns.lead) if state.columns is not None else frozenset()
     run.collective_candidates = collective_candidates(run.results, lead, run.nranks)
     run.collective, run.collective_source = identify_collective(run.collective, state.mentioned,

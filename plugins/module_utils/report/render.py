@@ -24,6 +24,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.report.markdown import
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.markdown import plain as _plain
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.nccl_transports_md import nccl_transports_section
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.p2p_md import p2p_sections
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.proxmox_fix_md import vm_fix_lines
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.scope import verdict_scope
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.nccl_amd_topology import amd_topology_findings
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.p2p_evidence import NCCL_LOG, p2p_evidence
@@ -300,7 +301,7 @@ def proxmox_section(proxmox: dict[str, Any]) -> list[str]:
         notes += [f"config warning: {w}" for w in vm.get("warnings") or []]
         if notes:
             out += [f"VM {vm.get('vmid')}:", "", *[f"- {n}" for n in notes], ""]
-    return out
+    return out + vm_fix_lines(proxmox)
 
 
 def _vm_gpus(vm: dict[str, Any]) -> str:
@@ -356,12 +357,14 @@ def _bridges_text(upstream: list[dict[str, Any]]) -> str:
 ABSENT_STATUSES = ("unreachable", "failed", "not audited")
 
 
-def fleet_markdown(hosts: dict[str, dict[str, Any]], absent: dict[str, dict[str, Any]] | None = None) -> str:
+def fleet_markdown(hosts: dict[str, dict[str, Any]], absent: dict[str, dict[str, Any]] | None = None,
+                   title: str = "GPU fleet audit") -> str:
     """One row per host of the fleet, none lost.
 
     `hosts`: the facts of every host audited in this run. `absent`: every other host of the fleet, each as
     {status (unreachable, failed, not audited), msg, report (the facts of its last report, or None), report_date
     (that report's date, a string, or None)}; its row shows that last report, marked with its status and date.
+    `title`: the page's heading (an offline analysis writes its own index with this table, not fleet.md).
     """
     absent = {host: row for host, row in (absent or {}).items() if host not in hosts}
     rows = []
@@ -381,7 +384,7 @@ def fleet_markdown(hosts: dict[str, dict[str, Any]], absent: dict[str, dict[str,
     others = [f"{statuses.count(s)} {s}" for s in ABSENT_STATUSES if s in statuses]
     if others:
         header += f"; {', '.join(others)} in this run (rows from their last report)"
-    out = ["# GPU fleet audit", "", header + ".", ""]
+    out = [f"# {title}", "", header + ".", ""]
     out += table(["Host", "Audit", "Verdict", "Judged as", "GPUs", "Virtualization", "P2P", "Worst finding",
                   "Action"], rows)
     out += ["Judged as: what each verdict judges. A hypervisor's covers its passthrough setup and VM configs, not "

@@ -27,9 +27,18 @@ def _vm_name(plan: VmPlan) -> str:
     return f"VM {plan.vmid}" + (f" ({plan.vm['name']})" if plan.vm.get("name") else "")
 
 
+def _fixing_findings(plan: VmPlan) -> int:
+    """How many of the VM's findings give `qm set` commands: with more than one they share one restart, which the
+    report gives once with the VM's whole fix (report/proxmox_fix_md.py) instead of once per finding."""
+    return sum(bool(problem) for problem in (plan.missing_clique, plan.hidden, plan.not_q35, plan.no_pcie,
+                                             plan.not_named, plan.balloon, plan.mmio_small, plan.cpu_not_host,
+                                             plan.no_numa))
+
+
 def _run(plan: VmPlan, *topics: str) -> str:
     commands = [plan.commands[t] for t in topics if t in plan.commands]
-    return proxmox_commands(commands, plan.commands.get("restart", ""))
+    return proxmox_commands(commands, plan.commands.get("restart", ""), shared_with=_fixing_findings(plan) - 1,
+                            vmid=plan.vmid)
 
 
 def rule_proxmox_vm_no_clique(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:

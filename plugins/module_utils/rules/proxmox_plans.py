@@ -232,9 +232,10 @@ def _plan_commands(plan: VmPlan) -> None:
     if plan.hostpci_values:
         plan.commands["hostpci"] = qm_set(vmid, *sorted(plan.hostpci_values.items(), key=lambda kv: int(kv[0][7:])))
     cpu_sources = [s for s in plan.hidden if s["source"] == "cpu"]
-    if cpu_sources and cpu_sources[0]["pending_only"] and not plan.cpu_not_host:
-        plan.commands["cpu"] = f"qm set {vmid} --revert cpu"
-    elif cpu_sources or plan.cpu_not_host:
+    # One command whether hidden=1 waits in [PENDING] or runs already: the one proxmox_vm_gpu runs
+    # (rules/proxmox_desired.py _cpu_wanted), so the report and playbooks/proxmox_fix.yml say the same. A
+    # `--revert cpu` here would also drop any other pending cpu option; --cpu keeps them.
+    if cpu_sources or plan.cpu_not_host:
         options, _warnings = parse_property_string(vm.get("cpu") or "", default_key="cputype")
         rest = [f"{k}={v}" for k, v in options.items() if k not in ("cputype", "hidden")]
         plan.commands["cpu"] = qm_set(vmid, ("cpu", ",".join(["host", *rest])))
@@ -341,11 +342,25 @@ def enrich_guest_findings(guest_facts: dict[str, Any],
                          "host_findings": [f"{f['severity']}: {f['id']}" for f in link["findings"]]})
         if others:
             evidence["also_matched"] = others
-        finding["remedy"] = host_remedy(link)
+        finding["remedy"] = host_remedy(link, others)
     return enriched
 
 
-def host_remedy(link: dict[str, Any]) -> str:
+def ambiguous_link(guest: str, facts: dict[str, Any]) -> str | None:
+    """A warning line when the guest's uuid matched VMs on several Proxmox hosts (enrich_guest_findings chose one),
+    naming them all; None when it matched one or none."""
+    for finding in facts.get("findings") or []:
+        evidence = finding.get("evidence") or {}
+        if isinstance(evidence, dict) and evidence.get("also_matched"):
+            chosen = f"{evidence.get('proxmox_host')} VM {evidence.get('vmid')}"
+            return (f"{guest}: its DMI product_uuid is the smbios1 uuid of VMs on several Proxmox hosts: "
+                    f"{', '.join([chosen, *evidence['also_matched']])}. Its report gives the fix for {chosen} (the "
+                    "one whose config blocks P2P); check that this VM runs the guest, and give each clone its own "
+                    "uuid")
+    return None
+
+
+def host_remedy(link: dict[str, Any], also_matched: list[str] | None = None) -> str:
     vm = f"VM {link['vmid']}" + (f" ({link['name']})" if link.get("name") else "")
     blockers = [f for f in link["findings"] if f.get("id") in P2P_BLOCKERS]
     others = [f for f in link["findings"] if f.get("id") not in P2P_BLOCKERS]
@@ -354,6 +369,8 @@ def host_remedy(link: dict[str, Any]) -> str:
         return text("p2p_not_supported", which, **fields)
 
     lines = [say("host_link", vm=vm, host=link["host"], matched_by=link["matched_by"])]
+    if also_matched:
+        lines.append(say("host_link_ambiguous", others=", ".join(also_matched), vm=vm, host=link["host"]))
     if blockers:
         lines.append(say("host_link_blockers"))
         lines += [f"  - {f['id']}: {f['summary']}" for f in blockers]

@@ -274,10 +274,12 @@ def test_incident_host_yields_exactly_its_findings() -> None:
     assert "hostpci0: 0000:01:00.0,pcie=1" in clique["evidence"]["config"]
     sets = " ".join(f"-set device.hostpci{n}.x-nv-gpudirect-clique=0" for n in range(8))
     assert f"qm set 120 --args '{sets}'" in clique["remedy"]
-    assert "qm shutdown 120 && qm start 120" in clique["remedy"]
+    # The VM's three findings share one restart, given once with its whole fix (report/proxmox_fix_md.py).
+    assert "qm shutdown 120 && qm start 120" not in clique["remedy"]
+    assert 'Then stop and start VM 120 once, after the commands of all its findings' in clique["remedy"]
     hidden = finding(result, "proxmox_vm_hidden")
     assert hidden["evidence"]["config"] == ["[PENDING] cpu: host,hidden=1"]
-    assert "qm set 120 --revert cpu" in hidden["remedy"] and "--args" not in hidden["remedy"]
+    assert "qm set 120 --cpu host" in hidden["remedy"] and "--args" not in hidden["remedy"]
 
 
 def test_fixed_host_yields_exactly_its_findings() -> None:
@@ -490,7 +492,7 @@ def test_incident_guest_links_to_its_vm() -> None:
     assert (link["host"], link["vmid"], link["name"], link["matched_by"]) == \
         ("pve-gpu-01", 120, "glm5-tp8", "smbios1 uuid")
     assert {f["id"] for f in link["findings"]} == {"proxmox_vm_no_clique", "proxmox_vm_hidden", "proxmox_vm_balloon"}
-    assert link["commands"][0] == "qm set 120 --revert cpu"
+    assert link["commands"][0] == "qm set 120 --cpu host"
     assert link["commands"][-1] == "qm shutdown 120 && qm start 120"
     assert link_guest_to_host(audited(INCIDENT_GUEST), audited(FOUR_GPU_HOST)) is None
     assert link_guest_to_host(audited(I440FX_GUEST), audited(NO_CLIQUE)) is None
@@ -510,7 +512,7 @@ def test_incident_guest_p2p_finding_names_the_vm_and_the_commands() -> None:
     remedy = p2p["remedy"]
     assert remedy.startswith("This guest is VM 120 (glm5-tp8) on the Proxmox host pve-gpu-01")
     sets = " ".join(f"-set device.hostpci{n}.x-nv-gpudirect-clique=0" for n in range(8))
-    assert f"  qm set 120 --args '{sets}'\n" in remedy and "  qm set 120 --revert cpu\n" in remedy
+    assert f"  qm set 120 --args '{sets}'\n" in remedy and "  qm set 120 --cpu host\n" in remedy
     assert "<vmid>" not in remedy and "NCCL_P2P_DISABLE=1" in remedy
 
 
@@ -536,7 +538,7 @@ def test_the_report_module_links_guests_in_one_run(tmp_path: Path, capsys: pytes
     guest = json.loads((tmp_path / "glm5-guest.json").read_text())
     assert finding(guest, "p2p_not_supported")["evidence"]["vmid"] == 120
     markdown = (tmp_path / "glm5-guest.md").read_text()
-    assert "on the Proxmox host pve-gpu-01" in markdown and "qm set 120 --revert cpu" in markdown
+    assert "on the Proxmox host pve-gpu-01" in markdown and "qm set 120 --cpu host" in markdown
     assert "## Proxmox VMs" in (tmp_path / "pve-gpu-01.md").read_text()
 
 
@@ -548,7 +550,7 @@ def test_the_report_module_returns_the_links_in_check_mode(tmp_path: Path, capsy
     assert set(result["guest_links"]) == {"glm5-guest"}
     link = result["guest_links"]["glm5-guest"]
     assert (link["proxmox_host"], link["vmid"], link["proxmox_vm"]) == ("pve-gpu-01", 120, "glm5-tp8")
-    assert "qm set 120 --revert cpu" in link["remedies"]["p2p_not_supported"]
+    assert "qm set 120 --cpu host" in link["remedies"]["p2p_not_supported"]
 
 
 def test_of_two_clones_the_one_whose_config_blocks_p2p_is_named_first() -> None:

@@ -61,9 +61,9 @@ def test_many_inputs_each_give_a_report_and_a_bad_one_stops_none(tmp_path: Path,
     reports = tmp_path / "reports"
     assert result["dest"] == str(reports)
     assert {p.name for p in reports.iterdir()} == {
-        "fleet.md", *(f"{h}{suffix}" for h in rows if h != "missing" for suffix in (".json", ".md")),
+        "analysis.md", *(f"{h}{suffix}" for h in rows if h != "missing" for suffix in (".json", ".md")),
         "glm5-incident-nccl.svg", "glm5-incident-2-nccl.svg"}
-    assert "| missing | failed, no report yet |" in (reports / "fleet.md").read_text()
+    assert "| missing | failed, no report yet |" in (reports / "analysis.md").read_text()
     assert result["lines"][3].startswith("missing/: NOT READ: ")
     assert result["lines"][2] == (f"{H100} -> baremetal-8xH100-SXM: fit (bare metal; 8 GPU(s); P2P ok) - no findings. "
                                   f"Report: {reports}/baremetal-8xH100-SXM.md")
@@ -105,7 +105,7 @@ def test_check_mode_writes_nothing_and_says_would_write(tmp_path: Path, capsys) 
                         check_mode=True)
     assert not (tmp_path / "out").exists()
     assert result["written"] == [str(tmp_path / "out" / n) for n in
-                                 ("baremetal-8xH100-SXM.json", "baremetal-8xH100-SXM.md", "fleet.md")]
+                                 ("analysis.md", "baremetal-8xH100-SXM.json", "baremetal-8xH100-SXM.md")]
     assert result["lines"][0].endswith(f"Would write: {tmp_path}/out/baremetal-8xH100-SXM.md")
 
 
@@ -319,7 +319,7 @@ def test_a_file_name_that_is_not_utf8_is_shown_escaped_and_stops_no_report(tmp_p
     assert not result.get("failed") and [row["error"] for row in result["inputs"]] == [None, None]
     reports = tmp_path / "reports"
     written = {p.name for p in reports.iterdir()}
-    assert {"incident.md", "incident.json", "baremetal-8xH100-SXM.md", "fleet.md"} <= written
+    assert {"incident.md", "incident.json", "baremetal-8xH100-SXM.md", "analysis.md"} <= written
     # Markdown shows a backslash escaped (report/markdown.py): the text reads caf\xe9.txt.
     assert "caf\\\\xe9.txt" in (reports / "incident.md").read_text()
     unmapped = json.loads((reports / "incident.json").read_text())["bundle"]["unmapped"]
@@ -353,3 +353,15 @@ def test_an_nccl_info_log_alone_counts_its_gpus_as_a_lower_bound_and_is_listed_a
     assert any("; at least 4 GPUs (the GPUs the NCCL job used); P2P " in line for line in result["lines"])
     assert "| nccl.log | nccl-debug | material:nccl-debug-log |" in text
     assert "none found" not in text and "Not used" not in text
+
+
+def test_the_analysis_writes_its_own_index_and_leaves_an_audits_fleet_md(tmp_path: Path, capsys) -> None:
+    # Issue 29: the analysis wrote fleet.md with its inputs only, over the audit's table in the same directory.
+    audited = "# GPU fleet audit\n\n| Host | Audit |\n|---|---|\n| gpu-node-7 | this run |\n"
+    (tmp_path / "fleet.md").write_text(audited)
+    shutil.copy(H100, tmp_path / "analysis.json")
+    result = run_module(gpu_analyze.main, {"inputs": [str(tmp_path / "analysis.json")], "dest": str(tmp_path)}, capsys)
+    assert (tmp_path / "fleet.md").read_text() == audited
+    # An input named like the index gets a name of its own rather than overwriting it.
+    assert [row["host"] for row in result["inputs"]] == ["analysis-input"]
+    assert "| analysis-input | this run |" in (tmp_path / "analysis.md").read_text()

@@ -56,7 +56,7 @@ def test_a_blocked_guest_gets_its_vms_fix_once_in_a_code_block() -> None:
     # The VM's own commands, fenced, once in the whole report; the generic remedy's placeholders are gone.
     commands = re.findall(r"```text\n(.*?)\n```", block, re.S)
     assert len(commands) == 1 and "  qm set 120 --balloon 0\n  qm shutdown 120 && qm start 120" in commands[0]
-    assert text.count("qm set 120 --revert cpu") == 1
+    assert text.count("qm set 120 --cpu host") == 1
     assert "<vmid>" not in text and "0000:BB:00.0" not in text
     # The gate's own last line stays, as prose after the block.
     assert "```\n\nTo deploy without P2P anyway, add p2p_not_supported to the accepted findings" in block
@@ -100,7 +100,7 @@ def test_an_accepted_risk_points_to_the_proxmox_fix_shown_once() -> None:
         "(glm5-tp8). [Commands](#the-fix-is-on-the-proxmox-host)",
         "2. Deploy with `--tp 8 --nsa-decode-backend trtllm --disable-custom-all-reduce` on GPUs 0,1,2,3,4,5,6,7. "
         "[Launch settings](#launch-settings)"]
-    assert text.count("qm set 120 --revert cpu") == 1
+    assert text.count("qm set 120 --cpu host") == 1
     assert "```text\nThis guest is VM 120 (glm5-tp8)" in section(text, "The fix is on the Proxmox host")
 
 
