@@ -295,7 +295,7 @@ def usable_bench(bench: object, what: str, warn=None) -> dict | None:
     checked = check_bench(bench)
     if warn and checked.refused:
         shown = "; ".join(checked.refused[:5]) + (f"; and {len(checked.refused) - 5} more"
-                                                   if len(checked.refused) > 5 else "")
+                                                  if len(checked.refused) > 5 else "")
         warn(f"{what} is not in the shape this version writes ({shown}): not kept. Run the benchmark again "
              "(playbooks/bench.yml) for a new one")
     if warn and checked.nulled:

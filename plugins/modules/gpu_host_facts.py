@@ -336,9 +336,9 @@ def main() -> None:
     if params["bundle"]:
         # The action plugin hands a bundle task to gpu_material_facts; this runs only where it was not loaded.
         module.fail_json(msg="expected a bundle task to run gpu_material_facts, through gpu_host_facts' action plugin "
-                             "(action_plugins/, named in ansible.cfg and linked beside the playbooks), found it not "
-                             "loaded: call gpu_material_facts with the same arguments, or run with this project's "
-                             "ansible.cfg")
+                             "(plugins/action/ of the collection gpuhost.gpu), found it not loaded: call the module by "
+                             "its collection name, gpuhost.gpu.gpu_host_facts, or call gpuhost.gpu.gpu_material_facts "
+                             "with the same arguments")
     try:
         subsets = resolve_subsets(params["gather_subset"])
         redactions = None

@@ -1,6 +1,6 @@
-"""Which way imports may point inside module_utils/gpuhost, and how long its files may grow.
+"""Which way imports may point inside plugins/module_utils, and how long its files may grow.
 
-Every import statement of every file under module_utils/gpuhost is read with ``ast`` (``import x``
+Every import statement of every file under plugins/module_utils is read with ``ast`` (``import x``
 and ``from x import y``, at the top, inside functions or under ``if TYPE_CHECKING``), nothing is
 imported. ``from package import name`` counts as importing the module ``package.name`` when there
 is such a file, else the package. The rules:
@@ -27,7 +27,7 @@ is such a file, else the package. The rules:
   today).
 - Nothing under module_utils imports ``ansible.module_utils.basic``: the modules in library/ are
   thin, own the AnsibleModule and hand plain data to module_utils.
-- No file under module_utils/gpuhost is longer than 500 lines unless its opening docstring (or the
+- No file under plugins/module_utils is longer than 500 lines unless its opening docstring (or the
   comment block at its top) says why, in a sentence containing the marker phrase
   ``Longer than 500 lines because`` (``LENGTH_MARKER``), for example "Longer than 500 lines
   because it is shipped to the target as one self-contained script."
@@ -283,7 +283,7 @@ def test_the_lists_name_files_that_exist():
     modules = {module_of(path) for path in FILES}
     assert FILES, f"no Python file under {rel(GPUHOST)}"
     listed = (*PURE_BENCH, *PURE_ELSEWHERE, *OS_ALLOWED)
-    report([f"test_architecture.py lists {name}, but there is no such module under module_utils/gpuhost; rule: the "
+    report([f"test_architecture.py lists {name}, but there is no such module under plugins/module_utils; rule: the "
             "lists name existing modules" for name in listed if name not in modules])
 
 

@@ -374,16 +374,16 @@ _HANDLERS: dict[str, Callable[[_Bundle, str, str | None, str, dict[str, Any]], N
     "proc-cmdline": _take_cmdline,
     # An NCCL INFO log: its GPUs (audit/material_gpus.py) where nothing else lists them.
     "nccl-debug": lambda bundle, name, _command, output, entry: bundle.put("material", NCCL_DEBUG_MATERIAL, output,
-                                                                          name, entry),
+                                                                           name, entry),
     "nccl-topo-xml": lambda bundle, name, _command, output, entry: bundle.put("material", NCCL_TOPO_MATERIAL, output,
-                                                                             name, entry),
+                                                                              name, entry),
     # The fabric manager's own lines: its refusals and start failures (audit/health.py gather_fabric_manager).
     "fabric-manager-log": lambda bundle, name, _command, output, entry: bundle.put("material",
-                                                                                  FABRIC_MANAGER_LOG_MATERIAL, output,
-                                                                                  name, entry),
+                                                                                   FABRIC_MANAGER_LOG_MATERIAL, output,
+                                                                                   name, entry),
     # DCGM's verdicts, of whatever level the paste was run at (its JSON does not say): audit/dcgm_diag.py.
     "dcgm-diag-json": lambda bundle, name, _command, output, entry: bundle.put("material", DCGM_DIAG_MATERIAL, output,
-                                                                              name, entry),
+                                                                               name, entry),
 }
 
 

@@ -42,6 +42,7 @@ HEALTH_KEYS = (HEALTH_QUERY.key, HEALTH_QUERY_OLD.key)
 SMI_Q_KEY = SMI_Q_TEXT.key
 SMI_Q_XML_KEY = SMI_Q_XML.key
 
+
 @dataclass(frozen=True)
 class _Read:
     what: str

@@ -58,5 +58,5 @@ def planned_files(dest: str, hosts: dict[str, dict[str, Any]], not_read: dict[st
         absent = {host: {"status": "failed", "msg": msg, "report": None, "report_date": None}
                   for host, msg in not_read.items()}
         files[os.path.join(dest, f"{INDEX}.md")] = fleet_markdown(hosts, absent,
-                                                                 title="Offline analysis of support material")
+                                                                  title="Offline analysis of support material")
     return files

@@ -69,7 +69,7 @@ _PACKAGE_RE = re.compile(r"^ii\s+nvidia-fabric-?manager(?:-\d{3})?\s+(?:\d+:)?(?
 def looks_like_fabric_manager_log(text: str) -> bool:
     if not isinstance(text, str):
         return False
-    return bool(_PROCESS_RE.search(text)) or any(pattern.search(" ".join(text.split())) for _, pattern in _ERRORS)
+    return bool(_PROCESS_RE.search(text)) or any(pattern.search(" ".join(text.split())) for _unused, pattern in _ERRORS)
 
 
 def log_events(text: str) -> dict[str, object]:

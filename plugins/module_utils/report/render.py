@@ -35,7 +35,7 @@ SMALL_PROBE_SIZES = (4096, 16384, 65536)
 
 def report_json(host: str, facts: dict[str, Any]) -> str:
     """The report as strict JSON: a number that is not finite (no JSON has NaN) is written as null."""
-    document, _ = finite({"host": host, **facts})
+    document, _unused = finite({"host": host, **facts})
     return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
@@ -206,7 +206,7 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
     problems = facts.get("problems") or []
     if problems:
         out += ["## Could not read", "", *table(["What", "Error"], [[p.get("what"), p.get("error")]
-                                                                     for p in problems])]
+                                                                    for p in problems])]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -237,7 +237,7 @@ def bench_markdown(host: str, bench: dict[str, Any]) -> list[str]:
             out += [f"## P2P probe: {inline(matrix.get('name') or 'a matrix pasted without its title')} "
                     f"({matrix.get('unit')}, {matrix.get('path')}, "
                     f"{matrix.get('size_bytes')} B)", "", *matrix_table(names, [[_num(v) for v in row]
-                                                                          for row in values])]
+                                                                                for row in values])]
     out += _probe_log_notes(probe)
     nccl = bench.get("nccl") or {}
     rows = nccl.get("results") or []
@@ -310,7 +310,7 @@ def _vm_gpus(vm: dict[str, Any]) -> str:
 
 
 def _cliques(vm: dict[str, Any]) -> str:
-    values = [v for v in (vm.get("clique") or {}).values()]
+    values = list((vm.get("clique") or {}).values())
     if not values or all(v is None for v in values):
         return "none"
     counts: dict[Any, int] = {}

@@ -34,7 +34,7 @@ def _said(test: dict[str, Any], status: str) -> dict[str, Any]:
     gpus = sorted({gpu for r in results for gpu in r.get("gpus") or []})
     messages = [w for r in results for w in r.get("warnings") or []] + list(test.get("warnings") or [])
     texts = [f"{w.get('text') or '(no text)'}" + (f" [DCGM error {w['error_id']}]" if w.get("error_id") is not None
-                                                 else "") for w in messages]
+                                                  else "") for w in messages]
     return {"category": test.get("category"), "test": test.get("name"), "gpus": gpus, "messages": texts}
 
 

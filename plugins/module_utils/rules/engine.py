@@ -34,8 +34,8 @@ Rule = Callable[[dict[str, Any], RuleOptions], list[Finding]]
 # GPUs the host cannot use come first: among findings of one severity, they name the cause that the others
 # (a count that differs, a matrix that lacks a GPU) only show. The Proxmox rules come last (rules_for).
 RULES: tuple[Rule, ...] = (*GPU_USABLE_RULES, *HOST_RULES, *NCCL_LOG_RULES, *TP_GROUP_RULES, *HEALTH_RULES,
-                            *FABRIC_MANAGER_RULES, *SXID_RULES, *DCGM_DIAG_RULES, *VBIOS_RULES, *MANIFEST_RULES,
-                            *PCIE_BLACKWELL_RULES, *PACKAGE_DRIFT_RULES)
+                           *FABRIC_MANAGER_RULES, *SXID_RULES, *DCGM_DIAG_RULES, *VBIOS_RULES, *MANIFEST_RULES,
+                           *PCIE_BLACKWELL_RULES, *PACKAGE_DRIFT_RULES)
 
 
 def rules_for(facts: dict[str, Any]) -> tuple[Rule, ...]:
