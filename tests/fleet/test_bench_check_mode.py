@@ -48,9 +48,9 @@ def playbook(tmp: Path) -> Path:
     path.write_text(json.dumps([{
         "name": "Bench after an audit", "hosts": "gpu_hosts", "gather_facts": False,
         "tasks": [
-            {"name": "Read live-host's facts before the role", "gpu_host_facts": {"capture": str(CAPTURE)},
+            {"name": "Read live-host's facts before the role", "gpuhost.gpu.gpu_host_facts": {"capture": str(CAPTURE)},
              "when": "inventory_hostname == 'live-host'"},
-            {"name": "Benchmark", "ansible.builtin.include_role": {"name": "gpu_bench"}},
+            {"name": "Benchmark", "ansible.builtin.include_role": {"name": "gpuhost.gpu.gpu_bench"}},
         ]}]))
     return path
 
