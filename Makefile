@@ -33,7 +33,7 @@ INVENTORY ?= inventories/local/hosts.yml
 REPORTS ?= reports
 unexport INPUT REPORTS
 
-.PHONY: help venv torch-venv system-deps image lint unit fuzz alerts fleet collection collection-test sanity ee ee-test molecule test audit analyze bench-audit bench-ee bench-analyze gpu-check time-extension-build quickstart-test clean
+.PHONY: help venv torch-venv system-deps image lint unit fuzz alerts fleet docs-test collection collection-test sanity ee ee-test molecule test audit analyze bench-audit bench-ee bench-analyze gpu-check time-extension-build quickstart-test clean
 
 help: ## List the targets
 	@echo "Targets:"
@@ -82,6 +82,11 @@ fuzz: venv ## The fuzz harness, longer: FUZZ_CASES per entry point (default 5000
 fleet: venv ## site.yml's audit, bench and gate phases in check mode over tests/fleet (a fleet of captures)
 	pytest tests/fleet -q
 
+# The blocks a page of README.md or docs/ marks as tested (<!-- tested ... -->), run as written in a copy of the
+# checkout; the README's report excerpt checked against the report it pictures.
+docs-test: venv ## Every documentation command block marked as tested, run as written (tests/docs)
+	pytest tests/docs -q
+
 collection: venv ## Build the collection's tarball (galaxy.yml) into .cache/collection/
 	scripts/collection.sh
 
@@ -107,14 +112,14 @@ molecule: venv ## Every molecule scenario, MOLECULE_JOBS at a time (SCENARIO=nam
 # The unit tests run in one process, beside lint, the alert rules, the fleet and the EE test, which keep the
 # second core busy (ansible's workers, podman); their output is printed whole when they end, then molecule
 # runs its scenarios two at a time.
-test: ## venv, torch-venv, system-deps, image; unit beside lint, alerts, fleet, ee-test, collection-test, sanity; then molecule (what CI runs)
+test: ## venv, torch-venv, system-deps, image; unit beside lint, alerts, fleet, docs-test, ee-test, collection-test, sanity; then molecule (what CI runs)
 	@start=$$SECONDS; \
 	for t in venv torch-venv system-deps image; do \
 		$(MAKE) $$t || { echo "make test: setup step '$$t' failed; nothing was tested" >&2; exit 1; }; \
 	done; \
 	passed=""; failed=""; logs=.cache/test-logs; mkdir -p $$logs; \
 	( PYTEST_ADDOPTS="-p no:cacheprovider" $(MAKE) unit >$$logs/unit.log 2>&1; echo $$? >$$logs/unit.rc ) & unit=$$!; \
-	for t in lint alerts fleet ee-test collection-test sanity; do \
+	for t in lint alerts fleet docs-test ee-test collection-test sanity; do \
 		echo "=== make $$t"; \
 		if $(MAKE) $$t; then passed="$$passed $$t"; else failed="$$failed $$t"; fi; \
 	done; \

@@ -144,11 +144,14 @@ def test_the_capture_playbook_says_where_it_wrote(tmp_path, no_config):
     assert json.loads((cwd / "saved" / "localhost.json").read_text())["about"]
 
 
-def test_the_readme_says_to_activate_the_venv_and_points_to_the_offline_fleet():
+def test_the_readme_points_to_the_offline_fleet_whose_page_says_to_activate_the_venv():
     readme = (ROOT / "README.md").read_text()
-    quick_start = readme[readme.index("## Quick start"):readme.index("## Real use")]
-    assert "source .venv/bin/activate" in quick_start
-    assert "ansible-playbook -i tests/fleet/hosts.yml playbooks/audit.yml" in quick_start
+    quick_start = readme[readme.index("## Quick start"):readme.index("## Where to go next")]
+    assert "docs/getting-started.md#a-fleet-without-hardware-the-captures" in quick_start
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    fleet = page[page.index("## A fleet without hardware"):]
+    assert "source .venv/bin/activate" in fleet
+    assert "ansible-playbook -i tests/fleet/hosts.yml playbooks/audit.yml" in fleet
 
 
 def test_the_offline_fleet_audit_runs_from_the_repository_root_as_documented():

@@ -71,7 +71,7 @@ def test_the_shape_of_the_facts_is_the_one_recorded_for_their_schema_version() -
         f"docs/gpu_host.schema.json changed shape (fingerprint {found}) under schema_version {version}. "
         f"If the change is not released yet and belongs to version {version}, record {found} for it in SHAPES; "
         f"otherwise bump SCHEMA_VERSION in audit/facts.py and the schema's const to {version + 1}, add "
-        f"{version + 1}: {found!r} to SHAPES and say what changed in the comment above it and in the README.")
+        f"{version + 1}: {found!r} to SHAPES and say what changed in the comment above it and in docs/reports.md.")
 
 
 def test_prose_alone_does_not_change_the_fingerprint() -> None:

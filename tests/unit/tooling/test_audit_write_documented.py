@@ -13,7 +13,7 @@ import pytest
 
 from tests.paths import ROOT
 
-DESCRIPTIONS = ["README.md", "roles/gpu_audit/README.md", "playbooks/audit.yml"]
+DESCRIPTIONS = ["README.md", "docs/getting-started.md", "roles/gpu_audit/README.md", "playbooks/audit.yml"]
 
 
 def paragraphs(text: str) -> list[str]:
