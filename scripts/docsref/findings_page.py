@@ -7,6 +7,7 @@ import re
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from docsref.markdown import header, table
 from docsref.markup import code_span, escape_markdown
@@ -43,7 +44,7 @@ def action_meanings(actions: ModuleType) -> dict[str, str]:
     return {name: " ".join(text.split()) for name, text in ACTION_LINE.findall(actions.__doc__ or "")}
 
 
-def entry_section(catalog: ModuleType, entry) -> str:
+def entry_section(catalog: ModuleType, entry: Any) -> str:
     facts = (f"Category {code_span(entry.category)}, severity {entry.severity_text()}, "
              f"action {code_span(catalog.ACTION_OF[entry.id])}.")
     parts = [f"#### {code_span(entry.id)}", f"{escape_markdown(entry.title)}. {facts}"]
@@ -51,7 +52,8 @@ def entry_section(catalog: ModuleType, entry) -> str:
         parts.append(f"**Retired**: {escape_markdown(entry.retired)}. It is no longer raised; older reports may "
                      "still carry it.")
     parts.append(f"**Remedy**: {escape_markdown(entry.remedy)}")
-    parts += [f"**Remedy when {escape_markdown(which)}**: {escape_markdown(text)}" for which, text in entry.texts.items()]
+    parts += [f"**Remedy when {escape_markdown(which)}**: {escape_markdown(text)}"
+              for which, text in entry.texts.items()]
     return "\n\n".join(parts)
 
 
