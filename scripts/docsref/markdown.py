@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -15,6 +16,11 @@ def header(source: str) -> str:
     """The first line of every generated page: where it comes from and how to remake it."""
     return (f"<!-- Generated from {source} by `{FIX_COMMAND}` (scripts/docs_reference.py --write). "
             "Do not edit by hand: change the source and run it again. -->")
+
+
+def anchor(heading: str) -> str:
+    """The fragment GitHub gives a heading: lower case, punctuation other than - and _ dropped, spaces as -."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
 def cell(text: str) -> str:

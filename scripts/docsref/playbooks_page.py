@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from docsref.markdown import header, table
+from docsref.markdown import anchor, header, table
 from docsref.markup import COLLECTION, code_span, escape_markdown
 from docsref.sources import SourceError, load_yaml
 
@@ -98,7 +99,16 @@ def unique(values: Iterator[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
 
-def section(path: Path, relative: str) -> str:
+def import_link(root: Path, playbook: Path, imported: str) -> str:
+    """An imported playbook (relative to the importing one) as a link to its section on this page."""
+    # normpath, not resolve(): a checkout reached through a link keeps its own paths.
+    target = Path(os.path.normpath(playbook.parent / imported))
+    if "{{" in imported or not target.is_relative_to(root):
+        return f"imports {code_span(imported)}"
+    return f"imports [{code_span(imported)}](#{anchor(target.relative_to(root).as_posix())})"
+
+
+def section(root: Path, path: Path, relative: str) -> str:
     text = path.read_text(encoding="utf-8")
     plays = load_yaml(text, relative)
     if not isinstance(plays, list):
@@ -109,7 +119,7 @@ def section(path: Path, relative: str) -> str:
         if not isinstance(play, dict):
             continue
         imported = next((play[key] for key in IMPORT_PLAYBOOK if key in play), None)
-        what = f"imports {code_span(str(imported))}" if imported else \
+        what = import_link(root, path, str(imported)) if imported else \
             ", ".join(role_link(role) for role in unique(roles_of(play))) or "tasks only"
         hosts = code_span(str(play["hosts"])) if "hosts" in play else ""
         tags = ", ".join(code_span(tag) for tag in unique(tags_of(play)))
@@ -125,5 +135,5 @@ def page(root: Path, playbooks: list[Path]) -> str:
         "What each playbook does (its leading comment), and for each play: the hosts, the roles it runs (or the "
         "playbook it imports) and every tag set in it, so that `--tags` and `--skip-tags` can be chosen here.",
     ]
-    lines += [section(path, path.relative_to(root).as_posix()) for path in playbooks]
+    lines += [section(root, path, path.relative_to(root).as_posix()) for path in playbooks]
     return "\n\n".join(lines) + "\n"
