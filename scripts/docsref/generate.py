@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from docsref import findings_page, modules_page, playbooks_page, roles_page
+from docsref.fragments import merge
 from docsref.markdown import FIX_COMMAND
-from docsref.sources import read_module
+from docsref.sources import ModuleDoc, read_module
 
 OUT = Path("docs/reference")
 MODULE_PAGES = OUT / "modules"
@@ -24,11 +26,22 @@ def playbook_files(root: Path) -> list[Path]:
     return [root / "site.yml", *sorted((root / "playbooks").glob("*.yml"))]
 
 
+def read_module_with_fragments(root: Path, path: Path) -> ModuleDoc:
+    doc = read_module(path)
+    documentation, used = merge(doc.documentation, root / "plugins" / "doc_fragments")
+    return replace(doc, documentation=documentation, fragment_files=tuple(used))
+
+
+def module_sources(root: Path, doc: ModuleDoc) -> str:
+    """What a module page is generated from, for its header line."""
+    sources = f"{doc.path.relative_to(root).as_posix()} (DOCUMENTATION, EXAMPLES, RETURN)"
+    return " and ".join([sources, *(path.relative_to(root).as_posix() for path in doc.fragment_files)])
+
+
 def expected_pages(root: Path) -> dict[Path, str]:
     """Relative path -> content of every generated page."""
-    docs = [read_module(path) for path in module_files(root)]
-    pages = {MODULE_PAGES / f"{doc.name}.md": modules_page.page(doc, doc.path.relative_to(root).as_posix())
-             for doc in docs}
+    docs = [read_module_with_fragments(root, path) for path in module_files(root)]
+    pages = {MODULE_PAGES / f"{doc.name}.md": modules_page.page(doc, module_sources(root, doc)) for doc in docs}
     pages[MODULE_PAGES / "README.md"] = modules_page.index(docs)
     pages[OUT / "roles.md"] = roles_page.page(role_dirs(root))
     pages[OUT / "playbooks.md"] = playbooks_page.page(root, playbook_files(root))

@@ -21,7 +21,7 @@ LINK = module_page_link("")
 def page(doc: ModuleDoc, source: str) -> str:
     meta = doc.documentation
     sections = [
-        header(f"{source} (DOCUMENTATION, EXAMPLES, RETURN)"),
+        header(source),
         f"# {COLLECTION}{doc.name}",
         render(str(meta.get("short_description", "")), LINK),
         "[All modules](README.md)",

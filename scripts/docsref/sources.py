@@ -23,6 +23,7 @@ class ModuleDoc:
     documentation: dict[str, Any]
     examples: str
     returns: dict[str, Any]
+    fragment_files: tuple[Path, ...] = ()
 
 
 def string_constants(path: Path, names: tuple[str, ...]) -> dict[str, str]:

@@ -8,7 +8,11 @@ meta/argument_specs.yml with yaml), not through the renderer, so a renderer that
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import re
+import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,6 +192,31 @@ def test_attributes_say_check_and_diff_mode_support(pages: dict[Path, str]) -> N
     assert "| `check_mode` | full |" in attributes and "| `diff_mode` | full |" in attributes
 
 
+ANSIBLE_DOC = shutil.which("ansible-doc", path=str(Path(sys.executable).parent)) or shutil.which("ansible-doc")
+
+
+@pytest.mark.skipif(ANSIBLE_DOC is None, reason="ansible-doc is not installed")
+def test_attributes_are_those_ansible_doc_gives_after_merging_fragments(pages: dict[Path, str],
+                                                                         tmp_path: Path) -> None:
+    """The attributes come from doc fragments (plugins/doc_fragments/attributes.py): each page must show the
+    support that ansible-doc resolves for the module, not only what its own DOCUMENTATION says."""
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_HOME": str(tmp_path)}
+    names = [f"gpuhost.gpu.{path.stem}" for path in MODULE_FILES]
+    result = subprocess.run([ANSIBLE_DOC, "--json", "-M", "plugins/modules", *names], capture_output=True,
+                            text=True, env=env, cwd=ROOT, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    wrong = {}
+    for name, doc in json.loads(result.stdout).items():
+        attributes = doc["doc"]["attributes"]
+        page = _section(pages[Path(f"docs/reference/modules/{name.rsplit('.', 1)[1]}.md")], "## Attributes")
+        expected = [f"| `check_mode` | {attributes['check_mode']['support']} |",
+                    f"| `diff_mode` | {attributes['diff_mode']['support']} |",
+                    f"| `platform` | {attributes['platform']['platforms']} |"]
+        if [row for row in expected if row not in page]:
+            wrong[name] = expected
+    assert wrong == {}
+
+
 def test_markup_in_a_description_becomes_markdown(generator: ModuleType) -> None:
     markup = sys.modules["docsref.markup"]
     link = markup.module_page_link("modules/")
@@ -203,3 +232,51 @@ def test_markup_in_a_description_becomes_markdown(generator: ModuleType) -> None
 def test_an_unclosed_command_stays_text(generator: ModuleType) -> None:
     markup = sys.modules["docsref.markup"]
     assert markup.render("I(x) then C(never closed", markup.module_page_link("")) == "*x* then C(never closed"
+
+
+FRAGMENT = '''
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+attributes:
+  check_mode: {support: full}
+  diff_mode: {support: full, details: from the fragment}
+notes: [From the fragment.]
+"""
+    DIFF_NONE = "attributes: {diff_mode: {support: none}}"
+'''
+
+
+def test_fragments_merge_as_ansible_doc_merges_them(generator: ModuleType, tmp_path: Path) -> None:
+    fragments = sys.modules["docsref.fragments"]
+    (tmp_path / "attributes.py").write_text(FRAGMENT, encoding="utf-8")
+    documentation = {"extends_documentation_fragment": ["ansible.builtin.action_common_attributes",
+                                                        "gpuhost.gpu.attributes"],
+                     "attributes": {"diff_mode": {"support": "partial"}}, "notes": ["Own note."]}
+    merged, used = fragments.merge(documentation, tmp_path)
+    assert merged["attributes"] == {"check_mode": {"support": "full"},
+                                    "diff_mode": {"support": "partial", "details": "from the fragment"}}
+    assert merged["notes"] == ["Own note.", "From the fragment."]
+    assert used == [tmp_path / "attributes.py"]
+    merged, _used = fragments.merge({"extends_documentation_fragment": "gpuhost.gpu.attributes.diff_none"}, tmp_path)
+    assert merged["attributes"] == {"diff_mode": {"support": "none"}}
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("gpuhost.gpu.nothing", r"doc fragment gpuhost.gpu.nothing: expected .*nothing\.py; add it or fix"),
+    ("gpuhost.gpu.attributes.diff_partial", "has no DIFF_PARTIAL; it has DIFF_NONE, DOCUMENTATION"),
+])
+def test_an_unknown_fragment_is_named_with_the_fix(generator: ModuleType, tmp_path: Path, name: str,
+                                                   message: str) -> None:
+    (tmp_path / "attributes.py").write_text(FRAGMENT, encoding="utf-8")
+    with pytest.raises(sys.modules["docsref.sources"].SourceError, match=message):
+        sys.modules["docsref.fragments"].merge({"extends_documentation_fragment": [name]}, tmp_path)
+
+
+def test_a_module_without_documentation_is_a_message_not_a_traceback(generator: ModuleType, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "plugins" / "modules").mkdir(parents=True)
+    (tmp_path / "plugins" / "modules" / "bare.py").write_text("RETURN = ''\n", encoding="utf-8")
+    monkeypatch.setattr(generator, "ROOT", tmp_path)
+    assert generator.main(["--check"]) == 2
+    assert "bare.py: no DOCUMENTATION string; every module documents itself" in capsys.readouterr().err
