@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 
 COLLECTION = "gpuhost.gpu."
+ANSIBLE_DOCS = "https://docs.ansible.com/ansible/latest/collections"
 COMMAND = re.compile(r"\b(RV|[CVOEIBMUL])\(")
 CODE_COMMANDS = frozenset("CVOE") | {"RV"}
 # Outside code, these would start HTML, emphasis or a table cell in Markdown.
@@ -69,8 +70,8 @@ def _split_link(raw: str) -> tuple[str, str]:
 
 
 def render(text: str, module_link: Callable[[str], str | None]) -> str:
-    """Markup in ``text`` as Markdown. ``module_link`` gives the relative link of a module page by FQCN,
-    or None for a module without one (outside this collection): that one is shown as code."""
+    """Markup in ``text`` as Markdown. ``module_link`` gives the link of a module's page by FQCN, or None
+    for a name that has none: that one is shown as code."""
     parts: list[str] = []
     position = 0
     while True:
@@ -105,11 +106,17 @@ def _command(name: str, argument: str, raw: str, module_link: Callable[[str], st
 
 
 def module_page_link(prefix: str) -> Callable[[str], str | None]:
-    """A module_link for pages that reach the module pages through ``prefix`` ("" from docs/reference/modules/)."""
+    """A module_link for pages that reach this collection's module pages through ``prefix`` ("" from
+    docs/reference/modules/); other collections' modules link to the Ansible documentation."""
 
     def link(fqcn: str) -> str | None:
-        if not fqcn.startswith(COLLECTION):
+        if fqcn.startswith(COLLECTION):
+            return f"{prefix}{fqcn.removeprefix(COLLECTION)}.md"
+        parts = fqcn.split(".")
+        if len(parts) != 3 or not all(part.isidentifier() for part in parts):
             return None
-        return f"{prefix}{fqcn.removeprefix(COLLECTION)}.md"
+        # Another collection's module: its page in the published Ansible documentation.
+        namespace, collection, name = parts
+        return f"{ANSIBLE_DOCS}/{namespace}/{collection}/{name}_module.html"
 
     return link

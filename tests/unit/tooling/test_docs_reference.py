@@ -224,7 +224,8 @@ def test_markup_in_a_description_becomes_markdown(generator: ModuleType) -> None
                              "M(gpuhost.gpu.kernel_cmdline), M(ansible.builtin.copy), U(https://example.org) and "
                              "L(the docs,https://example.org/x), E(HOME), RV(changed); a <host> *glob*.", link)
     assert rendered == ("Set `params[].value` to `on` with `a | b)` and *care*, **never**; see "
-                        "[`gpuhost.gpu.kernel_cmdline`](modules/kernel_cmdline.md), `ansible.builtin.copy`, "
+                        "[`gpuhost.gpu.kernel_cmdline`](modules/kernel_cmdline.md), [`ansible.builtin.copy`]"
+                        "(https://docs.ansible.com/ansible/latest/collections/ansible/builtin/copy_module.html), "
                         "<https://example.org> and [the docs](https://example.org/x), `HOME`, `changed`; a "
                         "&lt;host&gt; \\*glob\\*.")
 
