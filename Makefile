@@ -33,7 +33,7 @@ INVENTORY ?= inventories/local/hosts.yml
 REPORTS ?= reports
 unexport INPUT REPORTS
 
-.PHONY: help venv torch-venv system-deps image lint unit fuzz alerts fleet docs-test collection collection-test sanity ee ee-test molecule test audit analyze bench-audit bench-ee bench-analyze gpu-check time-extension-build quickstart-test clean
+.PHONY: help venv torch-venv system-deps image lint unit fuzz alerts fleet docs docs-test collection collection-test sanity ee ee-test molecule test audit analyze bench-audit bench-ee bench-analyze gpu-check time-extension-build quickstart-test clean
 
 help: ## List the targets
 	@echo "Targets:"
@@ -81,6 +81,9 @@ fuzz: venv ## The fuzz harness, longer: FUZZ_CASES per entry point (default 5000
 
 fleet: venv ## site.yml's audit, bench and gate phases in check mode over tests/fleet (a fleet of captures)
 	pytest tests/fleet -q
+
+docs: venv ## Write docs/reference/ from the modules, role argument specs, playbooks and findings catalog
+	$(PYTHON) scripts/docs_reference.py --write
 
 # The blocks a page of README.md or docs/ marks as tested (<!-- tested ... -->), run as written in a copy of the
 # checkout; the README's report excerpt checked against the report it pictures.

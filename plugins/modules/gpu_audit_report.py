@@ -31,13 +31,7 @@ description:
 version_added: "1.0.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
+  - gpuhost.gpu.attributes
 options:
   dest:
     description: Directory for the reports; created when missing.

@@ -20,13 +20,7 @@ description:
 version_added: "1.1.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
+  - gpuhost.gpu.attributes
 options:
   dirs:
     description: The report directories to merge (each a C(gpu_audit_report_dir) of a run); each must exist.

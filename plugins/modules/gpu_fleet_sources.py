@@ -20,13 +20,7 @@ description:
 version_added: "1.1.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
+  - gpuhost.gpu.attributes
 options:
   dest:
     description: The report directory (M(gpuhost.gpu.gpu_audit_report)'s O(gpuhost.gpu.gpu_audit_report#module:dest)).

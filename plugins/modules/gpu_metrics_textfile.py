@@ -23,13 +23,7 @@ description:
 version_added: "1.0.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
+  - gpuhost.gpu.attributes
 options:
   path:
     description: The textfile, for example C(/var/lib/prometheus/node-exporter/gpuhost.prom). Its name should end

@@ -22,13 +22,7 @@ description:
 version_added: "1.0.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - gpuhost.gpu.attributes.diff_none
 options:
   gpus:
     description: The GPUs to pass through, as PCI addresses (C(0000:41:00.0)); empty means every NVIDIA GPU.

@@ -21,13 +21,7 @@ description:
 version_added: "1.0.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
+  - gpuhost.gpu.attributes
 options:
   path:
     description: The file to edit.

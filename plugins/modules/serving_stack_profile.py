@@ -15,13 +15,7 @@ description:
 version_added: "1.0.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - gpuhost.gpu.attributes.diff_none
 options:
   data:
     description: The parsed content of the profile file.

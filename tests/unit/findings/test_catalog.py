@@ -1,13 +1,15 @@
-"""The findings catalog: well formed, the only maker of findings, and the README's table."""
+"""The findings catalog: well formed, the only maker of findings, and its page docs/reference/findings.md."""
 
 from __future__ import annotations
 
 import ast
-import importlib.util
+import importlib
 import re
+import sys
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings import catalog
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.actions import ACTIONS
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import (
     CATALOG,
     CATEGORIES,
@@ -23,11 +25,12 @@ from tests.paths import ROOT
 ID = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 
 
-def _findings_table():
-    spec = importlib.util.spec_from_file_location("findings_table", ROOT / "scripts" / "findings_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _findings_page():
+    """scripts/docsref/findings_page.py, the part of the reference generator that renders the catalog."""
+    scripts = str(ROOT / "scripts")
+    if scripts not in sys.path:
+        sys.path.insert(0, scripts)
+    return importlib.import_module("docsref.findings_page")
 
 
 @pytest.mark.parametrize("entry", CATALOG.values(), ids=lambda e: e.id)
@@ -117,15 +120,26 @@ def test_only_the_catalog_makes_findings() -> None:
     assert {p: lines for p, lines in found.items() if lines} == {}
 
 
-def test_the_readme_table_is_the_catalog() -> None:
-    module = _findings_table()
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    expected = module.replace_table(readme, module.render())
-    assert readme == expected, "README.md's findings table differs from the catalog: run " \
-                               "`python scripts/findings_table.py --write`"
+def test_the_findings_page_is_the_catalog() -> None:
+    page = (ROOT / "docs" / "reference" / "findings.md").read_text(encoding="utf-8")
+    assert page == _findings_page().page(ROOT), "docs/reference/findings.md differs from the catalog: run `make docs`"
 
 
 def test_the_table_lists_every_id_once() -> None:
-    rows = [line for line in _findings_table().render().splitlines() if line.startswith("| `")]
+    rows = [line for line in _findings_page().findings_table(catalog).splitlines() if line.startswith("| `")]
     assert [row.split("`")[1] for row in rows] == sorted(CATALOG, key=lambda i: (list(CATEGORIES).index(
         CATALOG[i].category), list(CATALOG).index(i)))
+
+
+def test_the_page_gives_every_id_its_remedy_and_every_action_its_meaning() -> None:
+    page = (ROOT / "docs" / "reference" / "findings.md").read_text(encoding="utf-8")
+    sections = re.split(r"^#### ", page, flags=re.MULTILINE)[1:]
+    remedies = {section.split("`")[1]: section for section in sections}
+    assert list(remedies) == [i for category in CATEGORIES for i in CATALOG if CATALOG[i].category == category]
+    for finding_id, section in remedies.items():
+        entry = CATALOG[finding_id]
+        assert "**Remedy**: " in section and entry.remedy.split()[0] in section, finding_id
+        assert all(f"**Remedy when {which}**" in section for which in entry.texts), finding_id
+    for action in ACTIONS:
+        row = next(line for line in page.splitlines() if line.startswith(f"| `{action}` |"))
+        assert len(row.split("|")[2].strip()) > 10, f"the action {action} has no meaning on the page"
