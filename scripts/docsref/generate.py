@@ -38,6 +38,10 @@ def module_sources(root: Path, doc: ModuleDoc) -> str:
     return " and ".join([sources, *(path.relative_to(root).as_posix() for path in doc.fragment_files)])
 
 
+# Written by hand beside the generated pages: their index, which says what generates each.
+HAND_WRITTEN = {OUT / "README.md"}
+
+
 def expected_pages(root: Path) -> dict[Path, str]:
     """Relative path -> content of every generated page."""
     docs = [read_module_with_fragments(root, path) for path in module_files(root)]
@@ -60,7 +64,8 @@ def stale_pages(root: Path, pages: dict[Path, str]) -> list[str]:
             problems.append(f"{relative}: differs from its sources")
     generated = root / OUT
     on_disk = {path.relative_to(root) for path in generated.rglob("*.md")} if generated.is_dir() else set()
-    problems += [f"{relative}: no source generates it any more" for relative in sorted(on_disk - set(pages))]
+    problems += [f"{relative}: no source generates it any more"
+                 for relative in sorted(on_disk - set(pages) - HAND_WRITTEN)]
     return problems
 
 
@@ -74,7 +79,7 @@ def write_pages(root: Path, pages: dict[Path, str]) -> list[Path]:
             path.write_text(text, encoding="utf-8")
             touched.append(relative)
     for path in sorted((root / OUT).rglob("*.md")):
-        if path.relative_to(root) not in pages:
+        if path.relative_to(root) not in pages and path.relative_to(root) not in HAND_WRITTEN:
             path.unlink()
             touched.append(path.relative_to(root))
     return touched
