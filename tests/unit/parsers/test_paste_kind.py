@@ -248,18 +248,19 @@ def test_the_command_a_paste_names(text, command) -> None:
 REAL_OUTPUTS_WANTED = 3
 # Kinds allowed fewer real outputs than REAL_OUTPUTS_WANTED, each with what was searched and why no more exist.
 FEWER_REAL_OUTPUTS: dict[str, tuple[int, str]] = {
-    "nvidia-bug-report": (0, "GitHub issues, public pages and repositories were searched for the bug report's own lines "
-                             "('Start of NVIDIA bug report log file', its '____' separators with '*** /proc/cmdline'): "
-                             "issue templates ask for the .gz as an attachment, so threads hold its name, never its text; "
-                             "the sections users paste (dmesg, nvidia-smi -q, lspci) are fixtures of their own kinds"),
-    "nvbandwidth-json": (0, "issues, pages and code were searched for nvbandwidth -j / --json documents ('\"nvbandwidth\": "
-                            "{', 'testcases', 'bandwidth_matrix'): only hand-written test inputs of other projects and "
-                            "format notes turned up, no document a run printed; -j came with v0.5 and is read by scripts, "
-                            "which keep the text"),
-    "nccl-tests-json": (0, "issues, pages and code were searched for the -J file ('average_bus_bandwidith', 'nccl-tests -J'): "
-                           "-J exists since nccl-tests 2.17.3 (2025) and no run's file is public yet; the one JSON a "
-                           "thread shows is the output of an unmerged pull request's other format (NVIDIA/nccl-tests#318), "
-                           "which is no -J file"),
+    "nvidia-bug-report": (0, (
+        "GitHub issues, public pages and repositories were searched for the bug report's own lines ('Start of "
+        "NVIDIA bug report log file', its '____' separators with '*** /proc/cmdline'): issue templates ask for the "
+        ".gz as an attachment, so threads hold its name, never its text; the sections users paste (dmesg, "
+        "nvidia-smi -q, lspci) are fixtures of their own kinds")),
+    "nvbandwidth-json": (0, (
+        "issues, pages and code were searched for nvbandwidth -j / --json documents ('\"nvbandwidth\": {', "
+        "'testcases', 'bandwidth_matrix'): only hand-written test inputs of other projects and format notes "
+        "turned up, no document a run printed; scripts that run -j keep the file to themselves")),
+    "nccl-tests-json": (0, (
+        "issues, pages and code were searched for the -J file ('average_bus_bandwidith', 'nccl-tests -J'): -J "
+        "exists since nccl-tests 2.17.3 (2025) and no run's file is public yet; the one JSON a thread shows is "
+        "the output of an unmerged pull request's other format (NVIDIA/nccl-tests#318), which is no -J file")),
 }
 
 
