@@ -365,3 +365,46 @@ def test_the_analysis_writes_its_own_index_and_leaves_an_audits_fleet_md(tmp_pat
     # An input named like the index gets a name of its own rather than overwriting it.
     assert [row["host"] for row in result["inputs"]] == ["analysis-input"]
     assert "| analysis-input | this run |" in (tmp_path / "analysis.md").read_text()
+
+
+# ---------------------------------------------------------------------------
+# The probe's own saved log (gpu_p2p_probe save_log) as support material
+
+PROBE_VM = FIXTURES / "p2p" / "p2p-probe_8xRTXPRO6000-vm-no-p2p_constructed.jsonl"
+PROBE_BAREMETAL = FIXTURES / "p2p" / "p2p-probe_8xRTXPRO6000-baremetal-p2p_constructed.jsonl"
+
+
+def probe_findings_of_the_live_path(log: Path) -> set[str]:
+    """The finding ids gpu_p2p_probe gives for the same log, as the gpu_bench role runs it."""
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.p2p_runner import run_probe
+
+    return {f["id"] for f in run_probe({"log": str(log)}, check_mode=True, warn=lambda message: None)["findings"]}
+
+
+def test_a_saved_vm_probe_log_alone_gives_the_p2p_findings_of_the_live_probe(tmp_path: Path, capsys) -> None:
+    (tmp_path / "vm").mkdir()
+    shutil.copy(PROBE_VM, tmp_path / "vm" / "probe.jsonl")
+    result = analyse(capsys, tmp_path, ["vm"])
+    report = json.loads((tmp_path / "reports" / "vm.json").read_text())
+    live = probe_findings_of_the_live_path(PROBE_VM)
+    assert "p2p_peer_access_unavailable" in live
+    assert live <= {f["id"] for f in report["findings"]}
+    assert result["inputs"][0]["bench_logs"] == {"probe": str(tmp_path / "vm" / "probe.jsonl")}
+    # Listed as read, by the probe's reader, and what it gave: not among the inputs not used.
+    gave = {i["name"]: (i["kind"], i["as"]) for i in report["bundle"]["inputs"]}
+    assert gave["probe.jsonl"] == ("gpu-p2p-probe-log", ["bench:gpu_p2p_probe"])
+    assert "probe.jsonl" not in {e["name"] for e in report["bundle"]["unmapped"]}
+    markdown = (tmp_path / "reports" / "vm.md").read_text()
+    assert "| probe.jsonl | gpu-p2p-probe-log | bench:gpu_p2p_probe |" in markdown
+    assert schemas.validator("report").is_valid(report)
+
+
+def test_a_saved_bare_metal_probe_log_with_working_p2p_gives_no_p2p_finding(tmp_path: Path, capsys) -> None:
+    (tmp_path / "metal").mkdir()
+    shutil.copy(PROBE_BAREMETAL, tmp_path / "metal" / "p2p-probe.jsonl")
+    analyse(capsys, tmp_path, ["metal"])
+    report = json.loads((tmp_path / "reports" / "metal.json").read_text())
+    assert not probe_findings_of_the_live_path(PROBE_BAREMETAL)
+    ids = {f["id"] for f in report["findings"]}
+    assert not {i for i in ids if "p2p" in i}, ids
+    assert report["bench"]["probe"]["proof"], "the probe's proof of each pair reached the report"

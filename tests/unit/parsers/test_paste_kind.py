@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from tests.paths import FIXTURES
 
 # Each fixture's kind, by its path under tests/fixtures (the first pattern that matches). None: no output of a
-# tool a support engineer pastes (provenance notes, generators, our own probe's event log, config-space hex
-# dumps and sysfs files the audit reads itself, a Proxmox PCI mapping, SGLang's --help).
+# tool a support engineer pastes (provenance notes, generators, config-space hex dumps and sysfs files the audit
+# reads itself, a Proxmox PCI mapping, SGLang's --help).
 FIXTURE_KINDS = [
     ("*/SOURCES.md", None),
     ("model_configs/*.json", None),  # a model's config.json: no tool output
@@ -48,7 +48,7 @@ FIXTURE_KINDS = [
     ("p2p/nvbandwidth_*", "nvbandwidth"),
     ("p2p/p2pBandwidthLatencyTest_*", "p2p-bandwidth-latency-test"),
     ("p2p/simpleP2P_*", "simple-p2p"),
-    ("p2p/p2p-probe_*.jsonl", None),
+    ("p2p/p2p-probe_*.jsonl", "gpu-p2p-probe-log"),
     ("p2p/*.py", None),
     ("pci/lspci/*", "lspci-vvv"),
     ("pci/config/*.hex", None),
@@ -261,6 +261,10 @@ FEWER_REAL_OUTPUTS: dict[str, tuple[int, str]] = {
         "issues, pages and code were searched for the -J file ('average_bus_bandwidith', 'nccl-tests -J'): -J "
         "exists since nccl-tests 2.17.3 (2025) and no run's file is public yet; the one JSON a thread shows is "
         "the output of an unmerged pull request's other format (NVIDIA/nccl-tests#318), which is no -J file")),
+    "gpu-p2p-probe-log": (0, (
+        "this collection's own probe: no public run of it exists to search for, and no GPU host was at hand to "
+        "save one; its three logs are built from the harness's own records by p2p/build_probe_logs.py, which "
+        "tests/unit/bench/test_p2p_probe.py keeps in step with the harness")),
 }
 
 
