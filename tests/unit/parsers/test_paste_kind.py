@@ -251,8 +251,9 @@ FEWER_REAL_OUTPUTS: dict[str, tuple[int, str]] = {
     "nvidia-bug-report": (0, (
         "GitHub issues, public pages and repositories were searched for the bug report's own lines ('Start of "
         "NVIDIA bug report log file', its '____' separators with '*** /proc/cmdline'): issue templates ask for the "
-        ".gz as an attachment, so threads hold its name, never its text; the sections users paste (dmesg, "
-        "nvidia-smi -q, lspci) are fixtures of their own kinds")),
+        ".gz as an attachment, so threads hold its name, never its text; the excerpts quoted from one (the journal "
+        "lines in NVIDIA/open-gpu-kernel-modules#626) keep none of its markers, so they are kernel-log pastes, and "
+        "the sections users paste (dmesg, nvidia-smi -q, lspci) are fixtures of their own kinds")),
     "nvbandwidth-json": (0, (
         "issues, pages and code were searched for nvbandwidth -j / --json documents ('\"nvbandwidth\": {', "
         "'testcases', 'bandwidth_matrix'): only hand-written test inputs of other projects and format notes "
