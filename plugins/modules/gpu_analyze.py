@@ -25,13 +25,17 @@ description:
     report as the C(gpu_bench) role folds them.
   - Each input becomes one host, named after its file or directory (storage suffixes such as C(.json),
     C(.log.gz) dropped, characters other than letters, digits, C(.), C(-) and C(_) made C(-)); inputs of the same
-    name get C(-2), C(-3) in the order given. The host's facts carry the material's C(bundle) section, saying what each
-    input was read as, what the audit saw, did not see (C(not_seen)), what was not used and why (C(unmapped)).
-  - Writes C(<dest>/<host>.json), C(<dest>/<host>.md) (and C(<host>-nccl.svg) with an nccl-tests log) per input,
-    and its own index C(<dest>/analysis.md), with the code M(gpuhost.gpu.gpu_audit_report) writes them with, in this
-    same process (handing a fleet's facts to another task would cost more than the analysis). Unlike
-    M(gpuhost.gpu.gpu_audit_report), a report never keeps the benchmark of an earlier report (the material is the whole
-    truth about the host), and analysis.md lists this run's inputs only. C(<dest>/fleet.md), the table of an audited
+    name get C(-2), C(-3) in the order given; every name ends in C(.analysis) (C(ticket-4711/) reports as
+    C(ticket-4711.analysis)), so that an input named after an audited host never replaces that host's audit report
+    in the same directory, nor is read back by the audit as that host's last report. The host's facts carry the
+    material's C(bundle) section, saying what each input was read as, what the audit saw, did not see
+    (C(not_seen)), what was not used and why (C(unmapped)).
+  - Writes C(<dest>/<name>.analysis.json), C(<dest>/<name>.analysis.md) (and C(<name>.analysis-nccl.svg) with an
+    nccl-tests log) per input, and its own index C(<dest>/analysis.md), with the code
+    M(gpuhost.gpu.gpu_audit_report) writes them with, in this same process (handing a fleet's facts to another task
+    would cost more than the analysis). Unlike M(gpuhost.gpu.gpu_audit_report), a report never keeps the benchmark of
+    an earlier report (the material is the whole truth about the host), and analysis.md lists this run's inputs
+    only. C(<dest>/fleet.md), the table of an audited
     fleet, is never written, so an analysis into the reports of an audit leaves its table as it was. A file is
     rewritten only when its content differs; check mode writes nothing and says what it would write.
   - An input that cannot be read (missing, unreadable, an empty directory, a capture of another format) is a row
@@ -151,7 +155,8 @@ lines:
   type: list
   elements: str
   sample:
-    - "pastes -> pastes: unfit (...) - critical: p2p_not_supported. Report: /home/support/reports/pastes.md"
+    - "pastes -> pastes.analysis: unfit (...) - critical: p2p_not_supported. Report:
+      /home/support/reports/pastes.analysis.md"
 inputs:
   description: >-
     One row per input, in order: C(input) as given, C(path) (absolute), C(host), C(form) (capture, file, directory;
@@ -172,6 +177,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import Ca
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import CommModelError, check_profile
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.from_logs import nccl_from_log, probe_from_log
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.analysis_reports import (
+    ANALYSIS_SUFFIX,
     RESERVED,
     merged_facts,
     planned_files,
@@ -242,7 +248,7 @@ def analyse_all(params: dict, dest: str, warn) -> tuple[list[dict], dict, dict, 
     options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
                           min_bar1_mib=params["min_bar1_mib"])
     hosts, benches, not_read, rows = {}, {}, {}, []
-    for given, host in zip(params["inputs"], report_names(params["inputs"], RESERVED), strict=True):
+    for given, host in zip(params["inputs"], report_names(params["inputs"], RESERVED, ANALYSIS_SUFFIX), strict=True):
         path = resolve(given, params["base_dir"])
         row = {"input": given, "path": path, "host": host, "form": None, "verdict": None, "bench_logs": {},
                "not_seen": None, "unmapped": None, "report": os.path.join(dest, f"{host}.md"), "error": None}

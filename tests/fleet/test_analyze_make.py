@@ -50,8 +50,9 @@ def test_make_analyze_runs_nothing_from_its_values(tmp_path: Path, case: str) ->
     assert not marker.exists(), f"{case}: a command ran\n{run.stdout[-3000:]}\n{run.stderr[-2000:]}"
     # The values arrived as text: node.json was read, relative to the caller's directory, and its report written
     # under it (REPORTS, a module path, has its $VARIABLES expanded as every Ansible path is: data, not a command).
-    assert [p.name for p in caller.rglob("node.md")] == ["node.md"], f"{run.stdout[-3000:]}\n{run.stderr[-2000:]}"
-    assert not (ROOT / "reports").exists() or not (ROOT / "reports" / "node.md").exists()
+    assert [p.name for p in caller.rglob("node.analysis.md")] == ["node.analysis.md"], \
+        f"{run.stdout[-3000:]}\n{run.stderr[-2000:]}"
+    assert not (ROOT / "reports").exists() or not (ROOT / "reports" / "node.analysis.md").exists()
 
 
 def test_make_analyze_without_input_says_what_to_give(tmp_path: Path) -> None:

@@ -41,20 +41,21 @@ def test_three_kinds_of_input_give_three_reports(tmp_path: Path) -> None:
     checked = analyze(tmp_path, "--check", "-e", json.dumps({"gpu_analyze_inputs": inputs}))
     assert checked.returncode == 0, f"{checked.stdout[-4000:]}\n{checked.stderr[-2000:]}"
     assert not (tmp_path / "reports").exists()
-    assert f"Would write: {tmp_path}/reports/glm5-vm.md" in " ".join(checked.stdout.split())
+    assert f"Would write: {tmp_path}/reports/glm5-vm.analysis.md" in " ".join(checked.stdout.split())
 
     run = analyze(tmp_path, "-e", json.dumps({"gpu_analyze_inputs": inputs}))
     assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-2000:]}"
     reports = tmp_path / "reports"
-    assert sorted(p.name for p in reports.glob("*.json")) == ["glm5-vm.json", "gpu-node-1.json",
-                                                                "nvidia-bug-report.json"]
-    assert {"analysis.md", "glm5-vm.md", "gpu-node-1.md", "nvidia-bug-report.md"} <= {p.name for p in reports.iterdir()}
-    glm5 = json.loads((reports / "glm5-vm.json").read_text())
+    assert sorted(p.name for p in reports.glob("*.json")) == ["glm5-vm.analysis.json", "gpu-node-1.analysis.json",
+                                                                "nvidia-bug-report.analysis.json"]
+    assert {"analysis.md", "glm5-vm.analysis.md", "gpu-node-1.analysis.md",
+            "nvidia-bug-report.analysis.md"} <= {p.name for p in reports.iterdir()}
+    glm5 = json.loads((reports / "glm5-vm.analysis.json").read_text())
     assert glm5["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
     assert glm5["bench"]["nccl"]["results"][0]["size_bytes"] == 12288
     printed = " ".join(run.stdout.split())  # the callback wraps long lines
-    for line in ("ticket-4711/glm5-vm -> glm5-vm: unfit", f"Report: {reports}/gpu-node-1.md",
-                 f"Report: {reports}/nvidia-bug-report.md"):
+    for line in ("ticket-4711/glm5-vm -> glm5-vm.analysis: unfit", f"Report: {reports}/gpu-node-1.analysis.md",
+                 f"Report: {reports}/nvidia-bug-report.analysis.md"):
         assert line in printed
 
 
@@ -63,7 +64,7 @@ def test_an_input_that_cannot_be_read_fails_the_play_after_the_others_reports(tm
     run = analyze(tmp_path, "-e", json.dumps({"gpu_analyze_inputs": ["node.json", "nothing-here"],
                                               "gpu_analyze_report_dir": "out"}))
     assert run.returncode != 0
-    assert (tmp_path / "out" / "node.json").is_file()
+    assert (tmp_path / "out" / "node.analysis.json").is_file()
     printed = " ".join(run.stdout.split())  # the callback wraps long lines
     assert f"nothing-here: NOT READ: {tmp_path}/nothing-here does not exist" in printed
     assert "1 of 2 input(s) could not be read: nothing-here" in printed

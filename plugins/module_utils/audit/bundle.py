@@ -105,6 +105,7 @@ _BENCH_KINDS = {
     "nccl-tests": "gpu_bench_nccl_log", "nccl-tests-json": "gpu_bench_nccl_log",
     "p2p-bandwidth-latency-test": "gpu_bench_probe_log", "simple-p2p": "gpu_bench_probe_log",
     "nvbandwidth": "gpu_bench_probe_log", "nvbandwidth-json": "gpu_bench_probe_log",
+    "gpu-p2p-probe-log": "gpu_bench_probe_log",
 }
 _VM_COMMAND_RE = re.compile(r"^(?:qm config (?P<vmid>\d{1,9})|"
                             r"cat " + re.escape(QEMU_SERVER_DIR) + r"/(?P<file_vmid>\d{1,9})\.conf)$")

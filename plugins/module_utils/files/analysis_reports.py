@@ -5,7 +5,8 @@ The analysis writes its reports itself instead of handing its facts to gpu_audit
 passed between two tasks go through Ansible's templating and result handling, which costs several times the
 analysis itself (scripts/bench_analyze.py). The content comes from the same code (report/render.py,
 report/plot.py, rules/proxmox_plans.py, files/report_files.py), so a report reads the same whichever way it
-was made, and files/writer.py writes them for both. What differs is on purpose:
+was made, and files/writer.py writes them for both. What differs is on purpose: every report's name ends in
+``.analysis`` (ANALYSIS_SUFFIX), so that it never replaces an audit's report of the same host;
 the material is the whole truth about a host here, so a report never keeps the benchmark of an earlier
 report, and its index is analysis.md, listing the inputs of this run only (an input that could not be read is
 a row saying why). It never writes fleet.md: the analysis often goes to the reports/ an audit wrote, whose
@@ -31,6 +32,11 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_plans im
 # The index's name: an input of that name would be a host report overwriting it ("fleet" is the audit's).
 INDEX = "analysis"
 RESERVED = ("fleet", INDEX)
+# Ends the name of every analysed input's report (<name>.analysis.md, .json, -nccl.svg): the analysis often writes
+# into the reports/ of an audit, and material named after an audited host (gpu-node-1/) would otherwise replace
+# that host's report, which the audit's fleet.md then read as the host's last audit. An inventory name ending so
+# would have to be a host in a top-level domain "analysis".
+ANALYSIS_SUFFIX = ".analysis"
 
 
 def merged_facts(hosts: dict[str, dict[str, Any]], bench: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

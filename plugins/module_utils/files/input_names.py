@@ -8,7 +8,8 @@ is made to pass report_files' rules: every run of characters other than letters,
 ``_`` becomes one ``-``; leading dots and dashes go (no hidden files); the result is cut to fit
 ``MAX_HOST_BYTES`` with room for a counter; an empty result, and a name the reports keep for themselves
 (``fleet``), become ``input`` and ``fleet-input``. Inputs that come out with the same name (every bug
-report is called ``nvidia-bug-report.log.gz``) get ``-2``, ``-3`` ... in the order given.
+report is called ``nvidia-bug-report.log.gz``) get ``-2``, ``-3`` ... in the order given. A ``suffix`` (the
+analysis's ``.analysis``, files/analysis_reports.py) ends every name, after the counter, within the length.
 """
 
 from __future__ import annotations
@@ -34,26 +35,27 @@ def stem(path: str) -> str:
     return name
 
 
-def safe_name(path: str, reserved: Iterable[str] = ("fleet",)) -> str:
-    """A name report_files accepts, from the input's path."""
-    name = _UNSAFE.sub("-", stem(path)).lstrip(".-")[:MAX_HOST_BYTES - COUNTER_ROOM] or "input"
+def safe_name(path: str, reserved: Iterable[str] = ("fleet",), room: int = 0) -> str:
+    """A name report_files accepts, from the input's path, leaving ``room`` bytes more for a suffix."""
+    name = _UNSAFE.sub("-", stem(path)).lstrip(".-")[:MAX_HOST_BYTES - COUNTER_ROOM - room] or "input"
     if name in set(reserved):
         name += "-input"
     return name
 
 
-def report_names(paths: Iterable[str], reserved: Iterable[str] = ("fleet",)) -> list[str]:
-    """One distinct name per input, in order."""
+def report_names(paths: Iterable[str], reserved: Iterable[str] = ("fleet",), suffix: str = "") -> list[str]:
+    """One distinct name per input, in order, each ending in ``suffix`` (safe characters only)."""
     reserved = tuple(reserved)
     taken: set[str] = set()
     names = []
     for path in paths:
-        base = safe_name(path, reserved)
+        base = safe_name(path, reserved, len(suffix.encode("utf-8")))
         name, counter = base, 1
         while name in taken:
             counter += 1
             name = f"{base}-{counter}"
         taken.add(name)
+        name += suffix
         # safe_name's output passes by construction; this keeps the two rules from drifting apart unnoticed.
         problem = host_name_problem(name, reserved)
         if problem:

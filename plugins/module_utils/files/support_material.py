@@ -47,6 +47,8 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.files.printable_names 
 BENCH_LOG_KINDS = {
     "nccl-tests": "nccl", "nccl-tests-json": "nccl",
     "p2p-bandwidth-latency-test": "probe", "simple-p2p": "probe", "nvbandwidth": "probe", "nvbandwidth-json": "probe",
+    # The probe's own saved run: gpu_p2p_probe reads it back with `log`, proof of each pair included.
+    "gpu-p2p-probe-log": "probe",
 }
 STEP_NAMES = {"nccl": "nccl_bench", "probe": "gpu_p2p_probe"}
 

@@ -18,7 +18,9 @@ kinds, the more specific one wins, in this order (the first that matches):
    ``Attached GPUs :``).
 3. ``dcgm-diag-json`` (the root key of DCGM 3's or 4's diagnostic document and its ``test_categories``, even
    where a paste elided or cut it: parsers/dcgm_diag.py), then ``nvbandwidth-json`` and ``nccl-tests-json``:
-   a JSON document with their keys.
+   a JSON document with their keys; then ``gpu-p2p-probe-log``, the JSON lines of this collection's own P2P
+   probe (a GPU pair's ``proof`` or ``timing`` record with the run's ``start`` or ``summary``:
+   parsers/harness_events.py).
 4. ``nccl-tests`` over ``nccl-debug``: an nccl-tests run (its table header, ``Avg bus bandwidth``,
    ``nccl-tests version``) often carries ``NCCL_DEBUG=INFO`` lines, and bench/ reads both from it; an
    ``NCCL INFO`` log with only the ``# nThread ... nGpus`` line of a run that printed no table stays
@@ -57,6 +59,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.dcgm_diag impo
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.fabric_manager_log import (
     looks_like_fabric_manager_log,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.harness_events import looks_like_p2p_probe_log
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_topo_xml import MARK_RE as _NCCL_TOPO_RE
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_report import looks_like_bug_report
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_common import strip_ansi
@@ -71,6 +74,7 @@ KINDS = {
     "nccl-topo-xml": "an NCCL topology dump (NCCL_TOPO_DUMP_FILE)",
     "dcgm-diag-json": "dcgmi diag -r N --json (DCGM 3 or 4)",
     "nvbandwidth-json": "nvbandwidth -j",
+    "gpu-p2p-probe-log": "this collection's P2P probe log (gpuhost.gpu.gpu_p2p_probe save_log, p2p-probe_*.jsonl)",
     "nccl-tests-json": "an nccl-tests run written with -J",
     "nccl-tests": "an nccl-tests run (all_reduce_perf and the others)",
     "nccl-debug": "an NCCL_DEBUG=INFO log",
@@ -188,6 +192,8 @@ def detect_kind(data: Any) -> str | None:
         return "nvidia-smi-q"
     if looks_like_dcgm_diag(text):
         return "dcgm-diag-json"
+    if looks_like_p2p_probe_log(text):
+        return "gpu-p2p-probe-log"
     kind = _json_kind(text)
     if kind:
         return kind

@@ -54,20 +54,21 @@ def test_many_inputs_each_give_a_report_and_a_bad_one_stops_none(tmp_path: Path,
     result = analyse(capsys, tmp_path, ["glm5-incident", "nvidia-bug-report.log", str(H100), "missing/",
                                         "glm5-incident/"], model_profile="glm-5")
     rows = {row["host"]: row for row in result["inputs"]}
-    assert list(rows) == ["glm5-incident", "nvidia-bug-report", "baremetal-8xH100-SXM", "missing", "glm5-incident-2"]
+    assert list(rows) == [f"{name}.analysis" for name in ("glm5-incident", "nvidia-bug-report", "baremetal-8xH100-SXM",
+                                                         "missing", "glm5-incident-2")]
     assert [rows[h]["form"] for h in rows] == ["directory", "file", "capture", None, "directory"]
-    assert rows["missing"]["error"].startswith(f"{tmp_path}/missing does not exist (given as 'missing/'")
+    assert rows["missing.analysis"]["error"].startswith(f"{tmp_path}/missing does not exist (given as 'missing/'")
     assert result["changed"] and not result.get("failed")
     reports = tmp_path / "reports"
     assert result["dest"] == str(reports)
     assert {p.name for p in reports.iterdir()} == {
-        "analysis.md", *(f"{h}{suffix}" for h in rows if h != "missing" for suffix in (".json", ".md")),
-        "glm5-incident-nccl.svg", "glm5-incident-2-nccl.svg"}
-    assert "| missing | failed, no report yet |" in (reports / "analysis.md").read_text()
+        "analysis.md", *(f"{h}{suffix}" for h in rows if h != "missing.analysis" for suffix in (".json", ".md")),
+        "glm5-incident.analysis-nccl.svg", "glm5-incident-2.analysis-nccl.svg"}
+    assert "| missing.analysis | failed, no report yet |" in (reports / "analysis.md").read_text()
     assert result["lines"][3].startswith("missing/: NOT READ: ")
-    assert result["lines"][2] == (f"{H100} -> baremetal-8xH100-SXM: fit (bare metal; 8 GPU(s); P2P ok) - no findings. "
-                                  f"Report: {reports}/baremetal-8xH100-SXM.md")
-    for host in ("glm5-incident", "nvidia-bug-report", "baremetal-8xH100-SXM"):
+    assert result["lines"][2] == (f"{H100} -> baremetal-8xH100-SXM.analysis: fit (bare metal; 8 GPU(s); P2P ok) - no "
+                                  f"findings. Report: {reports}/baremetal-8xH100-SXM.analysis.md")
+    for host in ("glm5-incident.analysis", "nvidia-bug-report.analysis", "baremetal-8xH100-SXM.analysis"):
         report = json.loads((reports / f"{host}.json").read_text())
         assert schemas.validator("report").is_valid(report), host
 
@@ -75,7 +76,7 @@ def test_many_inputs_each_give_a_report_and_a_bad_one_stops_none(tmp_path: Path,
 def test_the_incidents_pastes_give_the_critical_p2p_finding_and_their_benchmark(tmp_path: Path, capsys) -> None:
     incident(tmp_path / "incident")
     result = analyse(capsys, tmp_path, ["incident"], model_profile="glm-5")
-    report = json.loads((tmp_path / "reports" / "incident.json").read_text())
+    report = json.loads((tmp_path / "reports" / "incident.analysis.json").read_text())
     assert "p2p_not_supported" in {f["id"] for f in report["findings"]}
     assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
     # The nccl-tests log was read as nccl_bench reads it: its 12 KB row, priced for the model.
@@ -87,7 +88,7 @@ def test_the_incidents_pastes_give_the_critical_p2p_finding_and_their_benchmark(
     gave = {i["name"]: i["as"] for i in report["bundle"]["inputs"]}
     assert gave["all_reduce_perf.log"] == ["bench:nccl_bench"]
     assert "all_reduce_perf.log" not in {e["name"] for e in report["bundle"]["unmapped"]}
-    markdown = (tmp_path / "reports" / "incident.md").read_text()
+    markdown = (tmp_path / "reports" / "incident.analysis.md").read_text()
     assert "| all_reduce_perf.log | nccl-tests | bench:nccl_bench |" in markdown
     assert "| nothing read |" not in markdown
 
@@ -95,7 +96,7 @@ def test_the_incidents_pastes_give_the_critical_p2p_finding_and_their_benchmark(
 def test_without_bench_logs_the_logs_stay_unmapped(tmp_path: Path, capsys) -> None:
     incident(tmp_path / "incident")
     analyse(capsys, tmp_path, ["incident"], bench_logs=False)
-    report = json.loads((tmp_path / "reports" / "incident.json").read_text())
+    report = json.loads((tmp_path / "reports" / "incident.analysis.json").read_text())
     assert "bench" not in report
     assert "gpu_bench_nccl_log" in {e["name"]: e["why"] for e in report["bundle"]["unmapped"]}["all_reduce_perf.log"]
 
@@ -105,8 +106,9 @@ def test_check_mode_writes_nothing_and_says_would_write(tmp_path: Path, capsys) 
                         check_mode=True)
     assert not (tmp_path / "out").exists()
     assert result["written"] == [str(tmp_path / "out" / n) for n in
-                                 ("analysis.md", "baremetal-8xH100-SXM.json", "baremetal-8xH100-SXM.md")]
-    assert result["lines"][0].endswith(f"Would write: {tmp_path}/out/baremetal-8xH100-SXM.md")
+                                 ("analysis.md", "baremetal-8xH100-SXM.analysis.json",
+                                  "baremetal-8xH100-SXM.analysis.md")]
+    assert result["lines"][0].endswith(f"Would write: {tmp_path}/out/baremetal-8xH100-SXM.analysis.md")
 
 
 def test_a_second_run_changes_nothing(tmp_path: Path, capsys) -> None:
@@ -176,7 +178,7 @@ def test_a_pasted_matrix_that_names_no_model_says_so_not_no_driver(tmp_path: Pat
     (tmp_path / "m" / "p2p.txt").write_text("$ nvidia-smi topo -p2p r\n" + (FIXTURES / "nvidia-smi" /
                                             "topo-p2p-r_2gpu-NS.txt").read_text())
     analyse(capsys, tmp_path, ["m"])
-    text = (tmp_path / "reports" / "m.md").read_text()
+    text = (tmp_path / "reports" / "m.analysis.md").read_text()
     assert "| GPUs | 2 x NVIDIA GPU (model not stated in the material) |" in text
     assert "no driver" not in text
 
@@ -192,7 +194,7 @@ def test_pastes_cut_short_or_from_simple_p2p_settle_peer_access(tmp_path: Path, 
     (tmp_path / "m").mkdir()
     shutil.copy(FIXTURES / "p2p" / name, tmp_path / "m" / "p2p.txt")
     result = analyse(capsys, tmp_path, ["m"])
-    report = json.loads((tmp_path / "reports" / "m.json").read_text())
+    report = json.loads((tmp_path / "reports" / "m.analysis.json").read_text())
     found = {f["id"]: f for f in report["findings"]}
     assert "bench_probe_not_run" not in found
     assert found["p2p_peer_access_unavailable"]["summary"].startswith(denied)
@@ -204,14 +206,14 @@ def test_a_whole_simple_p2p_run_keeps_its_copy_figure(tmp_path: Path, capsys) ->
     (tmp_path / "m").mkdir()
     shutil.copy(FIXTURES / "p2p" / "simpleP2P_2xL4_peer-yes_bandwidth_passed.txt", tmp_path / "m" / "p2p.txt")
     analyse(capsys, tmp_path, ["m"])
-    report = json.loads((tmp_path / "reports" / "m.json").read_text())
+    report = json.loads((tmp_path / "reports" / "m.analysis.json").read_text())
     probe = report["bench"]["probe"]
     assert (probe["tool"], probe["memcpy_peer"], probe["passed"]) == ("simpleP2P", {"pair": [0, 1], "gb_per_s": 19.87},
                                                                      True)
     assert "p2p_peer_access_unavailable" not in {f["id"] for f in report["findings"]}
     assert schemas.validator("report").is_valid(report)
     assert ("simpleP2P: cudaMemcpyPeer between GPU0 and GPU1, both ways with peer access on: 19.87 GB/s; its data "
-            "check passed.") in (tmp_path / "reports" / "m.md").read_text()
+            "check passed.") in (tmp_path / "reports" / "m.analysis.md").read_text()
 
 
 def test_a_paste_cut_in_its_last_matrix_says_where_in_the_report(tmp_path: Path, capsys) -> None:
@@ -219,7 +221,7 @@ def test_a_paste_cut_in_its_last_matrix_says_where_in_the_report(tmp_path: Path,
     shutil.copy(FIXTURES / "p2p" / "p2pBandwidthLatencyTest_2xRTX4090_cut-in-last-matrix_excerpt.txt",
                 tmp_path / "m" / "p2p.txt")
     analyse(capsys, tmp_path, ["m"])
-    text = (tmp_path / "reports" / "m.md").read_text()
+    text = (tmp_path / "reports" / "m.analysis.md").read_text()
     assert ("The p2pBandwidthLatencyTest paste ends inside Bidirectional P2P=Enabled Bandwidth Matrix (GB/s) (1 of 2 "
             "rows)") in text
 
@@ -230,7 +232,7 @@ def test_an_nccl_topology_dump_of_a_flat_emulated_bus_names_a_virtual_machine(tm
     shutil.copy(FIXTURES / "nccl" / "nccl-topo-dump_2xRTXPRO6000-q35-flat-bus-vm_constructed.xml",
                 tmp_path / "m" / "system.xml")
     analyse(capsys, tmp_path, ["m"])
-    report = json.loads((tmp_path / "reports" / "m.json").read_text())
+    report = json.loads((tmp_path / "reports" / "m.analysis.json").read_text())
     virt = report["virtualization"]
     assert virt["type"] == "vm"
     assert [(e["signal"], e["weight"]) for e in virt["evidence"]] == [("NCCL topology dump", "strong"),
@@ -252,7 +254,7 @@ def test_weak_or_no_topology_signs_decide_nothing(tmp_path: Path, capsys, name, 
     (tmp_path / "m").mkdir()
     shutil.copy(FIXTURES / "nccl" / name, tmp_path / "m" / "system.xml")
     analyse(capsys, tmp_path, ["m"])
-    virt = json.loads((tmp_path / "reports" / "m.json").read_text())["virtualization"]
+    virt = json.loads((tmp_path / "reports" / "m.analysis.json").read_text())["virtualization"]
     assert virt["type"] is None
     assert [e["value"].split(":")[0] for e in virt["evidence"]] == notes
 
@@ -266,11 +268,11 @@ def test_the_incident_matrix_saved_as_p2p_read_alone_is_unfit_with_8_gpus(tmp_pa
     (tmp_path / "pastes").mkdir()
     (tmp_path / "pastes" / "p2p_read.txt").write_text(P2P_NS.read_text())
     analyse(capsys, tmp_path, ["pastes"])
-    report = json.loads((tmp_path / "reports" / "pastes.json").read_text())
+    report = json.loads((tmp_path / "reports" / "pastes.analysis.json").read_text())
     assert report["summary"]["verdict"] == "unfit"
     assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
     assert report["summary"]["gpu_count"] == 8
-    markdown = (tmp_path / "reports" / "pastes.md").read_text()
+    markdown = (tmp_path / "reports" / "pastes.analysis.md").read_text()
     assert ("| p2p_read.txt | nvidia-smi-topo-p2p | commands:nvidia-smi topo -p2p r (capability r from its file "
             "name) |") in markdown
 
@@ -285,7 +287,7 @@ def test_a_healthy_bare_metal_hosts_pastes_give_no_p2p_finding_and_no_virtualiza
     shutil.copy(FIXTURES / "nccl" / "all_reduce_perf_2.13-2.14_nccl2.20.5_debug-info-interleaved_2xA100.txt",
                 pastes / "all_reduce.log")
     analyse(capsys, tmp_path, ["healthy"])
-    report = json.loads((tmp_path / "reports" / "healthy.json").read_text())
+    report = json.loads((tmp_path / "reports" / "healthy.analysis.json").read_text())
     ids = {f["id"] for f in report["findings"]}
     assert not {i for i in ids if "p2p" in i}, ids
     assert report["summary"]["p2p"] == "ok"
@@ -302,7 +304,7 @@ def test_a_benchmark_log_pasted_after_other_outputs_is_read_from_its_file(tmp_pa
     (pastes / "terminal.md").write_text("$ nvidia-smi topo -p2p r\n" + P2P_NS.read_text() + "\n## nvidia-smi topo -m\n"
                                        + TOPO_M.decode() + "\n## all_reduce_perf -g 8\n" + NCCL_LOG.read_text())
     result = analyse(capsys, tmp_path, ["one-file"])
-    report = json.loads((tmp_path / "reports" / "one-file.json").read_text())
+    report = json.loads((tmp_path / "reports" / "one-file.analysis.json").read_text())
     assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
     assert result["inputs"][0]["bench_logs"] == {"nccl": str(pastes / "terminal.md")}
     assert any(row["size_bytes"] == 12288 for row in report["bench"]["nccl"]["results"])
@@ -319,10 +321,11 @@ def test_a_file_name_that_is_not_utf8_is_shown_escaped_and_stops_no_report(tmp_p
     assert not result.get("failed") and [row["error"] for row in result["inputs"]] == [None, None]
     reports = tmp_path / "reports"
     written = {p.name for p in reports.iterdir()}
-    assert {"incident.md", "incident.json", "baremetal-8xH100-SXM.md", "analysis.md"} <= written
+    assert {"incident.analysis.md", "incident.analysis.json", "baremetal-8xH100-SXM.analysis.md",
+            "analysis.md"} <= written
     # Markdown shows a backslash escaped (report/markdown.py): the text reads caf\xe9.txt.
-    assert "caf\\\\xe9.txt" in (reports / "incident.md").read_text()
-    unmapped = json.loads((reports / "incident.json").read_text())["bundle"]["unmapped"]
+    assert "caf\\\\xe9.txt" in (reports / "incident.analysis.md").read_text()
+    unmapped = json.loads((reports / "incident.analysis.json").read_text())["bundle"]["unmapped"]
     assert "caf\\xe9.txt" in {entry["name"] for entry in unmapped}
 
 
@@ -346,7 +349,7 @@ def test_an_nccl_info_log_alone_counts_its_gpus_as_a_lower_bound_and_is_listed_a
     (tmp_path / "m" / "nccl.log").write_bytes(
         (FIXTURES / "nccl" / "nccl-debug_2.7.8_channel-busid-p2p-ipc-shm-net-socket_2x4gpu_excerpt.log").read_bytes())
     result = analyse(capsys, tmp_path, ["m"])
-    text = (tmp_path / "reports" / "m.md").read_text()
+    text = (tmp_path / "reports" / "m.analysis.md").read_text()
     # The log shows the GPUs its job used, not every GPU of the host: a lower bound, said as one.
     assert ("| GPUs | at least 4 GPUs (the GPUs the NCCL job used): NVIDIA GPU (model not stated in the material) |"
             in text)
@@ -363,5 +366,75 @@ def test_the_analysis_writes_its_own_index_and_leaves_an_audits_fleet_md(tmp_pat
     result = run_module(gpu_analyze.main, {"inputs": [str(tmp_path / "analysis.json")], "dest": str(tmp_path)}, capsys)
     assert (tmp_path / "fleet.md").read_text() == audited
     # An input named like the index gets a name of its own rather than overwriting it.
-    assert [row["host"] for row in result["inputs"]] == ["analysis-input"]
-    assert "| analysis-input | this run |" in (tmp_path / "analysis.md").read_text()
+    assert [row["host"] for row in result["inputs"]] == ["analysis-input.analysis"]
+    assert "| analysis-input.analysis | this run |" in (tmp_path / "analysis.md").read_text()
+
+
+# ---------------------------------------------------------------------------
+# The probe's own saved log (gpu_p2p_probe save_log) as support material
+
+PROBE_VM = FIXTURES / "p2p" / "p2p-probe_8xRTXPRO6000-vm-no-p2p_constructed.jsonl"
+PROBE_BAREMETAL = FIXTURES / "p2p" / "p2p-probe_8xRTXPRO6000-baremetal-p2p_constructed.jsonl"
+
+
+def probe_findings_of_the_live_path(log: Path) -> set[str]:
+    """The finding ids gpu_p2p_probe gives for the same log, as the gpu_bench role runs it."""
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.p2p_runner import run_probe
+
+    return {f["id"] for f in run_probe({"log": str(log)}, check_mode=True, warn=lambda message: None)["findings"]}
+
+
+def test_a_saved_vm_probe_log_alone_gives_the_p2p_findings_of_the_live_probe(tmp_path: Path, capsys) -> None:
+    (tmp_path / "vm").mkdir()
+    shutil.copy(PROBE_VM, tmp_path / "vm" / "probe.jsonl")
+    result = analyse(capsys, tmp_path, ["vm"])
+    report = json.loads((tmp_path / "reports" / "vm.analysis.json").read_text())
+    live = probe_findings_of_the_live_path(PROBE_VM)
+    assert "p2p_peer_access_unavailable" in live
+    assert live <= {f["id"] for f in report["findings"]}
+    assert result["inputs"][0]["bench_logs"] == {"probe": str(tmp_path / "vm" / "probe.jsonl")}
+    # Listed as read, by the probe's reader, and what it gave: not among the inputs not used.
+    gave = {i["name"]: (i["kind"], i["as"]) for i in report["bundle"]["inputs"]}
+    assert gave["probe.jsonl"] == ("gpu-p2p-probe-log", ["bench:gpu_p2p_probe"])
+    assert "probe.jsonl" not in {e["name"] for e in report["bundle"]["unmapped"]}
+    markdown = (tmp_path / "reports" / "vm.analysis.md").read_text()
+    assert "| probe.jsonl | gpu-p2p-probe-log | bench:gpu_p2p_probe |" in markdown
+    assert schemas.validator("report").is_valid(report)
+
+
+def test_a_saved_bare_metal_probe_log_with_working_p2p_gives_no_p2p_finding(tmp_path: Path, capsys) -> None:
+    (tmp_path / "metal").mkdir()
+    shutil.copy(PROBE_BAREMETAL, tmp_path / "metal" / "p2p-probe.jsonl")
+    analyse(capsys, tmp_path, ["metal"])
+    report = json.loads((tmp_path / "reports" / "metal.analysis.json").read_text())
+    assert not probe_findings_of_the_live_path(PROBE_BAREMETAL)
+    ids = {f["id"] for f in report["findings"]}
+    assert not {i for i in ids if "p2p" in i}, ids
+    assert report["bench"]["probe"]["proof"], "the probe's proof of each pair reached the report"
+
+
+# ---------------------------------------------------------------------------
+# An input named like an audited host
+
+
+def test_an_input_named_like_an_audited_host_leaves_the_audits_report(tmp_path: Path, capsys) -> None:
+    """The audit wrote reports/gpu-node-1.{md,json,-nccl.svg}; material of that host, named after it, is analysed
+    into the same reports/: the audit's files keep every byte, the analysis's report is beside them."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    audit_files = {reports / name: f"the audit's {name}\n".encode() for name in
+                   ("gpu-node-1.md", "gpu-node-1.json", "gpu-node-1-nccl.svg")}
+    for path, content in audit_files.items():
+        path.write_bytes(content)
+    incident(tmp_path / "gpu-node-1")
+    result = analyse(capsys, tmp_path, ["gpu-node-1"], model_profile="glm-5")
+    for path, content in audit_files.items():
+        assert path.read_bytes() == content, path.name
+    row = result["inputs"][0]
+    assert row["host"] == "gpu-node-1.analysis"
+    assert {p.name for p in reports.iterdir()} == {
+        "analysis.md", *(p.name for p in audit_files),
+        "gpu-node-1.analysis.md", "gpu-node-1.analysis.json", "gpu-node-1.analysis-nccl.svg"}
+    markdown = (reports / "gpu-node-1.analysis.md").read_text()
+    assert "(gpu-node-1.analysis-nccl.svg)" in markdown
+    assert "| gpu-node-1.analysis | this run |" in (reports / "analysis.md").read_text()

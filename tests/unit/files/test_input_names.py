@@ -46,3 +46,17 @@ def test_any_paths_give_distinct_names_that_report_files_accept(paths: list[str]
     names = report_names(paths)
     assert len(set(names)) == len(paths)
     assert all(host_name_problem(name, ("fleet",)) is None for name in names)
+
+
+def test_a_suffix_ends_every_name_after_the_counter_within_the_length() -> None:
+    names = report_names(["a/node.json", "b/node.json", "x" * 300], suffix=".analysis")
+    assert names[:2] == ["node.analysis", "node-2.analysis"]
+    assert names[2].endswith(".analysis") and len(names[2].encode()) <= MAX_HOST_BYTES - 8
+
+
+@given(st.lists(st.text(min_size=0, max_size=300), min_size=1, max_size=8))
+def test_any_paths_with_a_suffix_give_distinct_accepted_names_ending_in_it(paths: list[str]) -> None:
+    names = report_names(paths, ("fleet", "analysis"), ".analysis")
+    assert len(set(names)) == len(paths)
+    assert all(name.endswith(".analysis") and host_name_problem(name, ("fleet", "analysis")) is None
+               for name in names)

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from tests.paths import FIXTURES
 
 # Each fixture's kind, by its path under tests/fixtures (the first pattern that matches). None: no output of a
-# tool a support engineer pastes (provenance notes, generators, our own probe's event log, config-space hex
-# dumps and sysfs files the audit reads itself, a Proxmox PCI mapping, SGLang's --help).
+# tool a support engineer pastes (provenance notes, generators, config-space hex dumps and sysfs files the audit
+# reads itself, a Proxmox PCI mapping, SGLang's --help).
 FIXTURE_KINDS = [
     ("*/SOURCES.md", None),
     ("model_configs/*.json", None),  # a model's config.json: no tool output
@@ -48,7 +48,7 @@ FIXTURE_KINDS = [
     ("p2p/nvbandwidth_*", "nvbandwidth"),
     ("p2p/p2pBandwidthLatencyTest_*", "p2p-bandwidth-latency-test"),
     ("p2p/simpleP2P_*", "simple-p2p"),
-    ("p2p/p2p-probe_*.jsonl", None),
+    ("p2p/p2p-probe_*.jsonl", "gpu-p2p-probe-log"),
     ("p2p/*.py", None),
     ("pci/lspci/*", "lspci-vvv"),
     ("pci/config/*.hex", None),
@@ -62,6 +62,7 @@ FIXTURE_KINDS = [
     # paste kind yet.
     ("host-settings/*", None),
     ("packages/*", None),
+    ("proc-cmdline/*.txt", "proc-cmdline"),
 ]
 
 FIXTURE_FILES = sorted(path for path in FIXTURES.rglob("*") if path.is_file())
@@ -115,7 +116,8 @@ def test_sections_of_a_bug_report_are_detected_as_their_own_kind(path) -> None:
 NOISE_LINE = st.one_of(st.just(""), st.from_regex(r"[a-z]{1,10}(?: [a-z]{1,10}){0,6}", fullmatch=True))
 # The kinds whose fixtures keep their kind with chatter around them: every kind but None (chatter is no
 # tool output either, which stays None) and proc-cmdline (one line of parameters, by definition).
-NOISY = [(path, kind_of_fixture(i)) for path, i in zip(FIXTURE_FILES, IDS, strict=True) if kind_of_fixture(i)]
+NOISY = [(path, kind_of_fixture(i)) for path, i in zip(FIXTURE_FILES, IDS, strict=True)
+         if kind_of_fixture(i) not in (None, "proc-cmdline")]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -241,3 +243,56 @@ def test_small_pastes(text, kind) -> None:
 ])
 def test_the_command_a_paste_names(text, command) -> None:
     assert pasted_command(text) == command
+
+
+REAL_OUTPUTS_WANTED = 3
+# Kinds allowed fewer real outputs than REAL_OUTPUTS_WANTED, each with what was searched and why no more exist.
+FEWER_REAL_OUTPUTS: dict[str, tuple[int, str]] = {
+    "nvidia-bug-report": (0, (
+        "GitHub issues, public pages and repositories were searched for the bug report's own lines ('Start of "
+        "NVIDIA bug report log file', its '____' separators with '*** /proc/cmdline'): issue templates ask for the "
+        ".gz as an attachment, so threads hold its name, never its text; the excerpts quoted from one (the journal "
+        "lines in NVIDIA/open-gpu-kernel-modules#626) keep none of its markers, so they are kernel-log pastes, and "
+        "the sections users paste (dmesg, nvidia-smi -q, lspci) are fixtures of their own kinds")),
+    "nvbandwidth-json": (0, (
+        "issues, pages and code were searched for nvbandwidth -j / --json documents ('\"nvbandwidth\": {', "
+        "'testcases', 'bandwidth_matrix'): only hand-written test inputs of other projects and format notes "
+        "turned up, no document a run printed; scripts that run -j keep the file to themselves")),
+    "nccl-tests-json": (0, (
+        "issues, pages and code were searched for the -J file ('average_bus_bandwidith', 'nccl-tests -J'): -J "
+        "exists since nccl-tests 2.17.3 (2025) and no run's file is public yet; the one JSON a thread shows is "
+        "the output of an unmerged pull request's other format (NVIDIA/nccl-tests#318), which is no -J file")),
+    "gpu-p2p-probe-log": (0, (
+        "this collection's own probe: no public run of it exists to search for, and no GPU host was at hand to "
+        "save one; its three logs are built from the harness's own records by p2p/build_probe_logs.py, which "
+        "tests/unit/bench/test_p2p_probe.py keeps in step with the harness")),
+}
+
+
+def real_fixtures_per_kind() -> dict[str, list[str]]:
+    """The fixtures of each kind whose file name does not say "constructed"."""
+    found: dict[str, list[str]] = {kind: [] for kind in KINDS}
+    for relative in IDS:
+        kind = kind_of_fixture(relative)
+        if kind and "constructed" not in relative.rsplit("/", 1)[-1]:
+            found[kind].append(relative)
+    return found
+
+
+def test_every_kind_has_three_real_outputs_or_says_why_not() -> None:
+    short = []
+    for kind, relatives in real_fixtures_per_kind().items():
+        wanted = FEWER_REAL_OUTPUTS.get(kind, (REAL_OUTPUTS_WANTED, ""))[0]
+        if len(relatives) < wanted:
+            short.append(f"{kind}: {len(relatives)} real of {wanted} ({', '.join(relatives) or 'none'})")
+    assert not short, ("kinds with too few real outputs under tests/fixtures (add public outputs with their "
+                       "provenance in SOURCES.md, or an entry in FEWER_REAL_OUTPUTS saying why none exist): "
+                       + "; ".join(short))
+
+
+def test_an_exception_allows_fewer_only_where_fewer_exist() -> None:
+    found = real_fixtures_per_kind()
+    for kind, (allowed, why) in FEWER_REAL_OUTPUTS.items():
+        assert kind in KINDS and why.strip(), kind
+        # An exception never outlives its reason: once three exist, it goes.
+        assert allowed < REAL_OUTPUTS_WANTED and len(found[kind]) < REAL_OUTPUTS_WANTED, kind
