@@ -4,13 +4,13 @@ the table of every id, then each one's remedy and other texts, the categories an
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from docsref.markdown import header, table
 from docsref.markup import code_span, escape_markdown
+from docsref.sources import use_collection
 
 CATALOG_SOURCE = "plugins/module_utils/findings/catalog.py"
 # actions.py's docstring describes each action as "- ``name``: what it asks", possibly over several lines.
@@ -19,9 +19,7 @@ ACTION_LINE = re.compile(r"^- ``(\w+)``: (.*?)(?=^- ``|^\s*$)", re.MULTILINE | r
 
 def catalog_modules(root: Path) -> tuple[ModuleType, ModuleType]:
     """The catalog and the actions modules, importable as Ansible ships them (as tests/conftest.py does)."""
-    path = str(root / "collections")
-    if path not in sys.path:
-        sys.path.insert(0, path)
+    use_collection(root)
     from ansible_collections.gpuhost.gpu.plugins.module_utils.findings import actions, catalog
 
     return catalog, actions

@@ -3,20 +3,18 @@ KINDS in plugins/module_utils/parsers/paste_kind.py, in the order a text carryin
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from docsref.markdown import header, table
 from docsref.markup import code_span
+from docsref.sources import use_collection
 
 KINDS_SOURCE = "plugins/module_utils/parsers/paste_kind.py"
 
 
 def kinds(root: Path) -> dict[str, str]:
     """KINDS as Ansible ships it, imported the way tests/conftest.py imports the collection."""
-    path = str(root / "collections")
-    if path not in sys.path:
-        sys.path.insert(0, path)
+    use_collection(root)
     from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import KINDS
 
     return KINDS

@@ -1,8 +1,10 @@
-"""The sources the pages are made from, read without importing them: module files by their AST, YAML files."""
+"""The sources the pages are made from: module files read by their AST (never imported), YAML files, and the
+collection's own data (the catalog, the paste kinds), imported where a page renders it."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,14 @@ class ModuleDoc:
     examples: str
     returns: dict[str, Any]
     fragment_files: tuple[Path, ...] = ()
+
+
+def use_collection(root: Path) -> None:
+    """Make the checkout's collection importable as Ansible ships it (the link under collections/, as
+    tests/conftest.py does), for the pages rendered from the collection's own data (the catalog, KINDS)."""
+    path = str(root / "collections")
+    if path not in sys.path:
+        sys.path.insert(0, path)
 
 
 def string_constants(path: Path, names: tuple[str, ...]) -> dict[str, str]:

@@ -3,7 +3,6 @@ the API key's rules, and the rendered unit read back as systemd reads it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -11,7 +10,6 @@ import subprocess
 import unicodedata
 import urllib.parse
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import jinja2
@@ -21,20 +19,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.paths import ROOT
+from tests.source_files import load_source
 
 ROLE = ROOT / "roles" / "sglang_serve"
 
 
-def load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-FILTERS = load(ROOT / "plugins" / "filter" / "sglang_serve.py", "sglang_serve_filters")
-LAUNCHER = load(ROLE / "files" / "sglang_launch.py", "sglang_launch")
+FILTERS = load_source(ROOT / "plugins" / "filter" / "sglang_serve.py", "sglang_serve_filters")
+LAUNCHER = load_source(ROLE / "files" / "sglang_launch.py", "sglang_launch")
 KEY = "unit-test-key-0123456789"
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from tests.docs_pages import anchors, broken_links, links, marked_blocks, pages, slug
 from tests.paths import ROOT
+from tests.source_files import load_source
 
 README_MAX_LINES = 300
 PAGES = pages()
@@ -49,8 +50,8 @@ def collection_names() -> set[str]:
     names = {p.stem for p in (ROOT / "plugins" / "modules").glob("*.py")}
     names |= {p.name for p in (ROOT / "roles").iterdir() if p.is_dir()}
     names |= {p.stem for p in (ROOT / "playbooks").glob("*.yml")}
-    filters = (ROOT / "plugins" / "filter").glob("*.py")
-    names |= {m for f in filters for m in re.findall(r"\"(sglang_serve_\w+)\"", f.read_text())}
+    for plugin in (ROOT / "plugins" / "filter").glob("*.py"):
+        names |= set(load_source(plugin, f"doc_links_filter_{plugin.stem}").FilterModule().filters())
     return names
 
 

@@ -7,7 +7,6 @@ meta/argument_specs.yml with yaml), not through the renderer, so a renderer that
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -23,6 +22,7 @@ import pytest
 import yaml
 
 from tests.paths import ROOT
+from tests.source_files import load_source
 
 REFERENCE = ROOT / "docs" / "reference"
 MODULE_FILES = sorted(ROOT.glob("plugins/modules/*.py"))
@@ -34,17 +34,9 @@ MODULE_REFERENCE = re.compile(r"\bM\((gpuhost\.gpu\.\w+)\)")
 FIRST_CELL = re.compile(r"^\| `([^`]+)` \|", re.MULTILINE)
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def generator() -> ModuleType:
-    return _load(ROOT / "scripts" / "docs_reference.py", "docs_reference")
+    return load_source(ROOT / "scripts" / "docs_reference.py", "docs_reference")
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +111,7 @@ def test_one_page_per_module_and_an_index_of_them(pages: dict[Path, str]) -> Non
 
 @pytest.mark.parametrize("path", MODULE_FILES, ids=[path.stem for path in MODULE_FILES])
 def test_every_option_and_return_key_of_a_module_is_on_its_page(path: Path, pages: dict[Path, str]) -> None:
-    module = _load(path, f"_docs_reference_{path.stem}")
+    module = load_source(path, f"_docs_reference_{path.stem}")
     spec = module.get_argument_spec()
     page = pages[Path(f"docs/reference/modules/{path.stem}.md")]
     documented = set(FIRST_CELL.findall(_section(page, "## Parameters")))
@@ -175,7 +167,7 @@ def _slug(heading: str) -> str:
 
 @pytest.mark.parametrize("path", MODULE_FILES, ids=[path.stem for path in MODULE_FILES])
 def test_every_module_reference_is_a_link_to_a_generated_page(path: Path, pages: dict[Path, str]) -> None:
-    module = _load(path, f"_docs_reference_refs_{path.stem}")
+    module = load_source(path, f"_docs_reference_refs_{path.stem}")
     documentation = yaml.safe_load(module.DOCUMENTATION)
     named = set(MODULE_REFERENCE.findall(module.DOCUMENTATION + (module.RETURN or "")))
     named |= {item["module"] for item in documentation.get("seealso") or [] if "module" in item}
