@@ -17,10 +17,10 @@ kinds, the more specific one wins, in this order (the first that matches):
    ``<cpu>`` or ``<pci>``, parsers/nccl_topo_xml.py), then ``nvidia-smi-q`` (the ``NVSMI LOG`` banner or
    ``Attached GPUs :``).
 3. ``dcgm-diag-json`` (the root key of DCGM 3's or 4's diagnostic document and its ``test_categories``, even
-   where a paste elided or cut it: parsers/dcgm_diag.py), then ``nvbandwidth-json`` and ``nccl-tests-json``:
-   a JSON document with their keys; then ``gpu-p2p-probe-log``, the JSON lines of this collection's own P2P
-   probe (a GPU pair's ``proof`` or ``timing`` record with the run's ``start`` or ``summary``:
-   parsers/harness_events.py).
+   where a paste elided or cut it: parsers/dcgm_diag.py), then ``gpu-p2p-probe-log``, the JSON lines of this
+   collection's own P2P probe (a GPU pair's ``proof`` or ``timing`` record with the run's ``start`` or
+   ``summary``: parsers/harness_events.py), then ``nvbandwidth-json`` and ``nccl-tests-json``: a JSON document
+   with their keys.
 4. ``nccl-tests`` over ``nccl-debug``: an nccl-tests run (its table header, ``Avg bus bandwidth``,
    ``nccl-tests version``) often carries ``NCCL_DEBUG=INFO`` lines, and bench/ reads both from it; an
    ``NCCL INFO`` log with only the ``# nThread ... nGpus`` line of a run that printed no table stays
