@@ -60,7 +60,8 @@ def payload(root: Path, module: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout to measure (default this one)")
-    parser.add_argument("--module", default="gpu_host_facts", help="module under plugins/modules/ (default gpu_host_facts)")
+    parser.add_argument("--module", default="gpu_host_facts",
+                        help="module under plugins/modules/ (default gpu_host_facts)")
     parser.add_argument("--files", action="store_true", help="also list the module_utils files and their bytes")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     args = parser.parse_args()

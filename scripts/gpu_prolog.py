@@ -61,7 +61,7 @@ def source_of(args: argparse.Namespace) -> Any:
                              f"not: {exc}. For support material (pastes, bug reports) use --material") from None
         return ReplaySource(capture)
     if args.material:
-        from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+        from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
 
         return ReplaySource(build_capture([(path.name, path.read_bytes()) for path in args.material]))
     return LiveSource()

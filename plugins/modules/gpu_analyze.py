@@ -170,9 +170,7 @@ inputs:
 
 import os
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_section import with_bundle
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import SubsetError, audit, resolve_subsets
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gunzip import MIB
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError, ReplaySource
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import CommModelError, check_profile
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.from_logs import nccl_from_log, probe_from_log
@@ -182,17 +180,19 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.files.analysis_reports
     merged_facts,
     planned_files,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.input_limits import InputLimits
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.input_names import report_names
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.report_files import REPORT_MODE
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.support_material import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import ReportFileError, plan_files
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import MIB
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import InputLimits
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.names import report_names
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import (
     Material,
     MaterialError,
     judged,
     read_material,
     resolve,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import ReportFileError, plan_files
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_bundle
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import verdict_line
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import DEFAULT_MIN_BAR1_MIB, RuleOptions
 

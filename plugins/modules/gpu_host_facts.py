@@ -269,9 +269,9 @@ capture_path:
 
 import json
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_section import with_bundle
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import SubsetError, audit, resolve_subsets
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError, LiveSource, ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_bundle
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.manifest_format import ManifestError, load
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import DEFAULT_MIN_BAR1_MIB, RuleOptions
 

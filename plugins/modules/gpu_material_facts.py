@@ -103,11 +103,11 @@ facts_json:
 
 import json
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_section import with_bundle
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_privacy import compile_redactions
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import SubsetError, audit, resolve_subsets
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError, ReplaySource
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.support_material import MaterialError, read_material
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import MaterialError, read_material
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_bundle
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.manifest_format import ManifestError, load
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import DEFAULT_MIN_BAR1_MIB, RuleOptions
 

@@ -1,5 +1,5 @@
 """docs/reference/support-material.md: every kind of support material the offline analysis recognises, from
-KINDS in plugins/module_utils/parsers/paste_kind.py, in the order a text carrying two kinds is named."""
+KINDS in plugins/module_utils/material/kinds.py, in the order a text carrying two kinds is named."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from docsref.markdown import header, table
 from docsref.markup import code_span
 from docsref.sources import use_collection
 
-KINDS_SOURCE = "plugins/module_utils/parsers/paste_kind.py"
+KINDS_SOURCE = "plugins/module_utils/material/kinds.py"
 
 
 def kinds(root: Path) -> dict[str, str]:
     """KINDS as Ansible ships it, imported the way tests/conftest.py imports the collection."""
     use_collection(root)
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import KINDS
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import KINDS
 
     return KINDS
 

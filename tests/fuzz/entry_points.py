@@ -101,14 +101,14 @@ def _parser_entry_points() -> list[EntryPoint]:
 
 
 def _analysis_entry_points() -> list[EntryPoint]:
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import BundleError, build_capture
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_section import with_bundle
     from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import audit, resolve_subsets
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gunzip import GunzipLimitError, gunzip
     from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError, ReplaySource
     from ansible_collections.gpuhost.gpu.plugins.module_utils.files.analysis_reports import planned_files
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.files.support_material import MaterialError, read_material
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import detect_kind
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import BundleError, build_capture
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import GunzipLimitError, gunzip
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import detect_kind
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import MaterialError, read_material
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_bundle
     from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
     work = tempfile.mkdtemp(prefix="gpuhost-fuzz-")

@@ -1,10 +1,10 @@
 """The commands the audit runs, written once: the argv a gatherer runs, the key it is shown under
 (a capture's ``commands`` entry, a line of ``problems``: the argv joined by spaces, as
 ``capture_format.command_key`` writes it), and what the audit reads from its output, in the words the
-bundle section of support material uses (audit/bundle.py ``seen``, ``unread``, ``not_seen``).
+bundle section of support material uses (material/capture.py ``seen``, ``unread``, ``not_seen``).
 
 The gatherers (audit/*.py) run these, audit/seen.py asks the source whether it saw them, and
-audit/bundle.py files pasted outputs under their keys: a command spelled anywhere else would be
+material/capture.py files pasted outputs under their keys: a command spelled anywhere else would be
 one that support material can never answer.
 """
 
@@ -54,7 +54,7 @@ TOPO_P2P = {letter: Command(["nvidia-smi", "topo", "-p2p", letter],
             for name, letter in {**P2P_LETTERS, "prop": "p"}.items()}
 # Matrices only support material holds: several capabilities at once (topo -p2p rw prints one matrix), and one
 # whose capability the material does not state, filed under the command without one, which nvidia-smi refuses
-# and so no live audit ever records (audit/bundle.py files them, audit/gpus.py reads them).
+# and so no live audit ever records (material/capture.py files them, audit/gpus.py reads them).
 TOPO_P2P_MATERIAL = {letters: Command(["nvidia-smi", "topo", "-p2p", *([letters] if letters else [])],
                                       f"P2P matrix of {capability_name(letters)} (nvidia-smi topo -p2p {letters})"
                                       if letters else "P2P matrix of a capability not stated (nvidia-smi topo -p2p)")

@@ -1,5 +1,5 @@
 """DCGM's diagnostic verdicts: ``dcgmi diag -r 1 --json`` run on the host when asked, or a ``dcgmi diag
---json`` output given as support material (audit/bundle.py files it under ``DCGM_DIAG_MATERIAL``).
+--json`` output given as support material (material/capture.py files it under ``DCGM_DIAG_MATERIAL``).
 
 Running it is opt-in (the gpu_audit role's ``gpu_audit_dcgm_diag``): level 1 takes seconds to a minute and
 puts load on every GPU while it runs, which an audit on a serving host must not do unasked. A host without

@@ -199,7 +199,7 @@ def _p2p_matrices(source: Source) -> dict[str, list[list[str]]]:
         except NvidiaSmiParseError as exc:
             source.note_problem(TOPO_P2P[letter].key, str(exc))
     if source.partial:
-        # Support material's matrices of several capabilities, or of one it does not state (audit/bundle.py).
+        # Support material's matrices of several capabilities, or of one it does not state (material/capture.py).
         for letters, command in TOPO_P2P_MATERIAL.items():
             out, _unused = _smi(source, command.argv) if source.seen("commands", command.key) else (None, None)
             if out is None:

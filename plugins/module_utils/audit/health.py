@@ -45,7 +45,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_aer import
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_common import PciParseError
 
 MAX_XID_ENTRIES = 50
-# A fabric manager log or journal given as support material (audit/bundle.py files it here).
+# A fabric manager log or journal given as support material (material/capture.py files it here).
 FABRIC_MANAGER_LOG_MATERIAL = "fabric-manager-log"
 
 

@@ -22,7 +22,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_debug import parse_nccl_debug
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_topo_xml import parse_nccl_topo_xml
 
-# The name support material files an NCCL_DEBUG=INFO log under (audit/bundle.py); Source.material reads it.
+# The name support material files an NCCL_DEBUG=INFO log under (material/capture.py); Source.material reads it.
 NCCL_DEBUG_MATERIAL = "nccl-debug-log"
 WHAT_DEBUG = "NCCL INFO log"
 

@@ -11,7 +11,7 @@ Reads never raise: an absent path answers ``None``; an unreadable one answers
 ``None`` and is noted in ``problems`` so the report can say what it could not
 see and why.
 
-A capture built from support material (audit/bundle.py, its ``bundle`` section)
+A capture built from support material (material/capture.py, its ``bundle`` section)
 holds only what the material held: there a path or command the capture lacks
 was not seen, which says nothing of the host. Such a source is ``partial``;
 ``seen`` tells a gatherer whether an entry was in it, and a command it lacks

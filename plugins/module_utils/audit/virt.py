@@ -25,7 +25,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_topo_xml 
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_common import PciParseError
 
-# The name support material files an NCCL topology dump under (audit/bundle.py); Source.material reads it.
+# The name support material files an NCCL topology dump under (material/capture.py); Source.material reads it.
 NCCL_TOPO_MATERIAL = "nccl-topo-dump"
 _NCCL_TOPO_SOURCE = "NCCL topology dump"
 

@@ -1,6 +1,6 @@
 """``nvidia-bug-report.log``, NVIDIA's support bundle, split into its sections.
 
-Pure: text in, data out. The caller gunzips ``nvidia-bug-report.log.gz`` (audit/bundle.py); bytes that
+Pure: text in, data out. The caller gunzips ``nvidia-bug-report.log.gz`` (material/capture.py); bytes that
 are still gzip are refused with that advice.
 
 The layout, the same from the 300 series to the 5xx scripts: every section starts after a line of 44

@@ -37,7 +37,7 @@ def bundle_section(bundle: Any) -> list[str]:
 
 
 def _capability_text(capability: Any) -> str:
-    """What told a topo -p2p matrix's capability, where its own command line did not (audit/p2p_material.py)."""
+    """What told a topo -p2p matrix's capability, where its own command line did not (material/p2p_matrix.py)."""
     if not isinstance(capability, dict) or capability.get("from") == "command line":
         return ""
     if capability.get("letters"):

@@ -9,16 +9,16 @@ import sys
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import source as source_module
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import BundleInput
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format import command_key
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import DCGM_DIAG
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.dcgm_diag import gather_dcgm_diag
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import LiveSource, ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import BundleInput
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
 from tests.paths import FIXTURES
 from tests.unit import captures, schemas
-from tests.unit.audit.test_bundle import incident
+from tests.unit.material.test_capture import incident
 
 DCGM = FIXTURES / "dcgm"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
 
 from tests.paths import FIXTURES
-from tests.unit.audit.test_bundle import audit
+from tests.unit.material.test_capture import audit
 
 SMI = FIXTURES / "nvidia-smi"
 

@@ -5,10 +5,10 @@ Never "GPUs: none found" beside them; a log of several hosts cannot tell this ho
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
 
 from tests.paths import FIXTURES
-from tests.unit.audit.test_bundle import audit
+from tests.unit.material.test_capture import audit
 
 NCCL = FIXTURES / "nccl"
 

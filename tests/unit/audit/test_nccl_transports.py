@@ -6,9 +6,9 @@ reason in ``problems``. Each runs the real audit over a capture built from the p
 
 from __future__ import annotations
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.nccl_transports import transports_facts
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import _peer_access
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_debug import parse_nccl_debug
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import host_markdown
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from tests.paths import FIXTURES
 from tests.unit import schemas
-from tests.unit.audit.test_bundle import audit
+from tests.unit.material.test_capture import audit
 
 NCCL = FIXTURES / "nccl"
 # Real NCCL 2.7.8 log of node tesla-105 (SOURCES.md): GPUs 18000/1a000 and af000/b1000 over P2P/IPC, 1a000 <-> af000

@@ -17,7 +17,7 @@ import pytest
 
 from tests.paths import CAPTURES, FIXTURES, ROOT
 from tests.unit import schemas
-from tests.unit.audit.test_bundle import TOPO_M
+from tests.unit.material.test_capture import TOPO_M
 from tests.unit.modules import run_module
 
 BUG_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_418_2xV100-SXM2_baremetal_constructed.log"
@@ -330,7 +330,7 @@ def test_a_file_name_that_is_not_utf8_is_shown_escaped_and_stops_no_report(tmp_p
 
 
 def test_the_limits_are_options_and_a_bomb_is_one_input_not_read(tmp_path: Path, capsys) -> None:
-    from tests.unit.audit.test_gunzip import zeros_gzip
+    from tests.unit.material.test_gunzip import zeros_gzip
 
     (tmp_path / "bomb.log.gz").write_bytes(zeros_gzip(16))
     result = analyse(capsys, tmp_path, ["bomb.log.gz", str(H100)], max_decompressed_mib=8)

@@ -4,9 +4,9 @@ does not call an IOMMU it never saw "off"."""
 from __future__ import annotations
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import BundleInput, build_capture
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_section import with_bundle
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import BundleInput, build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_bundle
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.bundle_md import bundle_section
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import host_markdown
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions

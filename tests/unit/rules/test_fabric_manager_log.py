@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format import command_key
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import FABRIC_MANAGER_PACKAGE
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.fabric_manager_log import (
     log_events,
     looks_like_fabric_manager_log,
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests.paths import FIXTURES
 from tests.unit import captures, schemas
-from tests.unit.audit.test_bundle import incident
+from tests.unit.material.test_capture import incident
 
 FM = FIXTURES / "fabric-manager"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import gpu_audit_report
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.fleet_class import class_findings
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.manifest_format import load
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions

@@ -7,8 +7,8 @@ import copy
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_q import parse_nvidia_smi_q
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.vbios import rule_vbios_consistency
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions

@@ -276,7 +276,7 @@ def test_a_module_without_documentation_is_a_message_not_a_traceback(generator: 
 
 
 def test_every_kind_of_support_material_is_on_its_page() -> None:
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import KINDS
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import KINDS
 
     page = (ROOT / "docs" / "reference" / "support-material.md").read_text(encoding="utf-8")
     rows = {line.split(" | ")[0]: line for line in page.splitlines() if line.startswith("| `")}

@@ -14,7 +14,7 @@ put the analyst's own kernel command line into the report (and changed the verdi
 - Files are opened with ``O_NOFOLLOW`` and ``O_NONBLOCK`` and checked again with ``fstat`` after opening
   (the entry cannot be swapped for a link or a FIFO in between), and read in pieces of at most the bytes
   left: at most ``file_bytes`` from one file, ``input_bytes`` from one input (a directory's files
-  together), within ``seconds`` per input. gzip is undone by audit/gunzip.py, capped at
+  together), within ``seconds`` per input. gzip is undone by material/gunzip.py, capped at
   ``decompressed_bytes``.
 
 Every message names the limit and how to raise it (``RAISE``), for material the user trusts.
@@ -28,7 +28,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gunzip import DEFAULT_MAX_DECOMPRESSED, MIB, limit_text
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import (
+    DEFAULT_MAX_DECOMPRESSED,
+    MIB,
+    limit_text,
+)
 
 PSEUDO_FILE_SYSTEMS = ("/proc", "/sys", "/dev")
 _PIECE = MIB

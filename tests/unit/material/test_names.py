@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.input_names import report_names, safe_name, stem
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.report_files import MAX_HOST_BYTES, host_name_problem
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.names import report_names, safe_name, stem
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -4,7 +4,7 @@ Pure: text or bytes in, a kind name (a key of ``KINDS``) or None out; nothing he
 input. Before looking, the text is repaired as pastes need (``_common.normalize_paste``: CRLF, a
 byte-order mark, quoted-printable; terminal escapes; launcher prefixes such as ``[1,0]<stdout>:``;
 Markdown quotes and code fences; ``cat -n`` numbering). Bytes that are still gzip give None: the caller
-gunzips (audit/bundle.py does).
+gunzips (material/capture.py does).
 
 Conservative by design: a kind is named only on a marker its tool prints (a banner, a title, a legend,
 a table header, a line shape no other tool prints), and text that shows no such marker gives None.

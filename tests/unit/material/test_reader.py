@@ -8,15 +8,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import _BENCH_KINDS
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_section import with_bundle
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import audit, resolve_subsets
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.support_material import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import _BENCH_KINDS
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import (
     BENCH_LOG_KINDS,
     MaterialError,
     read_material,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_bundle
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
 from tests.paths import CAPTURES, FIXTURES

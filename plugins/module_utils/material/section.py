@@ -1,8 +1,8 @@
 """The facts' ``bundle`` section: what support material held and what the audit could not see in it.
 
-A capture built from support material (audit/bundle.py) carries the section; replaying such a capture
+A capture built from support material (material/capture.py) carries the section; replaying such a capture
 (gpu_host_facts ``capture``) copies it into the facts, so this is all of the material's handling that
-the live and replay audit needs. Reading the material itself (files/support_material.py) is offline work
+the live and replay audit needs. Reading the material itself (material/reader.py) is offline work
 that only gpu_material_facts and gpu_analyze ship.
 """
 
@@ -15,7 +15,7 @@ BUNDLE_KEYS = ("inputs", "seen", "unread", "not_seen", "kept", "unmapped", "warn
 
 
 class MaterialNotes(Protocol):
-    """What the reader of the material says beyond the capture (files/support_material.py ``Material``)."""
+    """What the reader of the material says beyond the capture (material/reader.py ``Material``)."""
 
     reasons: dict[str, str]  # bundle input name -> why, replacing the bundle's
     notes: list[dict[str, str]]  # {name, why}: what was not read, beyond the bundle

@@ -1,4 +1,4 @@
-"""Limits on reading support material (files/input_limits.py through files/support_material.py): gzip
+"""Limits on reading support material (material/limits.py through material/reader.py): gzip
 decompressed once and within its limit, links inside a directory never followed, regular files only, bytes
 and time bounded; each refusal a note saying which limit and how to raise it."""
 
@@ -10,14 +10,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import bundle
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gunzip import MIB
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files import support_material
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.input_limits import InputBudget, InputLimits, LimitError
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.support_material import MaterialError, read_material
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material import capture, reader
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import MIB
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import InputBudget, InputLimits, LimitError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import MaterialError, read_material
 
 from tests.paths import FIXTURES
-from tests.unit.audit.test_gunzip import zeros_gzip
+from tests.unit.material.test_gunzip import zeros_gzip
 
 P2P_NS = FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt"
 BUG_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
@@ -54,9 +53,9 @@ def test_each_gzip_file_is_decompressed_once(tmp_path: Path, monkeypatch) -> Non
         calls.append(limit)
         return real(data, limit)
 
-    real = support_material.gunzip
-    monkeypatch.setattr(support_material, "gunzip", counted)
-    monkeypatch.setattr(bundle, "gunzip", counted)
+    real = reader.gunzip
+    monkeypatch.setattr(reader, "gunzip", counted)
+    monkeypatch.setattr(capture, "gunzip", counted)
     (tmp_path / "nvidia-bug-report.log.gz").write_bytes(gzip.compress(BUG_REPORT.read_bytes()))
     material = read_material(str(tmp_path / "nvidia-bug-report.log.gz"))
     assert len(calls) == 1

@@ -1,16 +1,16 @@
-"""Pastes of several outputs cut into one piece per output (parsers/paste_split.py), and what the audit makes of
+"""Pastes of several outputs cut into one piece per output (material/split.py), and what the audit makes of
 the pieces: real bench reports laid out with <summary> headings (tests/fixtures/pastes), shell prompts, CRLF."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_split import split_paste
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.split import split_paste
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.paths import FIXTURES
-from tests.unit.audit.test_bundle import audit
+from tests.unit.material.test_capture import audit
 
 PASTES = FIXTURES / "pastes"
 SMI = FIXTURES / "nvidia-smi"
@@ -75,7 +75,7 @@ def test_cutting_never_raises_and_loses_no_line(lines) -> None:
                                  "## nvidia-smi -q", "root@pve:~# qm config 100", "text", "**topo -p2p n**"]),
                 max_size=25))
 def test_each_piece_says_whether_a_shell_line_or_a_heading_named_its_command(lines) -> None:
-    # A capability a heading names is not one nvidia-smi was run with: audit/bundle.py records which told it.
+    # A capability a heading names is not one nvidia-smi was run with: material/capture.py records which told it.
     for piece in split_paste("\n".join(lines)):
         first = piece.text.split("\n", 1)[0]
         if piece.command is None:

@@ -1,4 +1,4 @@
-"""Which command a pasted ``nvidia-smi topo -p2p`` matrix is filed under in a capture (audit/bundle.py).
+"""Which command a pasted ``nvidia-smi topo -p2p`` matrix is filed under in a capture (material/capture.py).
 
 The matrix does not say its capability (parsers/p2p_capability.py), so the hint decides: the command line
 pasted with it, else the file name, else none, and the matrix goes under ``nvidia-smi topo -p2p`` (a command

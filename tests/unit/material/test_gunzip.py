@@ -1,4 +1,4 @@
-"""audit/gunzip.py: gzip undone within a limit on decompressed bytes, member by member, damage kept apart."""
+"""material/gunzip.py: gzip undone within a limit on decompressed bytes, member by member, damage kept apart."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import tracemalloc
 import zlib
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gunzip import MIB, GunzipLimitError, gunzip
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import MIB, GunzipLimitError, gunzip
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

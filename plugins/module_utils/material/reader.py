@@ -6,10 +6,10 @@ One input is one host, in one of three forms:
 - any other single file: an ``nvidia-bug-report.log(.gz)`` or one pasted output, read as a bundle of one;
 - a directory of pasted outputs: every regular file directly in it (subdirectories are not read, and said
   so: a directory is one host, and a folder inside it is more likely another host's material than more of
-  this one's). Each file's kind comes from its content (audit/bundle.py, parsers/paste_kind.py), never from
+  this one's). Each file's kind comes from its content (material/capture.py, material/kinds.py), never from
   its name; a file name that spells out the command (``nvidia-smi topo -p2p r``) is used as that command, and
   the name of a ``topo -p2p`` matrix (``p2p_read.txt``) tells its capability when no command line does
-  (audit/p2p_material.py).
+  (material/p2p_matrix.py).
 
 Benchmark logs in the material (nccl-tests output, p2pBandwidthLatencyTest, nvbandwidth, the probe's own
 output) are not read by the audit: bundle.py lists them under ``unmapped``, and ``bench_logs`` gives their
@@ -18,7 +18,7 @@ paths, for the benchmark's own log readers (bench/from_logs.py).
 Relative paths are resolved against the directory the caller names (the directory the user ran from), and
 every message shows the absolute path it tried.
 
-Every read goes through files/input_limits.py (regular files only, no links followed inside a directory,
+Every read goes through material/limits.py (regular files only, no links followed inside a directory,
 bytes and time bounded), and each file's gzip is undone once, here, within the limit on decompressed bytes.
 """
 
@@ -29,17 +29,17 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import BundleInput, build_capture
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format import CAPTURE_FORMAT
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gunzip import GZIP_MAGIC, GunzipLimitError, gunzip
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.input_limits import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import BundleInput, build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import GZIP_MAGIC, GunzipLimitError, gunzip
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import (
     InputBudget,
     InputLimits,
     LimitError,
     how_to_raise,
     on_pseudo_file_system,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.printable_names import printable
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.printable_names import printable
 
 # The kinds of paste_kind.py that are benchmark logs, by the benchmark step that reads them (the gpu_bench
 # role's gpu_bench_nccl_log and gpu_bench_probe_log). An NCCL_DEBUG=INFO log alone holds no sweep for
@@ -171,7 +171,7 @@ def _bundle(path: str, form: str, files: list[tuple[BundleInput, str]], notes: l
             limits: InputLimits) -> Material:
     capture = build_capture([item for item, _unused in files], max_decompressed=limits.decompressed_bytes,
                             note=f"Built from the support material {os.path.basename(path)} by "
-                                 "files/support_material.py and audit/bundle.py: only what the material holds; see "
+                                 "material/reader.py and material/capture.py: only what the material holds; see "
                                  "the bundle section.")
     full_path = {item.name: full for item, full in files}
     material = Material(path, form, capture, notes=notes)
@@ -190,7 +190,7 @@ def _bundle(path: str, form: str, files: list[tuple[BundleInput, str]], notes: l
                                                "log (one per host, the first by name); give this one with its own "
                                                "host's material")
         else:
-            # A piece of a paste of several outputs (audit/bundle.py) is read in its file: the log readers skip
+            # A piece of a paste of several outputs (material/capture.py) is read in its file: the log readers skip
             # the other outputs as they skip any text around a log.
             material.bench_logs[step] = (entry["name"], str(_file_of(entry["name"], full_path)))
     return material

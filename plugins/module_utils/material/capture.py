@@ -3,14 +3,14 @@
 Support engineers exchange raw outputs, not captures: an ``nvidia-bug-report.log.gz``, or a handful of
 pasted outputs (``nvidia-smi topo -p2p r``, ``topo -m``, ``-q``, ``dmesg``, a VM config ...).
 ``build_capture`` takes them, each a name and its bytes (gzip is undone here, truncated gzip read as far
-as it goes), tells each one's kind from its content (parsers/paste_kind.py) and writes what it holds
+as it goes), tells each one's kind from its content (material/kinds.py) and writes what it holds
 where the audit's gatherers read it, in the ``gpuhost-capture/1`` format that ``source.ReplaySource``
 replays: ``commands`` keyed by the exact command the gatherers run, ``files``, ``dirs``; no ``nvml``.
 
 Only what is faithful is written: the output of a command under that command (``topo -p2p r`` under
 ``nvidia-smi topo -p2p r``, never under another letter; a matrix of several capabilities under its own
 command, ``topo -p2p rw``; one whose capability neither its command line nor its file name states (the
-matrix cannot) under ``nvidia-smi topo -p2p``, read as such: audit/p2p_material.py; a ``--query-gpu`` CSV
+matrix cannot) under ``nvidia-smi topo -p2p``, read as such: material/p2p_matrix.py; a ``--query-gpu`` CSV
 only when its header, or the command the caller names, shows the audit's own field list), a file's content
 under its path, a ``*** /path does not exist`` of the bug report as an absent file. Nothing is derived: no sysfs file is
 made from lspci or dmidecode text, no command output from another command's.
@@ -19,7 +19,7 @@ The capture's ``bundle`` section says what came of the material:
 
 * ``inputs``: each input's ``name``, ``kind`` (None when unknown), ``gzip``, ``truncated`` and the
   capture entries it gave (``as``).
-* ``seen``: what the audit will read, each ``{what, from}`` (these four lists: audit/bundle_reads.py).
+* ``seen``: what the audit will read, each ``{what, from}`` (these four lists: material/reads.py).
 * ``unread``: entries the capture holds that the audit will not read, and why (``{what, why, from}``):
   ``nvidia-smi -L`` without NVML, ``nvidia-smi -q`` beside ``-q -x``, lspci without sysfs.
 * ``not_seen``: what the audit reads that the material did not hold, named plainly ("NVML", "PCI
@@ -43,14 +43,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_reads import (
-    CMDLINE_FILE,
-    HEALTH_KEYS,
-    QUERY_KEY,
-    SMI_Q_KEY,
-    SMI_Q_XML_KEY,
-    coverage,
-)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format import CAPTURE_FORMAT, encode_bytes
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import (
     DMESG,
@@ -61,17 +53,32 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import 
     TOPO_P2P,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.dcgm_diag import DCGM_DIAG_MATERIAL
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gunzip import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.health import FABRIC_MANAGER_LOG_MATERIAL
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.material_gpus import NCCL_DEBUG_MATERIAL
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.proxmox_probe import QEMU_SERVER_DIR
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.virt import NCCL_TOPO_MATERIAL
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import (
     DEFAULT_MAX_DECOMPRESSED,
     GZIP_MAGIC,
     GunzipLimitError,
     gunzip,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.health import FABRIC_MANAGER_LOG_MATERIAL
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.material_gpus import NCCL_DEBUG_MATERIAL
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.p2p_material import p2p_command
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.proxmox_probe import QEMU_SERVER_DIR
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.virt import NCCL_TOPO_MATERIAL
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import (
+    KINDS,
+    clean_lines,
+    detect_kind,
+    pasted_command,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.p2p_matrix import p2p_command
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reads import (
+    CMDLINE_FILE,
+    HEALTH_KEYS,
+    QUERY_KEY,
+    SMI_Q_KEY,
+    SMI_Q_XML_KEY,
+    coverage,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.split import split_paste
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import normalize_paste
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_report import (
     BugReportParseError,
@@ -82,13 +89,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_hea
     HEALTH_QUERY_FIELDS_OLD,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import (
-    KINDS,
-    clean_lines,
-    detect_kind,
-    pasted_command,
-)
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_split import split_paste
 
 # Pasted outputs are filed under the keys of the commands the gatherers run (audit/commands.py).
 P2P_KEYS = {letter: command.key for letter, command in TOPO_P2P.items()}
@@ -122,9 +122,9 @@ class BundleError(ValueError):
 class BundleInput:
     """One piece of material: a name (only to report it), its bytes, and optionally the command the caller
     says it is the output of (``nvidia-smi topo -p2p r``, ``qm config 120``). A caller that has undone the
-    gzip itself (files/support_material.py, so that a file is decompressed once) gives the plain bytes with
+    gzip itself (material/reader.py, so that a file is decompressed once) gives the plain bytes with
     ``gzip`` True, and ``truncated`` when the stream was cut short. ``named_by`` is "heading" when the command
-    is only what a heading of a paste names (parsers/paste_split.py), not a command line."""
+    is only what a heading of a paste names (material/split.py), not a command line."""
 
     name: str
     data: bytes
@@ -171,7 +171,7 @@ def build_capture(inputs: Iterable[BundleInput | tuple[str, bytes]], note: str |
     capture: dict[str, Any] = {
         "format": CAPTURE_FORMAT,
         "note": note or "Built from support material (" + ", ".join(i["name"] for i in bundle.inputs) + ") by "
-                        "audit/bundle.py: only what the material holds; see the bundle section.",
+                        "material/capture.py: only what the material holds; see the bundle section.",
         "commands": bundle.commands,
         "files": bundle.files,
         "dirs": bundle.dirs,
@@ -248,7 +248,7 @@ def _take(bundle: _Bundle, item: BundleInput, max_decompressed: int) -> None:
 
 
 def _took_pieces(bundle: _Bundle, item: BundleInput, text: str, max_decompressed: int) -> bool:
-    """A paste of several outputs (parsers/paste_split.py) taken as one input per output, each named after the
+    """A paste of several outputs (material/split.py) taken as one input per output, each named after the
     paste and the line it starts at, with the command its shell line or heading names; False for one output."""
     pieces = split_paste(text)
     if len(pieces) < 2:

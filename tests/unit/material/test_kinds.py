@@ -8,8 +8,8 @@ import fnmatch
 import gzip
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import KINDS, detect_kind, pasted_command
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_report import parse_bug_report
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import KINDS, detect_kind, pasted_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,12 +24,12 @@ FIXTURE_KINDS = [
     ("bundles/*.log", "nvidia-bug-report"),
     # Whole, elided ({"..."}) or cut: the root key and test_categories tell it (parsers/dcgm_diag.py).
     ("dcgm/*", "dcgm-diag-json"),
-    # dmesg --human's "kern  :err   : <ISO time>" prefix on an SXid line alone: parsers/paste_kind.py does not
+    # dmesg --human's "kern  :err   : <ISO time>" prefix on an SXid line alone: material/kinds.py does not
     # tell it (no NVRM line, no [uptime] stamp), so as support material it is not read (the live audit reads it).
     ("kernel-log/dmesg-human_nvswitch-sxid-*", None),
     ("kernel-log/dmesg*", "dmesg"),
     ("kernel-log/journal-k*", "journal-kernel"),
-    # Pastes of several outputs: named by their most specific one (audit/bundle.py cuts them apart).
+    # Pastes of several outputs: named by their most specific one (material/capture.py cuts them apart).
     ("pastes/club-3090-1229_*", "nvidia-smi-topo-m"),
     ("pastes/club-3090-1130_*", "nvidia-smi-topo-p2p"),
     ("nccl/*.json", "nccl-tests-json"),

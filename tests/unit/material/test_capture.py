@@ -12,7 +12,10 @@ import re
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CAPTURE_FORMAT, ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.virt import UNKNOWN
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import VERDICTS
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import (
     DMESG_KEY,
     HEALTH_KEYS,
     LSPCI_KEY,
@@ -22,9 +25,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import (
     build_capture,
     gunzip,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CAPTURE_FORMAT, ReplaySource
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.virt import UNKNOWN
-from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import VERDICTS
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_report import parse_bug_report
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
@@ -498,7 +498,7 @@ MATERIAL = st.one_of(st.binary(max_size=300), st.sampled_from(FIXTURE_FILES).map
 def test_any_material_gives_a_capture_the_audit_replays(inputs) -> None:
     capture = build_capture(inputs)
     json.dumps(capture)
-    # Each input is listed, whole or as the pieces of a paste of several outputs (audit/bundle.py).
+    # Each input is listed, whole or as the pieces of a paste of several outputs (material/capture.py).
     listed = [entry["name"] for entry in capture["bundle"]["inputs"]]
     assert len(listed) >= len(inputs)
     assert all(any(seen == name or seen.startswith(f"{name}, line ") for seen in listed) for name, _ in inputs)
