@@ -25,7 +25,7 @@ def page(root: Path) -> str:
     return "\n".join([
         header(f"{KINDS_SOURCE} (KINDS)"), "",
         "# Support material the analysis recognises", "",
-        "`make analyze` and `gpu_host_facts bundle:` tell each file (or each piece of a paste holding several "
+        "`make analyze` (`gpu_analyze`) tells each file (or each piece of a paste holding several "
         "outputs) by its content, never by its name alone, as one of these kinds; a text that shows none of "
         "them is listed under \"Not used\" in the report, with why. See "
         "[offline analysis](../offline-analysis.md).", "",

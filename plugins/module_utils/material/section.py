@@ -1,9 +1,8 @@
 """The facts' ``bundle`` section: what support material held and what the audit could not see in it.
 
-A capture built from support material (material/capture.py) carries the section; replaying such a capture
-(gpu_host_facts ``capture``) copies it into the facts, so this is all of the material's handling that
-the live and replay audit needs. Reading the material itself (material/reader.py) is offline work
-that only gpu_material_facts and gpu_analyze ship.
+A capture built from material (material/capture.py) carries the section; gpu_analyze copies it into the facts
+of the audit that replayed the capture, with what its reader (material/reader.py) says beyond it. gpu_host_facts
+refuses such a capture: the module every audited host runs ships none of this.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The report's account of support material: what each input was, what it gave, and what was not in it.
 
-Only reports of support material (``gpu_host_facts bundle:``, ``gpu_analyze``) carry a ``bundle`` key. A reader
+Only reports of material (``gpu_analyze``) carry a ``bundle`` key. A reader
 of such a report must see, before trusting a verdict, which parts of a host the material never showed: the
 rules that needed them said "could not judge" (``audit_not_judged``), and this section says why.
 """

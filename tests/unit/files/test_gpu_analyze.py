@@ -1,5 +1,4 @@
-"""The gpu_analyze module: many inputs in one process, their reports; and gpu_host_facts' bundle option, which
-gpu_material_facts runs."""
+"""The gpu_analyze module, the one module that takes material: many inputs in one process, their reports."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from pathlib import Path
 
 import gpu_analyze
 import gpu_host_facts
-import gpu_material_facts
 import pytest
 
 from tests.paths import CAPTURES, FIXTURES, ROOT
@@ -125,50 +123,58 @@ def test_an_unknown_model_profile_fails_before_anything_is_read(tmp_path: Path, 
 
 
 # ---------------------------------------------------------------------------
-# gpu_host_facts bundle: its action plugin runs gpu_material_facts
+# One host's material alone: what gpu_host_facts' removed bundle option and gpu_material_facts were asked
 
 
-def test_gpu_host_facts_audits_a_bundle_and_carries_its_section(tmp_path: Path, capsys) -> None:
-    directory = incident(tmp_path / "incident")
-    facts = run_module(gpu_material_facts.main, {"bundle": str(directory)}, capsys)["ansible_facts"]["gpu_host"]
+def test_a_directory_of_pastes_carries_its_section(tmp_path: Path, capsys) -> None:
+    incident(tmp_path / "incident")
+    analyse(capsys, tmp_path, ["incident"])
+    facts = json.loads((tmp_path / "reports" / "incident.analysis.json").read_text())
     assert {"inputs", "not_seen", "unmapped", "warnings"} <= set(facts["bundle"])
     assert [i["name"] for i in facts["bundle"]["inputs"]] == ["all_reduce_perf.log", "p2p.txt", "topo.txt"]
     assert "kernel log (dmesg)" in facts["bundle"]["not_seen"]
-    assert schemas.validator("facts").is_valid(facts)
+    assert schemas.validator("report").is_valid(facts)
 
 
-def test_gpu_host_facts_bundle_may_be_one_bug_report(capsys) -> None:
-    facts = run_module(gpu_material_facts.main, {"bundle": str(BUG_REPORT)}, capsys)["ansible_facts"]["gpu_host"]
+def test_one_bug_report_is_an_input(tmp_path: Path, capsys) -> None:
+    analyse(capsys, tmp_path, [str(BUG_REPORT)])
+    facts = json.loads((tmp_path / "reports" / f"{BUG_REPORT.name.removesuffix('.log')}.analysis.json").read_text())
     assert facts["bundle"]["inputs"][0]["kind"] == "nvidia-bug-report"
     assert facts["gpus"]["driver_version"] == "418.87.01"
 
 
-def test_gpu_host_facts_bundle_relative_and_missing_names_the_absolute_path(tmp_path: Path, capsys,
-                                                                            monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    result = run_module(gpu_material_facts.main, {"bundle": "tickets/4711"}, capsys)
-    assert result["failed"] and result["msg"].startswith(f"{tmp_path}/tickets/4711 does not exist")
+def test_a_relative_missing_input_names_the_absolute_path(tmp_path: Path, capsys) -> None:
+    result = analyse(capsys, tmp_path, ["tickets/4711"])
+    assert result["inputs"][0]["error"].startswith(f"{tmp_path}/tickets/4711 does not exist")
 
 
-def test_gpu_host_facts_takes_a_capture_or_a_bundle_not_both(capsys) -> None:
-    result = run_module(gpu_host_facts.main, {"bundle": str(BUG_REPORT), "capture": str(H100)}, capsys)
-    assert result["failed"] and "mutually exclusive" in result["msg"]
+def test_gpu_host_facts_refuses_a_capture_built_from_material(tmp_path: Path, capsys) -> None:
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
+
+    path = tmp_path / "built.json"
+    path.write_text(json.dumps(build_capture([("topo.txt", TOPO_M)])))
+    result = run_module(gpu_host_facts.main, {"capture": str(path)}, capsys)
+    assert result["failed"] and "built from saved material" in result["msg"] and "gpu_analyze" in result["msg"]
+    assert "Traceback" not in result["msg"]
 
 
-def test_gpu_host_facts_run_without_its_action_says_which_module_reads_a_bundle(capsys) -> None:
-    result = run_module(gpu_host_facts.main, {"bundle": str(BUG_REPORT)}, capsys)
-    assert result["failed"] and "gpu_material_facts" in result["msg"]
-
-
-def test_a_gpu_host_facts_task_with_a_bundle_runs_gpu_material_facts(tmp_path: Path) -> None:
-    # Through ansible itself: the action plugin hands the task over, save_capture's warning included.
+def ansible_adhoc(tmp_path: Path, module: str, args: dict) -> subprocess.CompletedProcess:
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path))
-    run = subprocess.run([str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-e",
-                          f"ansible_python_interpreter={sys.executable}", "-m", "gpuhost.gpu.gpu_host_facts", "-a",
-                          json.dumps({"bundle": str(BUG_REPORT), "save_capture": True})],
-                         cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    assert "kind: nvidia-bug-report" in run.stdout and "save_capture is ignored" in run.stdout + run.stderr
+    return subprocess.run([str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-e",
+                           f"ansible_python_interpreter={sys.executable}", "-m", module, "-a", json.dumps(args)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+
+
+def test_the_removed_entry_points_say_where_material_goes_now(tmp_path: Path) -> None:
+    """Through ansible itself: an old playbook's gpu_material_facts task meets the tombstone's message, and
+    gpu_host_facts' bundle option is an unsupported parameter, not a traceback."""
+    removed = ansible_adhoc(tmp_path, "gpuhost.gpu.gpu_material_facts", {"bundle": str(BUG_REPORT)})
+    said = removed.stdout + removed.stderr
+    assert removed.returncode != 0 and "gpu_analyze" in said and "was removed" in said, said[-2000:]
+    old_option = ansible_adhoc(tmp_path, "gpuhost.gpu.gpu_host_facts", {"bundle": str(BUG_REPORT)})
+    said = old_option.stdout + old_option.stderr
+    assert old_option.returncode != 0 and "Unsupported parameters" in said and "bundle" in said, said[-2000:]
+    assert "Traceback" not in said
 
 
 def test_a_pasted_matrix_that_names_no_model_says_so_not_no_driver(tmp_path: Path, capsys) -> None:
