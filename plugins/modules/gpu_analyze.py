@@ -174,13 +174,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import Sub
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError, ReplaySource
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import CommModelError, check_profile
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.from_logs import nccl_from_log, probe_from_log
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.analysis_reports import (
-    ANALYSIS_SUFFIX,
-    RESERVED,
-    merged_facts,
-    planned_files,
-)
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.report_files import REPORT_MODE
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files.report_files import REPORT_MODE, check_host_names
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import ReportFileError, plan_files
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import MIB
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import InputLimits
@@ -193,6 +187,14 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import
     resolve,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_bundle
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.files_plan import (
+    ANALYSIS_INDEX,
+    ANALYSIS_RESERVED,
+    ANALYSIS_SUFFIX,
+    ANALYSIS_TITLE,
+    merged_facts,
+    planned_files,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import verdict_line
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import DEFAULT_MIN_BAR1_MIB, RuleOptions
 
@@ -248,7 +250,8 @@ def analyse_all(params: dict, dest: str, warn) -> tuple[list[dict], dict, dict, 
     options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
                           min_bar1_mib=params["min_bar1_mib"])
     hosts, benches, not_read, rows = {}, {}, {}, []
-    for given, host in zip(params["inputs"], report_names(params["inputs"], RESERVED, ANALYSIS_SUFFIX), strict=True):
+    names = report_names(params["inputs"], ANALYSIS_RESERVED, ANALYSIS_SUFFIX)
+    for given, host in zip(params["inputs"], names, strict=True):
         path = resolve(given, params["base_dir"])
         row = {"input": given, "path": path, "host": host, "form": None, "verdict": None, "bench_logs": {},
                "not_seen": None, "unmapped": None, "report": os.path.join(dest, f"{host}.md"), "error": None}
@@ -291,10 +294,13 @@ def main() -> None:
     except (CommModelError, SubsetError) as exc:
         module.fail_json(msg=str(exc))
     hosts = merged_facts(facts, bench)
+    absent = {host: {"status": "failed", "msg": msg, "report": None, "report_date": None}
+              for host, msg in not_read.items()}
     try:
-        written = plan_files(planned_files(dest, hosts, not_read, params["fleet"]), warn=module.warn,
-                             at_most=REPORT_MODE).commit(
-            module.check_mode, create_dirs=True)
+        check_host_names([*hosts, *not_read], ANALYSIS_RESERVED)
+        files = planned_files(dest, hosts, ANALYSIS_INDEX if params["fleet"] else None, absent=absent,
+                              title=ANALYSIS_TITLE)
+        written = plan_files(files, warn=module.warn, at_most=REPORT_MODE).commit(module.check_mode, create_dirs=True)
     except ReportFileError as exc:
         module.fail_json(msg=f"cannot write the reports under {dest}: {exc}; set dest (REPORTS=... for make "
                              "analyze) to a writable directory", changed=bool(exc.written),

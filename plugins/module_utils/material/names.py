@@ -9,7 +9,7 @@ is made to pass report_files' rules: every run of characters other than letters,
 ``MAX_HOST_BYTES`` with room for a counter; an empty result, and a name the reports keep for themselves
 (``fleet``), become ``input`` and ``fleet-input``. Inputs that come out with the same name (every bug
 report is called ``nvidia-bug-report.log.gz``) get ``-2``, ``-3`` ... in the order given. A ``suffix`` (the
-analysis's ``.analysis``, files/analysis_reports.py) ends every name, after the counter, within the length.
+analysis's ``.analysis``, report/files_plan.py) ends every name, after the counter, within the length.
 """
 
 from __future__ import annotations
