@@ -28,7 +28,7 @@ description:
     name get C(-2), C(-3) in the order given; every name ends in C(.analysis) (C(ticket-4711/) reports as
     C(ticket-4711.analysis)), so that an input named after an audited host never replaces that host's audit report
     in the same directory, nor is read back by the audit as that host's last report. The host's facts carry the
-    material's C(bundle) section, saying what each input was read as, what the audit saw, did not see
+    material's C(material) section, saying what each input was read as, what the audit saw, did not see
     (C(not_seen)), what was not used and why (C(unmapped)).
   - Writes C(<dest>/<name>.analysis.json), C(<dest>/<name>.analysis.md) (and C(<name>.analysis-nccl.svg) with an
     nccl-tests log) per input, and its own index C(<dest>/analysis.md), with the code
@@ -186,7 +186,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import
     read_material,
     resolve,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_bundle
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_material
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.files_plan import (
     ANALYSIS_INDEX,
     ANALYSIS_RESERVED,
@@ -241,7 +241,7 @@ def analyse(given: str, params: dict, subsets: list[str], options: RuleOptions,
     material = read_material(given, params["base_dir"], limits)
     facts = audit(ReplaySource(material.capture), subsets, options)
     bench = bench_of(material, facts, params, warn)
-    return material, with_bundle(facts, material.capture, material), bench
+    return material, with_material(facts, material.capture, material), bench
 
 
 def analyse_all(params: dict, dest: str, warn) -> tuple[list[dict], dict, dict, dict]:
@@ -266,9 +266,9 @@ def analyse_all(params: dict, dest: str, warn) -> tuple[list[dict], dict, dict, 
                 f"the audit of {path} stopped on {type(exc).__name__}: {exc}. This is a defect of the audit: report "
                 "it with the input attached; the other inputs were audited")
             continue
-        bundle = facts.get("bundle")
-        row.update(form=material.form, not_seen=len(bundle["not_seen"]) if bundle else None,
-                   unmapped=len(bundle["unmapped"]) if bundle else None,
+        held = facts.get("material")
+        row.update(form=material.form, not_seen=len(held["not_seen"]) if held else None,
+                   unmapped=len(held["unmapped"]) if held else None,
                    bench_logs={step: log for step, (_unused, log) in material.bench_logs.items()} if bench else {})
         hosts[host] = facts
         if bench:

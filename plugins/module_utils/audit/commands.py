@@ -1,7 +1,7 @@
 """The commands the audit runs, written once: the argv a gatherer runs, the key it is shown under
 (a capture's ``commands`` entry, a line of ``problems``: the argv joined by spaces, as
 ``capture_format.command_key`` writes it), and what the audit reads from its output, in the words the
-bundle section of support material uses (material/capture.py ``seen``, ``unread``, ``not_seen``).
+from_material section of a capture built from material uses (material/capture.py ``seen``, ``unread``, ``not_seen``).
 
 The gatherers (audit/*.py) run these, audit/seen.py asks the source whether it saw them, and
 material/capture.py files pasted outputs under their keys: a command spelled anywhere else would be
@@ -24,7 +24,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.p2p_capability
 @dataclass(frozen=True)
 class Command:
     argv: list[str]
-    reads: str  # what the audit takes from the output, as the bundle section says it
+    reads: str  # what the audit takes from the output, as the from_material section says it
 
     @property
     def key(self) -> str:

@@ -28,7 +28,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import (
     unread_pairs,
 )
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
 
 

@@ -11,7 +11,7 @@ Reads never raise: an absent path answers ``None``; an unreadable one answers
 ``None`` and is noted in ``problems`` so the report can say what it could not
 see and why.
 
-A capture built from support material (material/capture.py, its ``bundle`` section)
+A capture built from material (material/capture.py, its ``from_material`` section)
 holds only what the material held: there a path or command the capture lacks
 was not seen, which says nothing of the host. Such a source is ``partial``;
 ``seen`` tells a gatherer whether an entry was in it, and a command it lacks
@@ -279,7 +279,7 @@ class ReplaySource(Source):
                 "make one with playbooks/capture.yml")
         self.capture = capture
         self.note = capture.get("note", "")
-        self.partial = isinstance(capture.get("bundle"), dict)
+        self.partial = isinstance(capture.get("from_material"), dict)
 
     def seen(self, section: str, key: str = "") -> bool:
         if not self.partial:

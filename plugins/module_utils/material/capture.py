@@ -1,4 +1,4 @@
-"""Support material turned into a capture the audit can replay.
+"""Material turned into a capture the audit can replay.
 
 Support engineers exchange raw outputs, not captures: an ``nvidia-bug-report.log.gz``, or a handful of
 pasted outputs (``nvidia-smi topo -p2p r``, ``topo -m``, ``-q``, ``dmesg``, a VM config ...).
@@ -15,7 +15,8 @@ only when its header, or the command the caller names, shows the audit's own fie
 under its path, a ``*** /path does not exist`` of the bug report as an absent file. Nothing is derived: no sysfs file is
 made from lspci or dmidecode text, no command output from another command's.
 
-The capture's ``bundle`` section says what came of the material:
+The capture's ``from_material`` section says what came of the material (the facts' ``material`` section,
+material/section.py; these lists are documented here and nowhere else):
 
 * ``inputs``: each input's ``name``, ``kind`` (None when unknown), ``gzip``, ``truncated`` and the
   capture entries it gave (``as``).
@@ -31,9 +32,9 @@ The capture's ``bundle`` section says what came of the material:
 * ``unmapped``: inputs or bug-report sections not written, and why (a benchmark log, a ``topo -p2p``
   matrix pasted with a command of no capability nvidia-smi takes, a conflict with another input).
 * ``warnings``: what makes the capture doubtful as one host (GPU outputs and a hypervisor's VM config in
-  one bundle).
+  one piece of material).
 
-A capture describes one host: give a guest's and its hypervisor's material as two bundles.
+A capture describes one host: give a guest's and its hypervisor's material as two inputs.
 """
 
 from __future__ import annotations
@@ -114,12 +115,12 @@ _DOMAIN_DEVICE_RE = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}
 _HEADER_UNIT_RE = re.compile(r"\s*\[[^\]]*\]$")
 
 
-class BundleError(ValueError):
+class PieceError(ValueError):
     """Material that cannot be taken at all (not a list of named bytes); the message says what to give."""
 
 
 @dataclass(frozen=True)
-class BundleInput:
+class Piece:
     """One piece of material: a name (only to report it), its bytes, and optionally the command the caller
     says it is the output of (``nvidia-smi topo -p2p r``, ``qm config 120``). A caller that has undone the
     gzip itself (material/reader.py, so that a file is decompressed once) gives the plain bytes with
@@ -135,7 +136,7 @@ class BundleInput:
 
 
 @dataclass
-class _Bundle:
+class _Built:
     commands: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: dict[str, Any] = field(default_factory=dict)
     dirs: dict[str, list[str]] = field(default_factory=dict)
@@ -150,7 +151,7 @@ class _Bundle:
         if key in store and store[key] != value:
             first = ", ".join(self.sources.get(label, []))
             self.unmapped.append({"name": origin, "why": f"{first} already gave {key}, with other content; "
-                                                         "give one host's material per bundle"})
+                                                         "give one host's material per input"})
             return
         store[key] = value
         self.sources.setdefault(label, []).append(origin)
@@ -160,106 +161,106 @@ class _Bundle:
         self.unmapped.append({"name": origin, "why": why})
 
 
-def build_capture(inputs: Iterable[BundleInput | tuple[str, bytes]], note: str | None = None,
+def build_capture(inputs: Iterable[Piece | tuple[str, bytes]], note: str | None = None,
                   max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> dict[str, Any]:
-    """A ``gpuhost-capture/1`` capture from the material, with its ``bundle`` section (see the module text).
+    """A ``gpuhost-capture/1`` capture from the material, with its ``from_material`` section (see the module text).
     gzip input that decompresses past ``max_decompressed`` bytes is not read (listed as unmapped).
-    Raises ``BundleError`` only for input that is not named bytes."""
-    bundle = _Bundle()
+    Raises ``PieceError`` only for input that is not named bytes."""
+    built = _Built()
     for item in _inputs(inputs):
-        _take(bundle, item, max_decompressed)
+        _take(built, item, max_decompressed)
     capture: dict[str, Any] = {
         "format": CAPTURE_FORMAT,
-        "note": note or "Built from support material (" + ", ".join(i["name"] for i in bundle.inputs) + ") by "
-                        "material/capture.py: only what the material holds; see the bundle section.",
-        "commands": bundle.commands,
-        "files": bundle.files,
-        "dirs": bundle.dirs,
-        **({"material": bundle.material} if bundle.material else {}),
+        "note": note or "Built from material (" + ", ".join(i["name"] for i in built.inputs) + ") by "
+                        "material/capture.py: only what the material holds; see its from_material section.",
+        "commands": built.commands,
+        "files": built.files,
+        "dirs": built.dirs,
+        **({"material": built.material} if built.material else {}),
     }
-    capture["bundle"] = {
-        "inputs": bundle.inputs,
-        **coverage(capture, bundle.sources),
-        "unmapped": bundle.unmapped,
-        "warnings": _warnings(bundle),
+    capture["from_material"] = {
+        "inputs": built.inputs,
+        **coverage(capture, built.sources),
+        "unmapped": built.unmapped,
+        "warnings": _warnings(built),
     }
     return capture
 
 
-def _inputs(inputs: Any) -> list[BundleInput]:
+def _inputs(inputs: Any) -> list[Piece]:
     if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Iterable):
-        raise BundleError(f"expected a list of inputs, each a name and its bytes; found {type(inputs).__name__}. "
-                          "Give [(name, bytes), ...] or BundleInput objects.")
+        raise PieceError(f"expected a list of inputs, each a name and its bytes; found {type(inputs).__name__}. "
+                          "Give [(name, bytes), ...] or Piece objects.")
     found = []
     for number, item in enumerate(inputs, start=1):
         if isinstance(item, tuple) and len(item) == 2:
-            item = BundleInput(*item)
-        if not isinstance(item, BundleInput):
-            raise BundleError(f"input {number}: expected (name, bytes) or a BundleInput; found "
+            item = Piece(*item)
+        if not isinstance(item, Piece):
+            raise PieceError(f"input {number}: expected (name, bytes) or a Piece; found "
                               f"{type(item).__name__}. Give each piece of material with a name.")
         data = item.data.encode("utf-8") if isinstance(item.data, str) else item.data
         if not isinstance(item.name, str) or not isinstance(data, (bytes, bytearray)):
-            raise BundleError(f"input {number}: expected a text name and bytes; found {type(item.name).__name__} "
+            raise PieceError(f"input {number}: expected a text name and bytes; found {type(item.name).__name__} "
                               f"and {type(item.data).__name__}. Read the file in binary mode.")
         if item.command is not None and not isinstance(item.command, str):
-            raise BundleError(f"input {number} ({item.name}): expected the command as text, such as "
+            raise PieceError(f"input {number} ({item.name}): expected the command as text, such as "
                               f"'nvidia-smi topo -p2p r'; found {type(item.command).__name__}.")
-        found.append(BundleInput(item.name, bytes(data), item.command, bool(item.gzip), bool(item.truncated)))
+        found.append(Piece(item.name, bytes(data), item.command, bool(item.gzip), bool(item.truncated)))
     return found
 
 
-def _take(bundle: _Bundle, item: BundleInput, max_decompressed: int) -> None:
+def _take(built: _Built, item: Piece, max_decompressed: int) -> None:
     data, gzipped, whole = item.data, item.gzip, not item.truncated
     if data[:2] == GZIP_MAGIC:
         try:
             data, whole = gunzip(data, max_decompressed)
         except GunzipLimitError as exc:
-            bundle.inputs.append({"name": item.name, "kind": None, "gzip": True, "truncated": False, "as": []})
-            bundle.skip(item.name, str(exc))
+            built.inputs.append({"name": item.name, "kind": None, "gzip": True, "truncated": False, "as": []})
+            built.skip(item.name, str(exc))
             return
         gzipped = True
     text = data.decode("utf-8", errors="replace")
     kind = detect_kind(text)
-    if kind != "nvidia-bug-report" and item.command is None and _took_pieces(bundle, item, text, max_decompressed):
+    if kind != "nvidia-bug-report" and item.command is None and _took_pieces(built, item, text, max_decompressed):
         return
     entry: dict[str, Any] = {"name": item.name, "kind": kind, "gzip": gzipped, "truncated": not whole, "as": []}
-    bundle.inputs.append(entry)
+    built.inputs.append(entry)
     if gzipped and not whole and not text:
-        bundle.skip(item.name, "gzip data that does not decompress: the file is damaged or not gzip")
+        built.skip(item.name, "gzip data that does not decompress: the file is damaged or not gzip")
         return
     if kind is None:
-        bundle.skip(item.name, "not output of a tool this reader knows (" + ", ".join(KINDS.values()) + ")")
+        built.skip(item.name, "not output of a tool this reader knows (" + ", ".join(KINDS.values()) + ")")
         return
     if kind == "nvidia-bug-report":
-        _take_bug_report(bundle, item.name, text, entry)
+        _take_bug_report(built, item.name, text, entry)
         return
     if kind in _BENCH_KINDS:
-        bundle.skip(item.name, f"{KINDS[kind]}: the audit reads no benchmark logs; give it to the bench phase "
+        built.skip(item.name, f"{KINDS[kind]}: the audit reads no benchmark logs; give it to the bench phase "
                                f"({_BENCH_KINDS[kind]})")
         return
     command = _declared(item, text)
     output = _tool_output(text)
     if kind == "nvidia-smi-topo-p2p":  # what told its capability is recorded with it
         told_by = item.named_by if command is not None and command == item.command else "command line"
-        _take_p2p(bundle, item.name, command, output, entry, told_by)
+        _take_p2p(built, item.name, command, output, entry, told_by)
         return
     handler = _HANDLERS[kind]
-    handler(bundle, item.name, command, output, entry)
+    handler(built, item.name, command, output, entry)
 
 
-def _took_pieces(bundle: _Bundle, item: BundleInput, text: str, max_decompressed: int) -> bool:
+def _took_pieces(built: _Built, item: Piece, text: str, max_decompressed: int) -> bool:
     """A paste of several outputs (material/split.py) taken as one input per output, each named after the
     paste and the line it starts at, with the command its shell line or heading names; False for one output."""
     pieces = split_paste(text)
     if len(pieces) < 2:
         return False
     for piece in pieces:
-        _take(bundle, BundleInput(f"{item.name}, line {piece.start + 1}", piece.text.encode("utf-8"), piece.command,
+        _take(built, Piece(f"{item.name}, line {piece.start + 1}", piece.text.encode("utf-8"), piece.command,
                                   named_by=piece.named_by or "command line"), max_decompressed)
     return True
 
 
-def _declared(item: BundleInput, text: str) -> str | None:
+def _declared(item: Piece, text: str) -> str | None:
     """The command the input is the output of: as the caller said, as its name spells it out (a paste named
     ``nvidia-smi topo -p2p r``), or as a shell line in the paste shows it."""
     for candidate in (item.command, item.name):
@@ -290,25 +291,25 @@ def _ran(stdout: str) -> dict[str, Any]:
     return {"rc": 0, "stdout": stdout, "stderr": ""}
 
 
-def _command(key: str) -> Callable[[_Bundle, str, str | None, str, dict[str, Any]], None]:
-    def handler(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
-        bundle.put("commands", key, _ran(output), name, entry)
+def _command(key: str) -> Callable[[_Built, str, str | None, str, dict[str, Any]], None]:
+    def handler(built: _Built, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
+        built.put("commands", key, _ran(output), name, entry)
     return handler
 
 
-def _take_p2p(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any],
+def _take_p2p(built: _Built, name: str, command: str | None, output: str, entry: dict[str, Any],
               told_by: str = "command line") -> None:
     matrix, capability = p2p_command(command, name, told_by)  # the capability from its command line or file name
     if matrix is None:
-        bundle.skip(name, str(capability))
+        built.skip(name, str(capability))
         return
     entry["capability"] = capability
-    bundle.put("commands", matrix.key, _ran(output), name, entry)
+    built.put("commands", matrix.key, _ran(output), name, entry)
 
 
-def _take_query(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
+def _take_query(built: _Built, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
     if command in (QUERY_KEY, *HEALTH_KEYS):
-        bundle.put("commands", command, _ran(output), name, entry)
+        built.put("commands", command, _ran(output), name, entry)
         return
     first = next((line for line in clean_lines(output) if line.strip()), "")
     fields = tuple(_HEADER_UNIT_RE.sub("", value.strip()) for value in first.split(","))
@@ -316,28 +317,28 @@ def _take_query(bundle: _Bundle, name: str, command: str | None, output: str, en
                  tuple(HEALTH_QUERY_FIELDS_OLD): HEALTH_KEYS[1]}
     if fields in by_fields:
         # The header is nvidia-smi's, and the parsers skip it and the units (nvidia_smi_query).
-        bundle.put("commands", by_fields[fields], _ran(output), name, entry)
+        built.put("commands", by_fields[fields], _ran(output), name, entry)
         return
-    bundle.skip(name, "an nvidia-smi --query-gpu output, but not of the fields the audit asks for (or without its "
+    built.skip(name, "an nvidia-smi --query-gpu output, but not of the fields the audit asks for (or without its "
                       f"header, so its columns cannot be told): run {QUERY_KEY.replace(',noheader', '')}")
 
 
-def _take_lspci(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
+def _take_lspci(built: _Built, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
     lines = clean_lines(output)
     if not any(_DOMAIN_DEVICE_RE.match(line) for line in lines):
-        bundle.skip(name, "lspci output without PCI domains (no -D): the audit's lspci -vvv -D names devices "
+        built.skip(name, "lspci output without PCI domains (no -D): the audit's lspci -vvv -D names devices "
                           "with them")
         return
-    bundle.put("commands", LSPCI_KEY, _ran(output), name, entry)
+    built.put("commands", LSPCI_KEY, _ran(output), name, entry)
 
 
-def _take_cmdline(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
-    bundle.put("files", CMDLINE_FILE, output, name, entry)
+def _take_cmdline(built: _Built, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
+    built.put("files", CMDLINE_FILE, output, name, entry)
 
 
-def _take_vm_config(bundle: _Bundle, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
+def _take_vm_config(built: _Built, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
     if "--current" in (command or ""):
-        bundle.skip(name, "qm config --current leaves out the pending changes, and the audit judges a VM as it will "
+        built.skip(name, "qm config --current leaves out the pending changes, and the audit judges a VM as it will "
                           "start next; paste qm config <vmid> without --current")
         return
     match = _VM_COMMAND_RE.match(command or "")
@@ -345,23 +346,23 @@ def _take_vm_config(bundle: _Bundle, name: str, command: str | None, output: str
     name_match = _VM_NAME_RE.match(name.strip())
     vmid = vmid or (name_match.group("vmid") if name_match else None)
     if vmid is None:
-        bundle.skip(name, "a Proxmox VM config, but nothing says its VM id: paste it with its 'qm config <vmid>' "
+        built.skip(name, "a Proxmox VM config, but nothing says its VM id: paste it with its 'qm config <vmid>' "
                           "line, or name it <vmid>.conf")
         return
     # `qm config` prints the config with its pending changes applied, which is how the audit judges a VM.
     label = f"files:{QEMU_SERVER_DIR}/{vmid}.conf"
-    bundle.put("files", f"{QEMU_SERVER_DIR}/{vmid}.conf", output, name, entry)
+    built.put("files", f"{QEMU_SERVER_DIR}/{vmid}.conf", output, name, entry)
     if label not in entry["as"]:
         return  # another input gave this VM another config
     # The listing holds the configs given, not every VM of the node: the audit judges the VMs it was shown.
-    listing = bundle.dirs.setdefault(QEMU_SERVER_DIR, [])
+    listing = built.dirs.setdefault(QEMU_SERVER_DIR, [])
     if f"{vmid}.conf" not in listing:
         listing.append(f"{vmid}.conf")
         listing.sort()
-    bundle.sources.setdefault(f"dirs:{QEMU_SERVER_DIR}", []).append(name)
+    built.sources.setdefault(f"dirs:{QEMU_SERVER_DIR}", []).append(name)
 
 
-_HANDLERS: dict[str, Callable[[_Bundle, str, str | None, str, dict[str, Any]], None]] = {
+_HANDLERS: dict[str, Callable[[_Built, str, str | None, str, dict[str, Any]], None]] = {
     "nvidia-smi-q-xml": _command(SMI_Q_XML_KEY),
     "nvidia-smi-q": _command(SMI_Q_KEY),
     "nvidia-smi-topo-m": _command(TOPO_KEY),
@@ -374,25 +375,25 @@ _HANDLERS: dict[str, Callable[[_Bundle, str, str | None, str, dict[str, Any]], N
     "journal-kernel": _command(JOURNAL.key),
     "proc-cmdline": _take_cmdline,
     # An NCCL INFO log: its GPUs (audit/material_gpus.py) where nothing else lists them.
-    "nccl-debug": lambda bundle, name, _command, output, entry: bundle.put("material", NCCL_DEBUG_MATERIAL, output,
+    "nccl-debug": lambda built, name, _command, output, entry: built.put("material", NCCL_DEBUG_MATERIAL, output,
                                                                            name, entry),
-    "nccl-topo-xml": lambda bundle, name, _command, output, entry: bundle.put("material", NCCL_TOPO_MATERIAL, output,
+    "nccl-topo-xml": lambda built, name, _command, output, entry: built.put("material", NCCL_TOPO_MATERIAL, output,
                                                                               name, entry),
     # The fabric manager's own lines: its refusals and start failures (audit/health.py gather_fabric_manager).
-    "fabric-manager-log": lambda bundle, name, _command, output, entry: bundle.put("material",
+    "fabric-manager-log": lambda built, name, _command, output, entry: built.put("material",
                                                                                    FABRIC_MANAGER_LOG_MATERIAL, output,
                                                                                    name, entry),
     # DCGM's verdicts, of whatever level the paste was run at (its JSON does not say): audit/dcgm_diag.py.
-    "dcgm-diag-json": lambda bundle, name, _command, output, entry: bundle.put("material", DCGM_DIAG_MATERIAL, output,
+    "dcgm-diag-json": lambda built, name, _command, output, entry: built.put("material", DCGM_DIAG_MATERIAL, output,
                                                                                name, entry),
 }
 
 
-def _take_bug_report(bundle: _Bundle, name: str, text: str, entry: dict[str, Any]) -> None:
+def _take_bug_report(built: _Built, name: str, text: str, entry: dict[str, Any]) -> None:
     try:
         report = parse_bug_report(text)
     except BugReportParseError as exc:
-        bundle.skip(name, str(exc))
+        built.skip(name, str(exc))
         return
     if not report.complete:
         entry["truncated"] = True
@@ -401,21 +402,21 @@ def _take_bug_report(bundle: _Bundle, name: str, text: str, entry: dict[str, Any
         if section.kind in ("file", "missing", "unreadable") and section.name.startswith(_KEPT_FILE_PREFIXES):
             value: Any = {"file": encode_bytes(section.text.encode("utf-8")), "missing": None,
                           "unreadable": {"error": "not readable to nvidia-bug-report.sh"}}[section.kind]
-            bundle.put("files", section.name, value, origin, entry)
+            built.put("files", section.name, value, origin, entry)
         elif section.kind == "command" and section.name == "dmesg":
             if section.text:
-                bundle.put("commands", DMESG_KEY, _ran(section.text), origin, entry)
+                built.put("commands", DMESG_KEY, _ran(section.text), origin, entry)
             else:
-                bundle.skip(origin, "the report's dmesg section is empty (dmesg refused or printed nothing)")
+                built.skip(origin, "the report's dmesg section is empty (dmesg refused or printed nothing)")
         elif section.kind == "command" and section.name in _BUG_REPORT_SMI_Q:
-            bundle.put("commands", SMI_Q_KEY, _ran(section.text), origin, entry)
+            built.put("commands", SMI_Q_KEY, _ran(section.text), origin, entry)
 
 
-def _warnings(bundle: _Bundle) -> list[str]:
-    kinds = {entry["kind"] for entry in bundle.inputs if entry["as"]}
+def _warnings(built: _Built) -> list[str]:
+    kinds = {entry["kind"] for entry in built.inputs if entry["as"]}
     gpu_kinds = {kind for kind in kinds if kind and kind.startswith("nvidia-smi")} | (
         {"nvidia-bug-report"} & kinds)
     if "proxmox-vm-config" in kinds and gpu_kinds:
         return ["the material holds a Proxmox VM config (a hypervisor's file) and nvidia-smi output: if the "
-                "nvidia-smi output comes from the guest, the capture mixes two hosts; build one bundle per host"]
+                "nvidia-smi output comes from the guest, the capture mixes two hosts; give one input per host"]
     return []

@@ -12,7 +12,7 @@ Noise around the output (a greeting, a prompt, a signature) does not change the 
 ``proc-cmdline``, which must be one line of kernel parameters. Where a text carries the markers of two
 kinds, the more specific one wins, in this order (the first that matches):
 
-1. ``nvidia-bug-report``: the bundle holds ``nvidia-smi -q``, lspci and dmesg, and is the whole of them.
+1. ``nvidia-bug-report``: the report holds ``nvidia-smi -q``, lspci and dmesg, and is the whole of them.
 2. ``nvidia-smi-q-xml`` (``<nvidia_smi_log``), then ``nccl-topo-xml`` (``<system version="1">`` and its
    ``<cpu>`` or ``<pci>``, parsers/nccl_topo_xml.py), then ``nvidia-smi-q`` (the ``NVSMI LOG`` banner or
    ``Attached GPUs :``).
@@ -68,7 +68,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_top
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.simple_p2p import MARK_RE as _SIMPLE_P2P_RE
 
 KINDS = {
-    "nvidia-bug-report": "nvidia-bug-report.log, NVIDIA's support bundle (gunzipped)",
+    "nvidia-bug-report": "nvidia-bug-report.log, NVIDIA's bug report (gunzipped)",
     "nvidia-smi-q-xml": "nvidia-smi -q -x",
     "nvidia-smi-q": "nvidia-smi -q",
     "nccl-topo-xml": "an NCCL topology dump (NCCL_TOPO_DUMP_FILE)",

@@ -3,7 +3,7 @@
 One input is one host, in one of three forms:
 
 - a capture file (JSON, format ``gpuhost-capture/1``, gzip or not), replayed as it is;
-- any other single file: an ``nvidia-bug-report.log(.gz)`` or one pasted output, read as a bundle of one;
+- any other single file: an ``nvidia-bug-report.log(.gz)`` or one pasted output, read as material of one piece;
 - a directory of pasted outputs: every regular file directly in it (subdirectories are not read, and said
   so: a directory is one host, and a folder inside it is more likely another host's material than more of
   this one's). Each file's kind comes from its content (material/capture.py, material/kinds.py), never from
@@ -12,7 +12,7 @@ One input is one host, in one of three forms:
   (material/p2p_matrix.py).
 
 Benchmark logs in the material (nccl-tests output, p2pBandwidthLatencyTest, nvbandwidth, the probe's own
-output) are not read by the audit: bundle.py lists them under ``unmapped``, and ``bench_logs`` gives their
+output) are not read by the audit: material/capture.py lists them under ``unmapped``, and ``bench_logs`` gives their
 paths, for the benchmark's own log readers (bench/from_logs.py).
 
 Relative paths are resolved against the directory the caller names (the directory the user ran from), and
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format import CAPTURE_FORMAT
-from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import BundleInput, build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import Piece, build_capture
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import GZIP_MAGIC, GunzipLimitError, gunzip
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import (
     InputBudget,
@@ -62,11 +62,11 @@ class Material:
     path: str  # absolute
     form: str  # capture, file or directory
     capture: dict[str, Any]
-    # nccl / probe -> the log of that step: (its name in the bundle, absolute path)
+    # nccl / probe -> the log of that step: (its input name, absolute path)
     bench_logs: dict[str, tuple[str, str]] = field(default_factory=dict)
-    notes: list[dict[str, str]] = field(default_factory=list)  # {name, why}: what was not read, beyond the bundle
-    reasons: dict[str, str] = field(default_factory=dict)  # bundle input name -> why, replacing the bundle's
-    read_as: dict[str, str] = field(default_factory=dict)  # bundle input name -> the step that read it (bench:...)
+    notes: list[dict[str, str]] = field(default_factory=list)  # {name, why}: not read, beyond the capture's inputs
+    reasons: dict[str, str] = field(default_factory=dict)  # input name -> why, replacing the capture's
+    read_as: dict[str, str] = field(default_factory=dict)  # input name -> the step that read it (bench:...)
 
 
 def resolve(path: str, base_dir: str | None = None) -> str:
@@ -84,15 +84,15 @@ def missing_message(given: str, resolved: str, base_dir: str | None = None) -> s
             "pasted output or a directory of them. Check the path, or give it absolute")
 
 
-def _plain(data: bytes, path: str, limits: InputLimits) -> BundleInput:
-    """The file's bytes with gzip undone (once, within the limit), as the bundle takes them."""
+def _plain(data: bytes, path: str, limits: InputLimits) -> Piece:
+    """The file's bytes with gzip undone (once, within the limit), as material/capture.py takes them."""
     if data[:2] != GZIP_MAGIC:
-        return BundleInput(printable(os.path.basename(path)), data)
+        return Piece(printable(os.path.basename(path)), data)
     try:
         plain, whole = gunzip(data, limits.decompressed_bytes)
     except GunzipLimitError as exc:
         raise LimitError(f"{path}: {exc}; {how_to_raise('decompressed_bytes')}") from None
-    return BundleInput(printable(os.path.basename(path)), plain, gzip=True, truncated=not whole)
+    return Piece(printable(os.path.basename(path)), plain, gzip=True, truncated=not whole)
 
 
 def as_capture(data: bytes, path: str) -> dict[str, Any] | None:
@@ -102,7 +102,7 @@ def as_capture(data: bytes, path: str) -> dict[str, Any] | None:
     try:
         document = json.loads(data)
     except ValueError:
-        return None  # an nccl-tests -J output cut short is JSON-like too: the bundle tells its kind
+        return None  # an nccl-tests -J output cut short is JSON-like too: material/kinds.py tells its kind
     if not isinstance(document, dict) or not str(document.get("format", "")).startswith("gpuhost-capture"):
         return None
     if document["format"] != CAPTURE_FORMAT:
@@ -132,7 +132,7 @@ def read_material(given: str, base_dir: str | None = None, limits: InputLimits |
     capture = as_capture(item.data, path)
     if capture is not None:
         return Material(path, "capture", capture)
-    return _bundle(path, "file", [(item, path)], [], limits)
+    return _built(path, "file", [(item, path)], [], limits)
 
 
 def _directory(path: str, budget: InputBudget) -> Material:
@@ -140,7 +140,7 @@ def _directory(path: str, budget: InputBudget) -> Material:
         names = sorted(os.listdir(path))
     except OSError as exc:
         raise MaterialError(f"cannot list the directory {path}: {exc.strerror or exc}; make it readable") from None
-    files: list[tuple[BundleInput, str]] = []
+    files: list[tuple[Piece, str]] = []
     notes = []
     for name in names:
         full = os.path.join(path, name)
@@ -164,18 +164,18 @@ def _directory(path: str, budget: InputBudget) -> Material:
         raise MaterialError(f"{path} holds no pasted output to read: expected files of tool output (nvidia-smi topo "
                             "-m, topo -p2p r, -q, lspci -vvv, nccl-tests logs, qm config ...) directly in it"
                             + ("; not read: " + "; ".join(f"{n['name']}: {n['why']}" for n in notes) if notes else ""))
-    return _bundle(path, "directory", files, notes, budget.limits)
+    return _built(path, "directory", files, notes, budget.limits)
 
 
-def _bundle(path: str, form: str, files: list[tuple[BundleInput, str]], notes: list[dict[str, str]],
+def _built(path: str, form: str, files: list[tuple[Piece, str]], notes: list[dict[str, str]],
             limits: InputLimits) -> Material:
     capture = build_capture([item for item, _unused in files], max_decompressed=limits.decompressed_bytes,
                             note=f"Built from the support material {os.path.basename(path)} by "
                                  "material/reader.py and material/capture.py: only what the material holds; see "
-                                 "the bundle section.")
+                                 "the from_material section.")
     full_path = {item.name: full for item, full in files}
     material = Material(path, form, capture, notes=notes)
-    for entry in capture["bundle"]["inputs"]:
+    for entry in capture["from_material"]["inputs"]:
         step = BENCH_LOG_KINDS.get(entry.get("kind") or "")
         if step is None:
             continue
@@ -197,12 +197,12 @@ def _bundle(path: str, form: str, files: list[tuple[BundleInput, str]], notes: l
 
 
 def _file_of(name: str, full_path: dict[str, str]) -> str | None:
-    """The file an input of the bundle came from: itself, or the paste a piece ``<file>, line <n>`` was cut from."""
+    """The file an input came from: itself, or the paste a piece ``<file>, line <n>`` was cut from."""
     return full_path.get(name) or full_path.get(name.rsplit(", line ", 1)[0])
 
 
 def judged(material: Material) -> None:
-    """Say, in the bundle's inputs, that the material's benchmark logs were read, by the step that reads each: they
+    """Say, in the capture's inputs, that the material's benchmark logs were read, by the step that reads each: they
     leave the unused inputs, as their values are in the report's benchmark section."""
     for step, (name, _unused) in material.bench_logs.items():
         material.read_as[name] = f"bench:{STEP_NAMES[step]}"

@@ -1,5 +1,5 @@
 """What the audit reads, and what support material gave of it: the ``seen``, ``unread``, ``not_seen`` and
-``kept`` lists of a capture's bundle section (material/capture.py builds the capture, this says what of it the
+``kept`` lists of a capture's from_material section (material/capture.py builds the capture, this says what of it the
 gatherers will read and why some of it goes unread).
 """
 

@@ -1,4 +1,4 @@
-"""The facts' ``bundle`` section: what support material held and what the audit could not see in it.
+"""The facts' ``material`` section: what the material held and what the audit could not see in it.
 
 A capture built from material (material/capture.py) carries the section; gpu_analyze copies it into the facts
 of the audit that replayed the capture, with what its reader (material/reader.py) says beyond it. gpu_host_facts
@@ -9,31 +9,31 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-# The facts' copy of the capture's bundle section: what the material gave, and what the audit could not see.
-BUNDLE_KEYS = ("inputs", "seen", "unread", "not_seen", "kept", "unmapped", "warnings")
+# The facts' copy of the capture's from_material section (its lists: material/capture.py).
+MATERIAL_KEYS = ("inputs", "seen", "unread", "not_seen", "kept", "unmapped", "warnings")
 
 
 class MaterialNotes(Protocol):
     """What the reader of the material says beyond the capture (material/reader.py ``Material``)."""
 
-    reasons: dict[str, str]  # bundle input name -> why, replacing the bundle's
-    notes: list[dict[str, str]]  # {name, why}: what was not read, beyond the bundle
-    read_as: dict[str, str]  # bundle input name -> what read it outside the capture (bench:nccl_bench)
+    reasons: dict[str, str]  # input name -> why, replacing the capture's
+    notes: list[dict[str, str]]  # {name, why}: what was not read, beyond the capture's inputs
+    read_as: dict[str, str]  # input name -> what read it outside the capture (bench:nccl_bench)
 
 
-def with_bundle(facts: dict[str, Any], capture: dict[str, Any],
+def with_material(facts: dict[str, Any], capture: dict[str, Any],
                 material: MaterialNotes | None = None) -> dict[str, Any]:
-    """The facts with the capture's ``bundle`` section (what the material held and what it did not show), when
+    """The facts with the capture's ``material`` section (what the material held and what it did not show), when
     the capture was built from support material; the facts unchanged otherwise. The ``material``'s own reasons
-    replace the bundle's for the same input, and its notes (what was not read at all) join ``unmapped``. An input
+    replace the capture's for the same input, and its notes (what was not read at all) join ``unmapped``. An input
     the material's reader read outside the capture (a benchmark log) says so in its ``as`` and leaves
     ``unmapped``: its values are in the report, so it is no input left unused."""
-    bundle = capture.get("bundle")
-    if not isinstance(bundle, dict):
+    account = capture.get("from_material")
+    if not isinstance(account, dict):
         return facts
     reasons, notes = (material.reasons, material.notes) if material else ({}, [])
     read_as = getattr(material, "read_as", None) or {}
-    section = {key: list(bundle.get(key) or []) for key in BUNDLE_KEYS}
+    section = {key: list(account.get(key) or []) for key in MATERIAL_KEYS}
     section["inputs"] = [dict(entry, **{"as": [*entry.get("as", []), read_as[entry["name"]]]})
                          if isinstance(entry, dict) and entry.get("name") in read_as else entry
                          for entry in section["inputs"]]
@@ -41,4 +41,4 @@ def with_bundle(facts: dict[str, Any], capture: dict[str, Any],
                            if isinstance(entry, dict) and entry.get("name") in reasons else entry
                            for entry in section["unmapped"]
                            if not (isinstance(entry, dict) and entry.get("name") in read_as)] + notes
-    return {**facts, "bundle": section}
+    return {**facts, "material": section}

@@ -13,7 +13,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format i
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import DCGM_DIAG
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.dcgm_diag import gather_dcgm_diag
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import LiveSource, ReplaySource
-from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import BundleInput
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import Piece
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
 from tests.paths import FIXTURES
@@ -28,7 +28,7 @@ def dcgm_findings(found: dict) -> dict[str, dict]:
 
 
 def from_material(name: str) -> dict:
-    capture = incident(BundleInput("diag.json", (DCGM / name).read_bytes()))
+    capture = incident(Piece("diag.json", (DCGM / name).read_bytes()))
     return facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions())
 
 
@@ -52,9 +52,9 @@ def test_a_pasted_warning_is_a_warning_and_a_healthy_run_says_nothing() -> None:
 
 
 def test_the_issue_139_paste_is_material_its_skips_are_no_finding() -> None:
-    capture = incident(BundleInput("dcgmi_diag_r3.json", (DCGM / "3.x_r3_t400_skips_closed.json").read_bytes()))
-    assert [i["kind"] for i in capture["bundle"]["inputs"]][-1] == "dcgm-diag-json"
-    assert any("DCGM diagnostic" in s["what"] for s in capture["bundle"]["seen"])
+    capture = incident(Piece("dcgmi_diag_r3.json", (DCGM / "3.x_r3_t400_skips_closed.json").read_bytes()))
+    assert [i["kind"] for i in capture["from_material"]["inputs"]][-1] == "dcgm-diag-json"
+    assert any("DCGM diagnostic" in s["what"] for s in capture["from_material"]["seen"])
     found = facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions())
     assert found["health"]["dcgm_diag"]["result"]["elided"] == 1
     assert dcgm_findings(found) == {}

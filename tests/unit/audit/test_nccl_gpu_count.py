@@ -35,8 +35,8 @@ def test_an_nccl_output_alone_gives_the_gpus_it_shows(name, buses) -> None:
     assert facts["summary"]["gpu_count"] == len(buses)
     assert sorted(d["pci_bus_id"] for d in facts["gpus"]["devices"]) == buses
     assert "gpus" not in facts["not_seen"]
-    assert capture["bundle"]["unmapped"] == []  # read, not "Not used"
-    assert any(name in item["from"] for item in capture["bundle"]["seen"])
+    assert capture["from_material"]["unmapped"] == []  # read, not "Not used"
+    assert any(name in item["from"] for item in capture["from_material"]["seen"])
 
 
 def test_the_dump_gives_each_gpus_compute_capability_from_its_sm() -> None:

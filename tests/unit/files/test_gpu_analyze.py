@@ -18,7 +18,7 @@ from tests.unit import schemas
 from tests.unit.material.test_capture import TOPO_M
 from tests.unit.modules import run_module
 
-BUG_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_418_2xV100-SXM2_baremetal_constructed.log"
+BUG_REPORT = FIXTURES / "bug-reports" / "nvidia-bug-report_418_2xV100-SXM2_baremetal_constructed.log"
 NCCL_LOG = FIXTURES / "nccl" / ("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
                                  "8xRTXPRO6000-vm-no-p2p.txt")
 P2P_NS = FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt"
@@ -83,9 +83,9 @@ def test_the_incidents_pastes_give_the_critical_p2p_finding_and_their_benchmark(
     assert "comm_floor" in report["summary"]
     assert result["inputs"][0]["bench_logs"] == {"nccl": str(tmp_path / "incident" / "all_reduce_perf.log")}
     # Its values are in the report: it is listed as read, by nccl_bench, and not among the inputs not used.
-    gave = {i["name"]: i["as"] for i in report["bundle"]["inputs"]}
+    gave = {i["name"]: i["as"] for i in report["material"]["inputs"]}
     assert gave["all_reduce_perf.log"] == ["bench:nccl_bench"]
-    assert "all_reduce_perf.log" not in {e["name"] for e in report["bundle"]["unmapped"]}
+    assert "all_reduce_perf.log" not in {e["name"] for e in report["material"]["unmapped"]}
     markdown = (tmp_path / "reports" / "incident.analysis.md").read_text()
     assert "| all_reduce_perf.log | nccl-tests | bench:nccl_bench |" in markdown
     assert "| nothing read |" not in markdown
@@ -96,7 +96,7 @@ def test_without_bench_logs_the_logs_stay_unmapped(tmp_path: Path, capsys) -> No
     analyse(capsys, tmp_path, ["incident"], bench_logs=False)
     report = json.loads((tmp_path / "reports" / "incident.analysis.json").read_text())
     assert "bench" not in report
-    assert "gpu_bench_nccl_log" in {e["name"]: e["why"] for e in report["bundle"]["unmapped"]}["all_reduce_perf.log"]
+    assert "gpu_bench_nccl_log" in {e["name"]: e["why"] for e in report["material"]["unmapped"]}["all_reduce_perf.log"]
 
 
 def test_check_mode_writes_nothing_and_says_would_write(tmp_path: Path, capsys) -> None:
@@ -130,16 +130,16 @@ def test_a_directory_of_pastes_carries_its_section(tmp_path: Path, capsys) -> No
     incident(tmp_path / "incident")
     analyse(capsys, tmp_path, ["incident"])
     facts = json.loads((tmp_path / "reports" / "incident.analysis.json").read_text())
-    assert {"inputs", "not_seen", "unmapped", "warnings"} <= set(facts["bundle"])
-    assert [i["name"] for i in facts["bundle"]["inputs"]] == ["all_reduce_perf.log", "p2p.txt", "topo.txt"]
-    assert "kernel log (dmesg)" in facts["bundle"]["not_seen"]
+    assert {"inputs", "not_seen", "unmapped", "warnings"} <= set(facts["material"])
+    assert [i["name"] for i in facts["material"]["inputs"]] == ["all_reduce_perf.log", "p2p.txt", "topo.txt"]
+    assert "kernel log (dmesg)" in facts["material"]["not_seen"]
     assert schemas.validator("report").is_valid(facts)
 
 
 def test_one_bug_report_is_an_input(tmp_path: Path, capsys) -> None:
     analyse(capsys, tmp_path, [str(BUG_REPORT)])
     facts = json.loads((tmp_path / "reports" / f"{BUG_REPORT.name.removesuffix('.log')}.analysis.json").read_text())
-    assert facts["bundle"]["inputs"][0]["kind"] == "nvidia-bug-report"
+    assert facts["material"]["inputs"][0]["kind"] == "nvidia-bug-report"
     assert facts["gpus"]["driver_version"] == "418.87.01"
 
 
@@ -246,7 +246,7 @@ def test_an_nccl_topology_dump_of_a_flat_emulated_bus_names_a_virtual_machine(tm
                                                                      ("NCCL topology dump", "weak")]
     assert "GPU 0 at 0000:00:10.0, GPU 1 at 0000:00:11.0" in virt["evidence"][0]["value"]
     assert {"what": "NCCL topology dump (GPU placement, links, NUMA; virtualization signs)",
-            "from": ["system.xml"]} in report["bundle"]["seen"]
+            "from": ["system.xml"]} in report["material"]["seen"]
     assert schemas.validator("report").is_valid(report)
 
 
@@ -314,7 +314,7 @@ def test_a_benchmark_log_pasted_after_other_outputs_is_read_from_its_file(tmp_pa
     assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
     assert result["inputs"][0]["bench_logs"] == {"nccl": str(pastes / "terminal.md")}
     assert any(row["size_bytes"] == 12288 for row in report["bench"]["nccl"]["results"])
-    gave = [(i["kind"], i["as"]) for i in report["bundle"]["inputs"]]
+    gave = [(i["kind"], i["as"]) for i in report["material"]["inputs"]]
     assert gave == [("nvidia-smi-topo-p2p", ["commands:nvidia-smi topo -p2p r"]),
                     ("nvidia-smi-topo-m", ["commands:nvidia-smi topo -m"]), ("nccl-tests", ["bench:nccl_bench"])]
 
@@ -331,7 +331,7 @@ def test_a_file_name_that_is_not_utf8_is_shown_escaped_and_stops_no_report(tmp_p
             "analysis.md"} <= written
     # Markdown shows a backslash escaped (report/markdown.py): the text reads caf\xe9.txt.
     assert "caf\\\\xe9.txt" in (reports / "incident.analysis.md").read_text()
-    unmapped = json.loads((reports / "incident.analysis.json").read_text())["bundle"]["unmapped"]
+    unmapped = json.loads((reports / "incident.analysis.json").read_text())["material"]["unmapped"]
     assert "caf\\xe9.txt" in {entry["name"] for entry in unmapped}
 
 
@@ -400,9 +400,9 @@ def test_a_saved_vm_probe_log_alone_gives_the_p2p_findings_of_the_live_probe(tmp
     assert live <= {f["id"] for f in report["findings"]}
     assert result["inputs"][0]["bench_logs"] == {"probe": str(tmp_path / "vm" / "probe.jsonl")}
     # Listed as read, by the probe's reader, and what it gave: not among the inputs not used.
-    gave = {i["name"]: (i["kind"], i["as"]) for i in report["bundle"]["inputs"]}
+    gave = {i["name"]: (i["kind"], i["as"]) for i in report["material"]["inputs"]}
     assert gave["probe.jsonl"] == ("gpu-p2p-probe-log", ["bench:gpu_p2p_probe"])
-    assert "probe.jsonl" not in {e["name"] for e in report["bundle"]["unmapped"]}
+    assert "probe.jsonl" not in {e["name"] for e in report["material"]["unmapped"]}
     markdown = (tmp_path / "reports" / "vm.analysis.md").read_text()
     assert "| probe.jsonl | gpu-p2p-probe-log | bench:gpu_p2p_probe |" in markdown
     assert schemas.validator("report").is_valid(report)

@@ -1,5 +1,5 @@
 """Support material turned into a capture, and the real audit run over it: the incident's pasted outputs, the
-bug reports of tests/fixtures/bundles (plain, gzip in one member and in many, cut short), each kind of paste
+bug reports of tests/fixtures/bug-reports (plain, gzip in one member and in many, cut short), each kind of paste
 and how it is refused when the capture could not hold it faithfully; the audit's answers where the material
 is partial: what it did not hold is not seen, never absent from the host, and the findings that need it
 are named as not judged."""
@@ -20,8 +20,8 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture impor
     HEALTH_KEYS,
     LSPCI_KEY,
     QUERY_KEY,
-    BundleError,
-    BundleInput,
+    Piece,
+    PieceError,
     build_capture,
     gunzip,
 )
@@ -36,8 +36,8 @@ from tests.unit import schemas
 
 SMI = FIXTURES / "nvidia-smi"
 P2P_NS = (SMI / "topo-p2p-r_8gpu-vm-NS.txt").read_bytes()
-OLD_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_418_2xV100-SXM2_baremetal_constructed.log"
-NEW_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
+OLD_REPORT = FIXTURES / "bug-reports" / "nvidia-bug-report_418_2xV100-SXM2_baremetal_constructed.log"
+NEW_REPORT = FIXTURES / "bug-reports" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
 
 # The incident guest's topo -m, as its nvidia-smi printed it: 8 GPUs behind one host bridge of a q35 guest.
 TOPO_M = ("\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
@@ -65,7 +65,7 @@ def ids(findings):
 
 
 def incident(*extra):
-    return build_capture([BundleInput("p2p.txt", P2P_NS, command="nvidia-smi topo -p2p r"),
+    return build_capture([Piece("p2p.txt", P2P_NS, command="nvidia-smi topo -p2p r"),
                           ("topo-m.txt", TOPO_M), *extra])
 
 
@@ -76,18 +76,18 @@ def test_the_incidents_pastes_become_the_commands_the_audit_runs() -> None:
     assert source.run(["nvidia-smi", "topo", "-p2p", "r"]).stdout == P2P_NS.decode()
     assert source.run(["nvidia-smi", "topo", "-m"]).stdout == TOPO_M.decode()
     assert source.run(["nvidia-smi", "topo", "-p2p", "w"]).rc is None  # never another letter
-    bundle = capture["bundle"]
-    assert [(i["name"], i["kind"], i["as"]) for i in bundle["inputs"]] == [
+    held = capture["from_material"]
+    assert [(i["name"], i["kind"], i["as"]) for i in held["inputs"]] == [
         ("p2p.txt", "nvidia-smi-topo-p2p", ["commands:nvidia-smi topo -p2p r"]),
         ("topo-m.txt", "nvidia-smi-topo-m", ["commands:nvidia-smi topo -m"])]
     # The audit reads them without --query-gpu.
-    assert [(s["what"], s["from"]) for s in bundle["seen"]] == [
+    assert [(s["what"], s["from"]) for s in held["seen"]] == [
         ("P2P read matrix (nvidia-smi topo -p2p r)", ["p2p.txt"]),
         ("topology matrix (nvidia-smi topo -m)", ["topo-m.txt"])]
-    assert bundle["unread"] == []
-    assert "NVML (GPU facts, P2P and topology from the driver's library)" in bundle["not_seen"]
-    assert "PCI devices from sysfs (/sys/bus/pci/devices)" in bundle["not_seen"]
-    assert "kernel log (dmesg)" in bundle["not_seen"]
+    assert held["unread"] == []
+    assert "NVML (GPU facts, P2P and topology from the driver's library)" in held["not_seen"]
+    assert "PCI devices from sysfs (/sys/bus/pci/devices)" in held["not_seen"]
+    assert "kernel log (dmesg)" in held["not_seen"]
 
 
 def test_partial_material_is_never_called_fit() -> None:
@@ -112,7 +112,7 @@ def test_the_pasted_p2p_matrix_alone_gives_the_critical_p2p_finding() -> None:
 
 
 def test_a_p2p_matrix_without_topo_m_gives_the_gpus_of_its_size() -> None:
-    found = audit(build_capture([BundleInput("p2p.txt", P2P_NS, command="nvidia-smi topo -p2p r")]))
+    found = audit(build_capture([Piece("p2p.txt", P2P_NS, command="nvidia-smi topo -p2p r")]))
     assert [d["index"] for d in found["gpus"]["devices"]] == list(range(8))
     assert "p2p_not_supported" in ids(found["findings"])
 
@@ -124,7 +124,7 @@ def test_a_command_missing_from_material_is_not_seen_rather_than_not_installed()
     assert not source.seen("commands", "nvidia-smi -q -x") and source.seen("commands", "nvidia-smi topo -m")
     assert not source.seen("nvml") and not source.seen("dirs", "/sys/bus/pci/devices")
     # A capture of a host recorded what it read: what it lacks is absent, as before.
-    whole = {key: value for key, value in incident().items() if key != "bundle"}
+    whole = {key: value for key, value in incident().items() if key != "from_material"}
     assert ReplaySource(whole).run(["nvidia-smi", "-q", "-x"]).seen is True
     assert ReplaySource(whole).seen("dirs", "/sys/bus/pci/devices") and not ReplaySource(whole).partial
     assert "not_seen" not in audit(whole)
@@ -132,7 +132,7 @@ def test_a_command_missing_from_material_is_not_seen_rather_than_not_installed()
 
 def test_with_the_audits_query_gpu_pasted_too_the_critical_p2p_finding_fires() -> None:
     capture = incident(("query.csv", QUERY_CSV))
-    assert [s["what"] for s in capture["bundle"]["seen"]] == [
+    assert [s["what"] for s in capture["from_material"]["seen"]] == [
         "GPU list from nvidia-smi --query-gpu (the audit's fields)", "P2P read matrix (nvidia-smi topo -p2p r)",
         "topology matrix (nvidia-smi topo -m)"]
     found = audit(capture)
@@ -147,7 +147,7 @@ ABSENCE = [
     ("no_nvidia_gpu", lambda: incident()),
     ("no_nvidia_gpu", lambda: build_capture([("dmesg.txt", b"[    0.000000] Linux version 6.8.0\n")])),
     ("gpu_count_mismatch", lambda: incident(("query.csv", QUERY_CSV))),
-    ("proxmox_iommu_off", lambda: build_capture([BundleInput("131.conf", VM_CONFIG)])),
+    ("proxmox_iommu_off", lambda: build_capture([Piece("131.conf", VM_CONFIG)])),
     ("nvml_unavailable", lambda: incident(("query.csv", QUERY_CSV))),
 ]
 
@@ -159,7 +159,7 @@ def test_no_finding_comes_from_what_the_material_did_not_show(finding, material)
 
 
 def test_what_the_material_did_not_show_is_named_with_the_findings_not_judged() -> None:
-    found = audit(build_capture([BundleInput("131.conf", VM_CONFIG)]))
+    found = audit(build_capture([Piece("131.conf", VM_CONFIG)]))
     assert found["not_seen"] == ["nvml", "gpus", "p2p", "pci", "iommu", "kernel_log", "virtualization"]
     assert found["iommu"]["enabled"] is None and found["proxmox"]["host"]["iommu_enabled"] is None
     assert found["summary"]["p2p"] == "unknown"  # not "n/a (no GPU usable here)": no GPU list was seen
@@ -179,7 +179,7 @@ def test_what_the_material_did_not_show_is_named_with_the_findings_not_judged() 
 
 
 def test_a_proxmox_host_whose_iommu_was_seen_off_is_still_judged() -> None:
-    capture = build_capture([BundleInput("131.conf", VM_CONFIG)])
+    capture = build_capture([Piece("131.conf", VM_CONFIG)])
     capture["dirs"].update({"/sys/kernel/iommu_groups": [], "/sys/class/iommu": []})
     found = audit(capture)
     assert found["iommu"]["enabled"] is False and "proxmox_iommu_off" in ids(found["findings"])
@@ -208,7 +208,7 @@ def test_the_facts_of_partial_material_are_declared(material) -> None:
 @pytest.mark.parametrize(("inputs", "letter"), [
     ([("p2p.txt", b"$ nvidia-smi topo -p2p w\n" + P2P_NS)], "w"),
     ([("nvidia-smi topo -p2p n", P2P_NS)], "n"),
-    ([BundleInput("x", P2P_NS, command="nvidia-smi  topo -p2p a")], "a"),
+    ([Piece("x", P2P_NS, command="nvidia-smi  topo -p2p a")], "a"),
 ])
 def test_the_capability_of_a_p2p_matrix_comes_from_its_command(inputs, letter) -> None:
     capture = build_capture(inputs)
@@ -224,13 +224,13 @@ def test_without_a_command_line_the_file_name_gives_the_capability(name, letters
     capture = build_capture([(name, P2P_NS)])
     command = "nvidia-smi topo -p2p " + letters
     assert list(capture["commands"]) == [command]
-    assert capture["bundle"]["inputs"][0]["capability"] == {"letters": letters, "from": "file name"}
+    assert capture["from_material"]["inputs"][0]["capability"] == {"letters": letters, "from": "file name"}
 
 
 def test_the_command_line_in_the_paste_wins_over_the_file_name() -> None:
     capture = build_capture([("p2p_read.txt", b"$ nvidia-smi topo -p2p n\n" + P2P_NS)])
     assert list(capture["commands"]) == ["nvidia-smi topo -p2p n"]
-    assert capture["bundle"]["inputs"][0]["capability"] == {"letters": "n", "from": "command line"}
+    assert capture["from_material"]["inputs"][0]["capability"] == {"letters": "n", "from": "command line"}
 
 
 @pytest.mark.parametrize(("command", "key"), [
@@ -240,14 +240,14 @@ def test_the_command_line_in_the_paste_wins_over_the_file_name() -> None:
 def test_a_combined_capability_is_kept_under_its_own_command(command, key) -> None:
     capture = build_capture([("p2p.txt", f"root@host:~# {command}\n".encode() + P2P_NS)])
     assert list(capture["commands"]) == [key]
-    assert capture["bundle"]["unmapped"] == []
+    assert capture["from_material"]["unmapped"] == []
 
 
 def test_a_matrix_whose_capability_nothing_states_is_kept_as_such() -> None:
     capture = build_capture([("p2p.txt", P2P_NS)])
     assert list(capture["commands"]) == ["nvidia-smi topo -p2p"]
-    assert capture["bundle"]["inputs"][0]["capability"] == {"letters": None, "from": "not stated"}
-    seen = {s["what"] for s in capture["bundle"]["seen"]}
+    assert capture["from_material"]["inputs"][0]["capability"] == {"letters": None, "from": "not stated"}
+    seen = {s["what"] for s in capture["from_material"]["seen"]}
     assert "P2P matrix of a capability not stated (nvidia-smi topo -p2p)" in seen
 
 
@@ -256,7 +256,7 @@ def test_a_capability_named_by_a_heading_is_recorded_as_told_by_the_heading() ->
     paste = (b"## nvidia-smi -L\nGPU 0: NVIDIA A100 (UUID: GPU-1)\nGPU 1: NVIDIA A100 (UUID: GPU-2)\n"
              b"<summary>GPU peer-access matrix (topo -p2p r)</summary>\n" + P2P_NS)
     capture = build_capture([("report.md", paste)])
-    matrices = [i for i in capture["bundle"]["inputs"] if i.get("capability")]
+    matrices = [i for i in capture["from_material"]["inputs"] if i.get("capability")]
     assert [i["capability"] for i in matrices] == [{"letters": "r", "from": "heading"}]
     assert "nvidia-smi topo -p2p r" in capture["commands"]
 
@@ -264,19 +264,19 @@ def test_a_capability_named_by_a_heading_is_recorded_as_told_by_the_heading() ->
 def test_a_shell_line_in_a_paste_of_several_outputs_is_still_a_command_line() -> None:
     paste = b"$ nvidia-smi -L\nGPU 0: NVIDIA A100 (UUID: GPU-1)\n$ nvidia-smi topo -p2p r\n" + P2P_NS
     capture = build_capture([("report.md", paste)])
-    matrices = [i for i in capture["bundle"]["inputs"] if i.get("capability")]
+    matrices = [i for i in capture["from_material"]["inputs"] if i.get("capability")]
     assert [i["capability"] for i in matrices] == [{"letters": "r", "from": "command line"}]
 
 
 def test_a_command_line_of_no_capability_nvidia_smi_takes_is_refused_with_what_to_do() -> None:
     capture = build_capture([("p2p_read.txt", b"$ nvidia-smi topo -p2p x\n" + P2P_NS)])
     assert capture["commands"] == {}
-    assert "none of r, w, n, a, p" in capture["bundle"]["unmapped"][0]["why"]
+    assert "none of r, w, n, a, p" in capture["from_material"]["unmapped"][0]["why"]
 
 
 def test_crlf_and_fences_of_a_paste_are_undone() -> None:
     pasted = b"```\r\n" + P2P_NS.replace(b"\n", b"\r\n") + b"```\r\n"
-    capture = build_capture([BundleInput("chat", pasted, command="nvidia-smi topo -p2p r")])
+    capture = build_capture([Piece("chat", pasted, command="nvidia-smi topo -p2p r")])
     assert capture["commands"]["nvidia-smi topo -p2p r"]["stdout"] == P2P_NS.decode()
 
 
@@ -289,20 +289,20 @@ def test_a_bug_report_gives_files_dmesg_and_nvidia_smi_q(path) -> None:
     assert plain["commands"]["nvidia-smi -q"]["stdout"] == report.get("nvidia-smi --query").text
     assert plain["files"]["/proc/cmdline"] == report.get("/proc/cmdline").text
     assert "/etc/issue" not in plain["files"] and "/var/log/nvidia-installer.log" not in plain["files"]
-    bundle = plain["bundle"]
-    assert [s["what"] for s in bundle["seen"]] == [
+    held = plain["from_material"]
+    assert [s["what"] for s in held["seen"]] == [
         "GPU details and health from nvidia-smi -q (BAR1, virtualization mode, row remapping, fabric)",
         "kernel log (dmesg)", "kernel command line (/proc/cmdline)", "CPU flags (/proc/cpuinfo)",
         "memory and huge pages (/proc/meminfo)"]
-    assert "commands:nvidia-smi -q" not in bundle["kept"] and "files:/proc/driver/nvidia/version" in bundle["kept"]
-    assert bundle["seen"][1]["from"] == [f"nvidia-bug-report.log: dmesg (line {report.get('dmesg').line})"]
+    assert "commands:nvidia-smi -q" not in held["kept"] and "files:/proc/driver/nvidia/version" in held["kept"]
+    assert held["seen"][1]["from"] == [f"nvidia-bug-report.log: dmesg (line {report.get('dmesg').line})"]
     # gzip as nvidia-bug-report.sh writes it (a member per section) and as gzip(1) would: the same capture.
     members = b"".join(gzip.compress(part.encode()) for part in re.split(r"(?=\n_{44}\n)", text.decode()))
     assert gunzip(members)[0] == text
     assert gunzip(members)[1] is True
     for data in (gzip.compress(text), members):
         packed = build_capture([("nvidia-bug-report.log.gz", data)])
-        assert packed["bundle"]["inputs"][0]["gzip"] is True
+        assert packed["from_material"]["inputs"][0]["gzip"] is True
         assert packed["commands"][DMESG_KEY] == plain["commands"][DMESG_KEY]
         assert packed["files"]["/proc/cmdline"] == plain["files"]["/proc/cmdline"]
 
@@ -340,8 +340,8 @@ def test_what_the_audit_says_of_the_5xx_bug_report_of_a_guest() -> None:
 def test_nvidia_smi_q_text_is_read_only_where_q_x_is_missing() -> None:
     xml = (SMI / "q_535_H100-PCIe_power-brake.xml").read_bytes()
     report_q = build_capture([("r.log", OLD_REPORT.read_bytes())])["commands"]["nvidia-smi -q"]["stdout"]
-    capture = build_capture([BundleInput("q.xml", xml), BundleInput("q.txt", report_q.encode(), "nvidia-smi -q")])
-    assert {u["what"]: u["why"] for u in capture["bundle"]["unread"]}[
+    capture = build_capture([Piece("q.xml", xml), Piece("q.txt", report_q.encode(), "nvidia-smi -q")])
+    assert {u["what"]: u["why"] for u in capture["from_material"]["unread"]}[
         "GPU details and health from nvidia-smi -q (BAR1, virtualization mode, row remapping, fabric)"].startswith(
         "the audit reads nvidia-smi -q only where nvidia-smi -q -x is missing")
     found = audit(capture)
@@ -351,7 +351,7 @@ def test_nvidia_smi_q_text_is_read_only_where_q_x_is_missing() -> None:
 
 def test_matrices_and_a_q_that_disagree_keep_q_and_say_so() -> None:
     report_q = build_capture([("r.log", OLD_REPORT.read_bytes())])["commands"]["nvidia-smi -q"]["stdout"]
-    found = audit(incident(BundleInput("q.txt", report_q.encode(), "nvidia-smi -q")))
+    found = audit(incident(Piece("q.txt", report_q.encode(), "nvidia-smi -q")))
     assert found["gpus"]["count"] == 2
     assert any("the matrices show 8 GPUs, nvidia-smi -q shows 2" in p["error"] for p in found["problems"])
 
@@ -359,7 +359,7 @@ def test_matrices_and_a_q_that_disagree_keep_q_and_say_so() -> None:
 def test_a_bug_report_cut_short_gives_what_it_holds() -> None:
     data = gzip.compress(NEW_REPORT.read_bytes())
     capture = build_capture([("nvidia-bug-report.log.gz", data[:len(data) * 2 // 3])])
-    entry = capture["bundle"]["inputs"][0]
+    entry = capture["from_material"]["inputs"][0]
     assert entry["kind"] == "nvidia-bug-report" and entry["truncated"] is True
     assert DMESG_KEY in capture["commands"] and "/proc/cmdline" in capture["files"]
 
@@ -371,7 +371,7 @@ def test_a_damaged_gzip_stream_gives_what_came_before_the_damage() -> None:
     text, whole = gunzip(bytes(data))
     assert not whole and 0 < len(text) < len(NEW_REPORT.read_bytes())
     capture = build_capture([("nvidia-bug-report.log.gz", bytes(data))])
-    assert capture["bundle"]["inputs"][0]["truncated"] is True
+    assert capture["from_material"]["inputs"][0]["truncated"] is True
     assert capture["commands"][DMESG_KEY]["stdout"] == parse_bug_report(NEW_REPORT.read_bytes()).get("dmesg").text
 
 
@@ -384,7 +384,7 @@ def test_absent_and_unreadable_files_of_a_bug_report() -> None:
     assert capture["files"] == {"/proc/driver/nvidia/version": None,
                                 "/proc/driver/nvidia/params": {"error": "not readable to nvidia-bug-report.sh"}}
     assert capture["commands"] == {}
-    assert any("dmesg section is empty" in u["why"] for u in capture["bundle"]["unmapped"])
+    assert any("dmesg section is empty" in u["why"] for u in capture["from_material"]["unmapped"])
 
 
 def test_query_gpu_output_is_written_only_for_the_audits_fields() -> None:
@@ -397,12 +397,12 @@ def test_query_gpu_output_is_written_only_for_the_audits_fields() -> None:
     capture = build_capture([
         ("other.csv", (SMI / "query-gpu_570_compute_cap,compute_mode,driver_version,name,index.csv").read_bytes()),
         ("headerless.csv", headerless),
-        BundleInput("declared.csv", headerless, command=QUERY_KEY),
+        Piece("declared.csv", headerless, command=QUERY_KEY),
         ("health.csv", health_header),
     ])
     assert sorted(capture["commands"]) == sorted([QUERY_KEY, HEALTH_KEYS[0]])
     assert capture["commands"][QUERY_KEY]["stdout"] == headerless.decode()
-    assert [u["name"] for u in capture["bundle"]["unmapped"]] == ["other.csv", "headerless.csv"]
+    assert [u["name"] for u in capture["from_material"]["unmapped"]] == ["other.csv", "headerless.csv"]
 
 
 def test_lspci_is_written_only_with_pci_domains() -> None:
@@ -410,22 +410,22 @@ def test_lspci_is_written_only_with_pci_domains() -> None:
     capture = build_capture([("short.txt", (lspci / "q35-guest.lspci-3.9.0.vvv.root.txt").read_bytes()),
                              ("long.txt", (lspci / "q35-guest.lspci-3.9.0.vvv-nn-D.root.txt").read_bytes())])
     assert list(capture["commands"]) == [LSPCI_KEY]
-    assert [u["name"] for u in capture["bundle"]["unmapped"]] == ["short.txt"]
+    assert [u["name"] for u in capture["from_material"]["unmapped"]] == ["short.txt"]
     # Without sysfs it is read for what it shows of a hypervisor (audit/virt.py), not left unread.
-    assert LSPCI_KEY not in {u["what"].split(" (")[0] for u in capture["bundle"]["unread"]}
-    assert any(s["what"].startswith(LSPCI_KEY) and s["from"] == ["long.txt"] for s in capture["bundle"]["seen"])
+    assert LSPCI_KEY not in {u["what"].split(" (")[0] for u in capture["from_material"]["unread"]}
+    assert any(s["what"].startswith(LSPCI_KEY) and s["from"] == ["long.txt"] for s in capture["from_material"]["seen"])
 
 
 def test_a_vm_config_is_written_under_its_vm_id() -> None:
     conf = (FIXTURES / "proxmox" / "q35-8gpu-clique-ok_pve8.3.conf").read_bytes()
     capture = build_capture([("130.conf", conf), ("paste", b"root@pve:~# qm config 131\n" + conf),
-                             ("no-id.txt", conf), BundleInput("cur", conf, command="qm config 132 --current")])
+                             ("no-id.txt", conf), Piece("cur", conf, command="qm config 132 --current")])
     assert capture["dirs"] == {"/etc/pve/qemu-server": ["130.conf", "131.conf"]}
     assert capture["files"]["/etc/pve/qemu-server/131.conf"] == conf.decode()
-    why = {u["name"]: u["why"] for u in capture["bundle"]["unmapped"]}
+    why = {u["name"]: u["why"] for u in capture["from_material"]["unmapped"]}
     assert list(why) == ["no-id.txt", "cur"]
     assert "nothing says its VM id" in why["no-id.txt"] and "leaves out the pending changes" in why["cur"]
-    seen = capture["bundle"]["seen"]
+    seen = capture["from_material"]["seen"]
     assert seen == [{"what": "Proxmox VM configs (/etc/pve/qemu-server)", "from": ["130.conf", "paste"]}]
     assert sorted(vm["vmid"] for vm in audit(capture)["proxmox"]["vms"]) == [130, 131]
 
@@ -433,7 +433,7 @@ def test_a_vm_config_is_written_under_its_vm_id() -> None:
 def test_mixing_a_vm_config_with_nvidia_smi_output_is_flagged() -> None:
     conf = (FIXTURES / "proxmox" / "q35-8gpu-clique-ok_pve8.3.conf").read_bytes()
     capture = incident(("120.conf", conf))
-    assert capture["bundle"]["warnings"] and "two hosts" in capture["bundle"]["warnings"][0]
+    assert capture["from_material"]["warnings"] and "two hosts" in capture["from_material"]["warnings"][0]
 
 
 def test_other_kinds_and_unknown_text_are_not_written_and_say_why() -> None:
@@ -448,41 +448,41 @@ def test_other_kinds_and_unknown_text_are_not_written_and_say_why() -> None:
         ("list.txt", (SMI / "list-gpus_570_TITAN-V_RTX-5880-Ada.txt").read_bytes()),
         ("q.xml", (SMI / "q_535_H100-PCIe_power-brake.xml").read_bytes()),
     ])
-    why = {u["name"]: u["why"] for u in capture["bundle"]["unmapped"]}
+    why = {u["name"]: u["why"] for u in capture["from_material"]["unmapped"]}
     assert "gpu_bench_nccl_log" in why["nccl.log"] and "gpu_bench_probe_log" in why["bw.txt"]
     assert why["note.txt"].startswith("not output of a tool this reader knows")
     assert "does not decompress" in why["broken.gz"]
     assert set(capture["commands"]) == {DMESG_KEY, "nvidia-smi -L", "nvidia-smi -q -x"}
     assert capture["files"] == {"/proc/cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro quiet\n"}
-    assert [u["what"] for u in capture["bundle"]["unread"]] == ["GPU count from nvidia-smi -L"]
+    assert [u["what"] for u in capture["from_material"]["unread"]] == ["GPU count from nvidia-smi -L"]
     assert "GPU details and health from nvidia-smi -q -x (BAR1, virtualization mode, row remapping, fabric)" in [
-        s["what"] for s in capture["bundle"]["seen"]]
-    assert capture["bundle"]["kept"] == []
+        s["what"] for s in capture["from_material"]["seen"]]
+    assert capture["from_material"]["kept"] == []
     assert "gpu_lost" in ids(audit(capture)["findings"])  # the pasted dmesg's Xid 79
 
 
 def test_two_inputs_that_disagree_keep_the_first() -> None:
     other = P2P_NS.replace(b"NS", b"OK")
-    capture = build_capture([BundleInput("a", P2P_NS, "nvidia-smi topo -p2p r"),
-                             BundleInput("b", other, "nvidia-smi topo -p2p r"),
-                             BundleInput("c", P2P_NS, "nvidia-smi topo -p2p r")])
+    capture = build_capture([Piece("a", P2P_NS, "nvidia-smi topo -p2p r"),
+                             Piece("b", other, "nvidia-smi topo -p2p r"),
+                             Piece("c", P2P_NS, "nvidia-smi topo -p2p r")])
     assert capture["commands"]["nvidia-smi topo -p2p r"]["stdout"] == P2P_NS.decode()
-    assert capture["bundle"]["unmapped"] == [{"name": "b", "why": "a already gave nvidia-smi topo -p2p r, with "
-                                                                  "other content; give one host's material per bundle"}]
-    assert capture["bundle"]["inputs"][2]["as"] == ["commands:nvidia-smi topo -p2p r"]
+    assert capture["from_material"]["unmapped"] == [{"name": "b", "why": "a already gave nvidia-smi topo -p2p r, with "
+                                                                  "other content; give one host's material per input"}]
+    assert capture["from_material"]["inputs"][2]["as"] == ["commands:nvidia-smi topo -p2p r"]
 
 
 @pytest.mark.parametrize(("inputs", "message"), [
     ("p2p.txt", "expected a list of inputs"),
     (b"raw", "expected a list of inputs"),
     (42, "expected a list of inputs"),
-    ([("only a name",)], "input 1: expected (name, bytes) or a BundleInput"),
+    ([("only a name",)], "input 1: expected (name, bytes) or a Piece"),
     ([("a", b"x"), (3, b"x")], "input 2: expected a text name and bytes"),
     ([("a", 42)], "input 1: expected a text name and bytes"),
-    ([BundleInput("a", b"x", command=7)], "expected the command as text"),
+    ([Piece("a", b"x", command=7)], "expected the command as text"),
 ])
 def test_what_is_not_named_bytes_is_refused_with_what_to_give(inputs, message) -> None:
-    with pytest.raises(BundleError, match=re.escape(message)):
+    with pytest.raises(PieceError, match=re.escape(message)):
         build_capture(inputs)
 
 
@@ -499,7 +499,7 @@ def test_any_material_gives_a_capture_the_audit_replays(inputs) -> None:
     capture = build_capture(inputs)
     json.dumps(capture)
     # Each input is listed, whole or as the pieces of a paste of several outputs (material/capture.py).
-    listed = [entry["name"] for entry in capture["bundle"]["inputs"]]
+    listed = [entry["name"] for entry in capture["from_material"]["inputs"]]
     assert len(listed) >= len(inputs)
     assert all(any(seen == name or seen.startswith(f"{name}, line ") for seen in listed) for name, _ in inputs)
     found = audit(capture)

@@ -57,10 +57,10 @@ def test_the_limit_counts_every_member_together() -> None:
 def test_the_bundle_lists_a_bomb_as_unmapped_with_the_limit_and_reads_the_rest() -> None:
     capture = build_capture([("bomb.log.gz", BOMB), ("cmdline", b"BOOT_IMAGE=/vmlinuz intel_iommu=on\n")],
                             max_decompressed=8 * MIB)
-    unmapped = {entry["name"]: entry["why"] for entry in capture["bundle"]["unmapped"]}
+    unmapped = {entry["name"]: entry["why"] for entry in capture["from_material"]["unmapped"]}
     assert unmapped["bomb.log.gz"].startswith("gzip data that decompresses to more than 8 MiB, the limit")
-    assert capture["bundle"]["inputs"][0] == {"name": "bomb.log.gz", "kind": None, "gzip": True, "truncated": False,
-                                              "as": []}
+    assert capture["from_material"]["inputs"][0] == {"name": "bomb.log.gz", "kind": None, "gzip": True,
+                                                     "truncated": False, "as": []}
 
 
 @settings(max_examples=200, deadline=None)

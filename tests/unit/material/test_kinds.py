@@ -21,7 +21,7 @@ from tests.paths import FIXTURES
 FIXTURE_KINDS = [
     ("*/SOURCES.md", None),
     ("model_configs/*.json", None),  # a model's config.json: no tool output
-    ("bundles/*.log", "nvidia-bug-report"),
+    ("bug-reports/*.log", "nvidia-bug-report"),
     # Whole, elided ({"..."}) or cut: the root key and test_categories tell it (parsers/dcgm_diag.py).
     ("dcgm/*", "dcgm-diag-json"),
     # dmesg --human's "kern  :err   : <ISO time>" prefix on an SXid line alone: material/kinds.py does not
@@ -94,7 +94,7 @@ def test_the_kinds_are_the_ones_listed() -> None:
 
 
 # The sections of the bug reports are pastes of their own: dmesg and /proc/cmdline have no other fixture.
-BUG_REPORTS = sorted((FIXTURES / "bundles").glob("*.log"))
+BUG_REPORTS = sorted((FIXTURES / "bug-reports").glob("*.log"))
 SECTION_KINDS = {"dmesg": "dmesg", "/proc/cmdline": "proc-cmdline", "nvidia-smi --query": "nvidia-smi-q",
                  "nvidia-smi --query --unit": "nvidia-smi-q", 'lspci -d "10de:*" -v -xxx': "lspci-vvv",
                  "/proc/cpuinfo": None, "/proc/meminfo": None, "dmidecode": None, "lspci -nn": None,

@@ -19,7 +19,7 @@ from tests.paths import FIXTURES
 from tests.unit.material.test_gunzip import zeros_gzip
 
 P2P_NS = FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt"
-BUG_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
+BUG_REPORT = FIXTURES / "bug-reports" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
 
 
 def pastes(directory: Path) -> Path:
@@ -59,8 +59,8 @@ def test_each_gzip_file_is_decompressed_once(tmp_path: Path, monkeypatch) -> Non
     (tmp_path / "nvidia-bug-report.log.gz").write_bytes(gzip.compress(BUG_REPORT.read_bytes()))
     material = read_material(str(tmp_path / "nvidia-bug-report.log.gz"))
     assert len(calls) == 1
-    assert material.capture["bundle"]["inputs"][0]["gzip"] is True
-    assert material.capture["bundle"]["inputs"][0]["kind"] == "nvidia-bug-report"
+    assert material.capture["from_material"]["inputs"][0]["gzip"] is True
+    assert material.capture["from_material"]["inputs"][0]["kind"] == "nvidia-bug-report"
 
 
 def test_a_link_inside_a_directory_is_not_followed(tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_a_link_inside_a_directory_is_not_followed(tmp_path: Path) -> None:
     assert notes["up"].startswith("a symbolic link, not followed")
     # The analyst's own kernel command line never reaches the capture.
     assert "/proc/cmdline" not in material.capture["files"]
-    assert [entry["name"] for entry in material.capture["bundle"]["inputs"]] == ["p2p.txt"]
+    assert [entry["name"] for entry in material.capture["from_material"]["inputs"]] == ["p2p.txt"]
 
 
 def test_a_fifo_is_not_read_and_does_not_hang(tmp_path: Path) -> None:

@@ -16,13 +16,13 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import
     MaterialError,
     read_material,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_bundle
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_material
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
 from tests.paths import CAPTURES, FIXTURES
 from tests.unit import schemas
 
-BUG_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
+BUG_REPORT = FIXTURES / "bug-reports" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
 NCCL_LOG = FIXTURES / "nccl" / ("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
                                  "8xRTXPRO6000-vm-no-p2p.txt")
 P2P_NS = FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt"
@@ -39,7 +39,7 @@ def pastes(directory: Path) -> Path:
 
 def facts_of(material):
     found = audit(ReplaySource(material.capture), resolve_subsets(["all"]), RuleOptions())
-    return with_bundle(found, material.capture, material)
+    return with_material(found, material.capture, material)
 
 
 def test_the_benchmark_kinds_are_those_the_bundle_sends_to_the_bench_phase() -> None:
@@ -54,7 +54,7 @@ def test_a_capture_is_replayed_as_it_is_gzip_or_not(tmp_path: Path) -> None:
     for path in (source, packed):
         material = read_material(str(path))
         assert material.form == "capture" and material.capture == json.loads(source.read_text())
-        assert "bundle" not in facts_of(material)
+        assert "material" not in facts_of(material)
 
 
 def test_a_capture_of_another_format_says_which_it_reads(tmp_path: Path) -> None:
@@ -66,10 +66,10 @@ def test_a_capture_of_another_format_says_which_it_reads(tmp_path: Path) -> None
 
 def test_a_bug_report_is_a_bundle_of_one_and_its_facts_say_what_it_did_not_show() -> None:
     material = read_material(str(BUG_REPORT))
-    assert material.form == "file" and material.capture["bundle"]["inputs"][0]["kind"] == "nvidia-bug-report"
+    assert material.form == "file" and material.capture["from_material"]["inputs"][0]["kind"] == "nvidia-bug-report"
     facts = facts_of(material)
-    assert "NVML (GPU facts, P2P and topology from the driver's library)" in facts["bundle"]["not_seen"]
-    assert facts["bundle"]["inputs"][0]["name"] == BUG_REPORT.name
+    assert "NVML (GPU facts, P2P and topology from the driver's library)" in facts["material"]["not_seen"]
+    assert facts["material"]["inputs"][0]["name"] == BUG_REPORT.name
     assert schemas.validator("facts").is_valid(facts)
 
 
@@ -77,10 +77,10 @@ def test_a_directory_is_read_flat_and_one_benchmark_log_per_step_is_taken(tmp_pa
     material = read_material(str(pastes(tmp_path / "incident")))
     assert material.form == "directory"
     assert material.bench_logs == {"nccl": ("a-all_reduce.log", str(tmp_path / "incident" / "a-all_reduce.log"))}
-    unmapped = {entry["name"]: entry["why"] for entry in facts_of(material)["bundle"]["unmapped"]}
+    unmapped = {entry["name"]: entry["why"] for entry in facts_of(material)["material"]["unmapped"]}
     assert "older/" in unmapped and "not read" in unmapped["older/"]
     assert "a-all_reduce.log is this host's nccl_bench log" in unmapped["b-all_reduce.log"]
-    # Not judged yet: the bundle's own reason, which sends it to the benchmark phase.
+    # Not judged yet: the capture's own reason, which sends it to the benchmark phase.
     assert "gpu_bench_nccl_log" in unmapped["a-all_reduce.log"]
 
 
@@ -88,7 +88,7 @@ def test_a_capture_inside_a_directory_of_pastes_is_not_merged(tmp_path: Path) ->
     directory = pastes(tmp_path / "incident")
     shutil.copy(CAPTURES / "baremetal-8xH100-SXM.json", directory / "capture.json")
     material = read_material(str(directory))
-    assert "capture.json" not in [entry["name"] for entry in material.capture["bundle"]["inputs"]]
+    assert "capture.json" not in [entry["name"] for entry in material.capture["from_material"]["inputs"]]
     assert any(note["name"] == "capture.json" for note in material.notes)
 
 

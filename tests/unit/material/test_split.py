@@ -37,7 +37,7 @@ def test_a_1130_report_cut_before_its_matrix_says_what_the_cut_part_was_not() ->
     name = "club-3090-1130_bench-report_topo-p2p-rw_spaces_cut-before.md"
     capture = build_capture([(name, (PASTES / name).read_bytes())])
     assert list(capture["commands"]) == ["nvidia-smi topo -p2p rw"]
-    assert [u["name"] for u in capture["bundle"]["unmapped"]] == [f"{name}, line 1"]
+    assert [u["name"] for u in capture["from_material"]["unmapped"]] == [f"{name}, line 1"]
 
 
 def test_outputs_after_shell_prompts_are_each_filed_under_their_command_through_crlf() -> None:
@@ -48,7 +48,7 @@ def test_outputs_after_shell_prompts_are_each_filed_under_their_command_through_
     assert sorted(capture["commands"]) == ["nvidia-smi -L", "nvidia-smi topo -m", "nvidia-smi topo -p2p r"]
     facts = audit(capture)
     assert facts["summary"]["p2p"] == "ok" and facts["summary"]["gpu_count"] == 2
-    assert [i["name"] for i in capture["bundle"]["inputs"]] == ["terminal.txt, line 1", "terminal.txt, line 4",
+    assert [i["name"] for i in capture["from_material"]["inputs"]] == ["terminal.txt, line 1", "terminal.txt, line 4",
                                                                 "terminal.txt, line 9"]
 
 

@@ -1,6 +1,6 @@
 """Kernel logs as users paste them (tests/fixtures/kernel-log, SOURCES.md): dmesg -T grepped and cut mid-line,
 a bus loss told over three NVRM lines, journalctl -k with and without the host name, indented by Markdown;
-what kind each is, what the reader finds in it, and what the audit of a bundle of one makes of it."""
+what kind each is, what the reader finds in it, and what the audit of material of one piece makes of it."""
 
 from __future__ import annotations
 

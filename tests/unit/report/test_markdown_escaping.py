@@ -29,7 +29,7 @@ def unescaped(text: str, char: str) -> bool:
 
 def test_a_carriage_return_in_a_file_name_starts_no_heading() -> None:
     facts = copy.deepcopy(FACTS)
-    facts["bundle"] = {"inputs": [{"name": "smi.txt\r# Injected heading\r", "kind": "nvidia-smi", "as": ["gpus"]}],
+    facts["material"] = {"inputs": [{"name": "smi.txt\r# Injected heading\r", "kind": "nvidia-smi", "as": ["gpus"]}],
                        "warnings": ["could not read smi.txt\r## Another heading"]}
     lines = host_markdown("gpu-vm-1", facts).splitlines()
     assert not [line for line in lines if "Injected heading" in line and not line.startswith("| ")]

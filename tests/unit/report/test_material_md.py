@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
-from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import BundleInput, build_capture
-from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_bundle
-from ansible_collections.gpuhost.gpu.plugins.module_utils.report.bundle_md import bundle_section
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import Piece, build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_material
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.material_md import material_section
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import host_markdown
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
@@ -17,15 +17,15 @@ P2P_NS = (FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt").read_bytes()
 
 
 def pasted_matrix_report() -> str:
-    capture = build_capture([BundleInput("p2p.txt", P2P_NS, command="nvidia-smi topo -p2p r"),
+    capture = build_capture([Piece("p2p.txt", P2P_NS, command="nvidia-smi topo -p2p r"),
                              ("notes.txt", b"the customer says it is slow\n")])
     found = facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions())
-    return host_markdown("customer-vm", with_bundle(found, capture))
+    return host_markdown("customer-vm", with_material(found, capture))
 
 
 def test_the_report_lists_each_input_and_what_was_not_seen() -> None:
     report = pasted_matrix_report()
-    section = report[report.index("## Support material"):]
+    section = report[report.index("## Material"):]
     assert "| p2p.txt | nvidia-smi-topo-p2p | commands:nvidia-smi topo -p2p r |" in section
     assert "| notes.txt | not recognised | nothing read |" in section
     assert "Not seen in the material" in section
@@ -39,29 +39,29 @@ def test_an_iommu_the_material_never_showed_is_not_seen_not_off() -> None:
 
 
 def test_a_report_without_support_material_has_no_such_section() -> None:
-    assert bundle_section(None) == []
-    assert bundle_section("garbled") == []
+    assert material_section(None) == []
+    assert material_section("garbled") == []
     assert "## Support material" not in host_markdown("h", {"summary": {}, "iommu": {"enabled": False}})
     assert "| IOMMU | off (no IOMMU groups) |" in host_markdown("h", {"summary": {}, "iommu": {"enabled": False}})
 
 
 def test_marks_and_warnings_are_shown() -> None:
-    lines = bundle_section({"inputs": [{"name": "r.log.gz", "kind": "nvidia-bug-report", "gzip": True,
+    lines = material_section({"inputs": [{"name": "r.log.gz", "kind": "nvidia-bug-report", "gzip": True,
                                         "truncated": True, "as": []}],
                             "unmapped": [{"name": "nccl.log", "why": "a benchmark log"}],
-                            "warnings": ["two hosts in one bundle"]})
+                            "warnings": ["two hosts in one input"]})
     text = "\n".join(lines)
     assert "| r.log.gz (gzip, cut short) | nvidia-bug-report | nothing read |" in text
     assert "| nccl.log | a benchmark log |" in text
-    assert "- two hosts in one bundle" in text
+    assert "- two hosts in one input" in text
 
 
 def test_a_not_judged_verdict_is_explained_and_counted_in_the_fleet() -> None:
     from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import fleet_markdown
 
-    report_path = FIXTURES / "bundles" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
+    report_path = FIXTURES / "bug-reports" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
     capture = build_capture([(report_path.name, report_path.read_bytes())])
-    found = with_bundle(facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions()), capture)
+    found = with_material(facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions()), capture)
     report = host_markdown("guest", found)
     assert report.startswith("# GPU host audit: guest\n\n**Verdict: not judged**")
     assert 'so the verdict is "not judged", not fit' in report

@@ -1,6 +1,6 @@
-"""The report's account of support material: what each input was, what it gave, and what was not in it.
+"""The report's account of material: what each input was, what it gave, and what was not in it.
 
-Only reports of material (``gpu_analyze``) carry a ``bundle`` key. A reader
+Only reports of material (``gpu_analyze``) carry a ``material`` key. A reader
 of such a report must see, before trusting a verdict, which parts of a host the material never showed: the
 rules that needed them said "could not judge" (``audit_not_judged``), and this section says why.
 """
@@ -12,24 +12,24 @@ from typing import Any
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.markdown import inline, table
 
 
-def bundle_section(bundle: Any) -> list[str]:
-    if not isinstance(bundle, dict):
+def material_section(material: Any) -> list[str]:
+    if not isinstance(material, dict):
         return []
-    out = ["## Support material", ""]
-    inputs = [i for i in bundle.get("inputs") or [] if isinstance(i, dict)]
+    out = ["## Material", ""]
+    inputs = [i for i in material.get("inputs") or [] if isinstance(i, dict)]
     if inputs:
         out += table(["Input", "Recognised as", "Gave"], [
             [_input_name(i), i.get("kind") or "not recognised",
              (", ".join(i.get("as") or []) or "nothing read") + _capability_text(i.get("capability"))]
             for i in inputs])
-    not_seen = [str(what) for what in bundle.get("not_seen") or []]
+    not_seen = [str(what) for what in material.get("not_seen") or []]
     if not_seen:
         out += ["Not seen in the material (rules that need it could not judge):", ""]
         out += [f"- {inline(what)}" for what in not_seen] + [""]
-    unmapped = [u for u in bundle.get("unmapped") or [] if isinstance(u, dict)]
+    unmapped = [u for u in material.get("unmapped") or [] if isinstance(u, dict)]
     if unmapped:
         out += ["Not used:", "", *table(["What", "Why"], [[u.get("name"), u.get("why")] for u in unmapped])]
-    warnings = [str(w) for w in bundle.get("warnings") or []]
+    warnings = [str(w) for w in material.get("warnings") or []]
     if warnings:
         # Warnings quote the material (file names, lines): each stays one line of text.
         out += ["Warnings:", ""] + [f"- {inline(w)}" for w in warnings] + [""]
