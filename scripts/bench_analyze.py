@@ -26,7 +26,7 @@ from bench_audit import CAPTURES, ROOT, run, write_inventory
 
 FIXTURES = ROOT / "tests" / "fixtures"
 GOAL_S = 10.0
-# Every tenth input is support material rather than a capture.
+# Every tenth input is material rather than a capture.
 MATERIAL_EVERY = 10
 
 

@@ -1,12 +1,12 @@
 #!/usr/bin/python
-"""Ansible module: audit many hosts' support material in one process, on the controller."""
+"""Ansible module: audit many hosts' material in one process, on the controller."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: gpu_analyze
-short_description: Audit support material (captures, bug reports, directories of pasted outputs) and write reports
+short_description: Audit material (captures, bug reports, directories of pasted outputs) and write reports
 description:
   - Takes a list of inputs, each one host's material, and audits each in this one process (no process per input),
     as M(gpuhost.gpu.gpu_host_facts) audits a capture. An input is a capture file (JSON, format C(gpuhost-capture/1), as
@@ -93,7 +93,7 @@ options:
   max_file_mib:
     description:
       - The most bytes (MiB) read from one file of the material; a larger file is not read, and said so with this
-        limit's name. Support material may be hostile; raise it only for material you trust.
+        limit's name. Material may be hostile; raise it only for material you trust.
     type: int
     default: 256
   max_input_mib:
@@ -161,7 +161,7 @@ inputs:
   description: >-
     One row per input, in order: C(input) as given, C(path) (absolute), C(host), C(form) (capture, file, directory;
     null on error), C(verdict) (the benchmark's findings included), C(bench_logs) (step to the path of the log
-    read), C(not_seen) and C(unmapped) counts (null for a capture not built from support material), C(report) (the
+    read), C(not_seen) and C(unmapped) counts (null for a capture not built from material), C(report) (the
     Markdown report's path), C(error) (null unless it could not be read).
   returned: always
   type: list

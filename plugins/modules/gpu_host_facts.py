@@ -102,7 +102,7 @@ options:
         so it is off unless asked for.
       - Where C(dcgmi) is missing, times out or fails, the audit goes on; C(health.dcgm_diag.reason) says why
         there is no verdict and the info finding C(dcgm_diag_not_run) repeats it.
-      - A C(dcgmi diag --json) output in support material is read whatever this says.
+      - A C(dcgmi diag --json) output in material is read whatever this says.
     type: bool
     default: false
   dcgm_diag_timeout:

@@ -1,4 +1,4 @@
-"""docs/reference/support-material.md: every kind of support material the offline analysis recognises, from
+"""docs/reference/material-kinds.md: every kind of material the offline analysis recognises, from
 KINDS in plugins/module_utils/material/kinds.py, in the order a text carrying two kinds is named."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def page(root: Path) -> str:
     rows = [[code_span(kind), what] for kind, what in kinds(root).items()]
     return "\n".join([
         header(f"{KINDS_SOURCE} (KINDS)"), "",
-        "# Support material the analysis recognises", "",
+        "# Material the analysis recognises", "",
         "`make analyze` (`gpu_analyze`) tells each file (or each piece of a paste holding several "
         "outputs) by its content, never by its name alone, as one of these kinds; a text that shows none of "
         "them is listed under \"Not used\" in the report, with why. See "

@@ -1,4 +1,4 @@
-"""The GPUs support material shows only through NCCL: its topology dump, or the communicator init lines of an
+"""The GPUs material shows only through NCCL: its topology dump, or the communicator init lines of an
 ``NCCL_DEBUG=INFO`` log. Read only where no nvidia-smi output lists GPUs (audit/gpus.py), so that an 8-GPU
 dump or log never stands beside "GPUs: none found".
 
@@ -22,7 +22,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_debug import parse_nccl_debug
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_topo_xml import parse_nccl_topo_xml
 
-# The name support material files an NCCL_DEBUG=INFO log under (material/capture.py); Source.material reads it.
+# The name material files an NCCL_DEBUG=INFO log under (material/capture.py); Source.material reads it.
 NCCL_DEBUG_MATERIAL = "nccl-debug-log"
 WHAT_DEBUG = "NCCL INFO log"
 

@@ -1,4 +1,4 @@
-"""What an ``NCCL_DEBUG=INFO`` log in support material proves about P2P between each pair of this host's GPUs:
+"""What an ``NCCL_DEBUG=INFO`` log in material proves about P2P between each pair of this host's GPUs:
 the facts' ``nccl_transports``, one of the P2P evidence sources rules/p2p_evidence.py weighs.
 
 Each connection line names two ranks and the transport NCCL chose (parsers/nccl_debug.py); a rank becomes a GPU

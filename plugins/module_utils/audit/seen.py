@@ -1,4 +1,4 @@
-"""What partial material (a capture built from support material, material/capture.py) did not hold, in the
+"""What partial material (a capture built from material, material/capture.py) did not hold, in the
 ids of rules/views.py NOT_SEEN: the facts' ``not_seen``, which the rules read to say they could not judge
 rather than judge from absence. A host, or a capture of one, holds everything the audit reads: nothing is
 listed."""

@@ -61,7 +61,7 @@ class CommandResult:
 class Source:
     """Common bookkeeping: the problems met while reading."""
 
-    # True when the source holds only part of what the audit reads (support material): what it lacks was
+    # True when the source holds only part of what the audit reads (material): what it lacks was
     # not seen, rather than absent from the host.
     partial = False
 
@@ -103,7 +103,7 @@ class Source:
         return self.run(argv)
 
     def material(self, name: str) -> str | None:
-        """What only support material holds, by name (``virt.NCCL_TOPO_MATERIAL``: an NCCL topology dump a
+        """What only material holds, by name (``virt.NCCL_TOPO_MATERIAL``: an NCCL topology dump a
         user pasted); a live host has none of it."""
         return None
 

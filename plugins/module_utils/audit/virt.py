@@ -4,7 +4,7 @@ No single signal can be trusted: systemd-detect-virt calls a KVM microVM with a
 stale /.dockerenv "docker", DMI is absent on some hypervisors, and a guest's
 PCI tree is whatever QEMU chose to emulate. So every signal is read, kept as
 evidence, and the verdict is a vote in which the strong signals win. Where no
-signal could be read at all (support material without /proc/cpuinfo, DMI, dmesg,
+signal could be read at all (material without /proc/cpuinfo, DMI, dmesg,
 PCI or systemd-detect-virt), there is no verdict: the type is null, said
 "unknown", never bare metal.
 """
@@ -25,7 +25,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_topo_xml 
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_common import PciParseError
 
-# The name support material files an NCCL topology dump under (material/capture.py); Source.material reads it.
+# The name material files an NCCL topology dump under (material/capture.py); Source.material reads it.
 NCCL_TOPO_MATERIAL = "nccl-topo-dump"
 _NCCL_TOPO_SOURCE = "NCCL topology dump"
 

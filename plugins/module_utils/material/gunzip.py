@@ -1,4 +1,4 @@
-"""gzip undone in a bounded, streaming way, for support material that may be hostile.
+"""gzip undone in a bounded, streaming way, for material that may be hostile.
 
 A gzip stream expands up to about a thousand times: 1 MB of gzip can be 1 GiB of zeros. Decompressing it
 whole (``gzip.decompress``, or ``decompressobj().decompress(data)`` without a ``max_length``) holds all of it

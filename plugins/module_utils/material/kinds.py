@@ -1,4 +1,4 @@
-"""What a piece of support material is, told from its content alone (never from a file name).
+"""What a piece of material is, told from its content alone (never from a file name).
 
 Pure: text or bytes in, a kind name (a key of ``KINDS``) or None out; nothing here raises, whatever the
 input. Before looking, the text is repaired as pastes need (``_common.normalize_paste``: CRLF, a

@@ -1,7 +1,7 @@
-"""Limits on reading support material, which may be hostile: bytes read, bytes decompressed, time, and what
+"""Limits on reading material, which may be hostile: bytes read, bytes decompressed, time, and what
 may be read at all.
 
-Support material arrives from outside (a ticket's attachments, a customer's archive) and is read on the
+Material arrives from outside (a ticket's attachments, a customer's archive) and is read on the
 controller or in an execution environment. Without limits, a directory entry linking to ``/proc/cmdline``
 put the analyst's own kernel command line into the report (and changed the verdict), a link to
 ``/proc/kmsg`` hung the run, and a 1 MB gzip of zeros took 10 GB of memory. So:

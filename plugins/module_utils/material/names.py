@@ -1,4 +1,4 @@
-"""Report names for support material: one per input, taken from its file or directory name.
+"""Report names for material: one per input, taken from its file or directory name.
 
 An analysed input has no inventory name, so its report is named after what the engineer gave: the capture
 ``gpu-node-1.json`` reports as ``gpu-node-1``, the directory ``incident-42/`` as ``incident-42``, the bug

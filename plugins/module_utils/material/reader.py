@@ -1,4 +1,4 @@
-"""Support material on the controller's disk turned into what the audit replays.
+"""Material on the controller's disk turned into what the audit replays.
 
 One input is one host, in one of three forms:
 
@@ -119,7 +119,7 @@ def read_material(given: str, base_dir: str | None = None, limits: InputLimits |
         raise MaterialError(missing_message(given, path, base_dir))
     pseudo = on_pseudo_file_system(path)
     if pseudo is not None:
-        raise MaterialError(f"{path} lies on {pseudo}, this machine's own pseudo files, not support material: "
+        raise MaterialError(f"{path} lies on {pseudo}, this machine's own pseudo files, not material: "
                             "give the material saved in plain files")
     budget = InputBudget(limits)
     if os.path.isdir(path):
@@ -170,7 +170,7 @@ def _directory(path: str, budget: InputBudget) -> Material:
 def _built(path: str, form: str, files: list[tuple[Piece, str]], notes: list[dict[str, str]],
             limits: InputLimits) -> Material:
     capture = build_capture([item for item, _unused in files], max_decompressed=limits.decompressed_bytes,
-                            note=f"Built from the support material {os.path.basename(path)} by "
+                            note=f"Built from the material {os.path.basename(path)} by "
                                  "material/reader.py and material/capture.py: only what the material holds; see "
                                  "the from_material section.")
     full_path = {item.name: full for item, full in files}

@@ -1,4 +1,4 @@
-"""What the audit reads, and what support material gave of it: the ``seen``, ``unread``, ``not_seen`` and
+"""What the audit reads, and what material gave of it: the ``seen``, ``unread``, ``not_seen`` and
 ``kept`` lists of a capture's from_material section (material/capture.py builds the capture, this says what of it the
 gatherers will read and why some of it goes unread).
 """
@@ -48,7 +48,7 @@ class _Read:
     what: str
     entries: Callable[[dict[str, Any]], list[str]]  # the capture entries (section:key) that answer it
     needs: Callable[[dict[str, Any]], str | None] = lambda capture: None  # why it goes unread, or None
-    # False for what only support material can hold: its absence is nothing the audit missed.
+    # False for what only material can hold: its absence is nothing the audit missed.
     listed_when_absent: bool = True
 
 

@@ -45,7 +45,7 @@ ANALYSIS_RESERVED = (FLEET_INDEX, ANALYSIS_INDEX)
 # that host's report, which the audit's fleet.md then read as the host's last audit. An inventory name ending so
 # would have to be a host in a top-level domain "analysis".
 ANALYSIS_SUFFIX = ".analysis"
-ANALYSIS_TITLE = "Offline analysis of support material"
+ANALYSIS_TITLE = "Offline analysis of material"
 
 
 def merged_facts(hosts: dict[str, dict[str, Any]], bench: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

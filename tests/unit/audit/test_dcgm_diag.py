@@ -1,4 +1,4 @@
-"""DCGM's diagnostic verdicts, from support material or from dcgmi run on the host when asked: a failed test is
+"""DCGM's diagnostic verdicts, from material or from dcgmi run on the host when asked: a failed test is
 critical with DCGM's words and GPU ids, a warned one a warning, no verdict (not installed, timed out, cut) is
 said and never a pass; not asked, nothing is run and nothing is said."""
 

@@ -1,4 +1,4 @@
-"""The GPUs of support material whose only GPU list is NCCL's: an NCCL_DEBUG=INFO log's communicator init lines
+"""The GPUs of material whose only GPU list is NCCL's: an NCCL_DEBUG=INFO log's communicator init lines
 (``rank N nranks M cudaDev D busId B``) or an NCCL topology dump's ``<gpu dev=...>`` under ``<pci busid=...>``.
 Never "GPUs: none found" beside them; a log of several hosts cannot tell this host's GPUs and says so."""
 

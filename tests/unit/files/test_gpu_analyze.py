@@ -350,7 +350,7 @@ def test_the_limits_are_options_and_a_bomb_is_one_input_not_read(tmp_path: Path,
 def test_an_nccl_info_log_alone_counts_its_gpus_as_a_lower_bound_and_is_listed_as_read(tmp_path: Path,
                                                                                       capsys) -> None:
     """A real NCCL 2.7.8 INFO log (4 GPUs of tesla-105) is the only input: the report counts its GPUs, and its
-    Support material row says what it gave rather than "nothing read" (before: "GPUs: none found", "Not used")."""
+    Material row says what it gave rather than "nothing read" (before: "GPUs: none found", "Not used")."""
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "nccl.log").write_bytes(
         (FIXTURES / "nccl" / "nccl-debug_2.7.8_channel-busid-p2p-ipc-shm-net-socket_2x4gpu_excerpt.log").read_bytes())
@@ -377,7 +377,7 @@ def test_the_analysis_writes_its_own_index_and_leaves_an_audits_fleet_md(tmp_pat
 
 
 # ---------------------------------------------------------------------------
-# The probe's own saved log (gpu_p2p_probe save_log) as support material
+# The probe's own saved log (gpu_p2p_probe save_log) as material
 
 PROBE_VM = FIXTURES / "p2p" / "p2p-probe_8xRTXPRO6000-vm-no-p2p_constructed.jsonl"
 PROBE_BAREMETAL = FIXTURES / "p2p" / "p2p-probe_8xRTXPRO6000-baremetal-p2p_constructed.jsonl"

@@ -1,4 +1,4 @@
-"""Support material turned into a capture, and the real audit run over it: the incident's pasted outputs, the
+"""Material turned into a capture, and the real audit run over it: the incident's pasted outputs, the
 bug reports of tests/fixtures/bug-reports (plain, gzip in one member and in many, cut short), each kind of paste
 and how it is refused when the capture could not hold it faithfully; the audit's answers where the material
 is partial: what it did not hold is not seen, never absent from the host, and the findings that need it

@@ -1,4 +1,4 @@
-"""Telling support material apart by its content: every fixture of tests/fixtures is named as its kind (or
+"""Telling material apart by its content: every fixture of tests/fixtures is named as its kind (or
 as none, for the files that are no tool output a support engineer pastes), the same with CRLF, as bytes and
 with chatter around it; the more specific kind wins where a text carries two; nothing raises on any input."""
 
@@ -25,7 +25,7 @@ FIXTURE_KINDS = [
     # Whole, elided ({"..."}) or cut: the root key and test_categories tell it (parsers/dcgm_diag.py).
     ("dcgm/*", "dcgm-diag-json"),
     # dmesg --human's "kern  :err   : <ISO time>" prefix on an SXid line alone: material/kinds.py does not
-    # tell it (no NVRM line, no [uptime] stamp), so as support material it is not read (the live audit reads it).
+    # tell it (no NVRM line, no [uptime] stamp), so as material it is not read (the live audit reads it).
     ("kernel-log/dmesg-human_nvswitch-sxid-*", None),
     ("kernel-log/dmesg*", "dmesg"),
     ("kernel-log/journal-k*", "journal-kernel"),

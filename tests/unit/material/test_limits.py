@@ -1,4 +1,4 @@
-"""Limits on reading support material (material/limits.py through material/reader.py): gzip
+"""Limits on reading material (material/limits.py through material/reader.py): gzip
 decompressed once and within its limit, links inside a directory never followed, regular files only, bytes
 and time bounded; each refusal a note saying which limit and how to raise it."""
 
@@ -89,7 +89,7 @@ def test_a_fifo_is_not_read_and_does_not_hang(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", ["/proc/kmsg", "/proc/cmdline", "/proc/self/", "/dev/zero", "/sys/kernel"])
 def test_an_input_on_this_machines_pseudo_files_is_refused(path: str) -> None:
-    with pytest.raises(MaterialError, match="this machine's own pseudo files, not support material"):
+    with pytest.raises(MaterialError, match="this machine's own pseudo files, not material"):
         read_material(path)
 
 

@@ -1,4 +1,4 @@
-"""Report names made from the file and directory names of support material."""
+"""Report names made from the file and directory names of material."""
 
 from __future__ import annotations
 

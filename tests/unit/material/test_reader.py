@@ -1,4 +1,4 @@
-"""Support material read from disk: captures, bug reports, directories of pastes, and what the facts carry of it."""
+"""Material read from disk: captures, bug reports, directories of pastes, and what the facts carry of it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """report/markdown.py: a value shows as its own text in a report, whatever it holds.
 
-The reproductions: a carriage return in a support-material file name started a heading of its own (CommonMark
+The reproductions: a carriage return in a material file name started a heading of its own (CommonMark
 ends a line at a lone CR; only "\\n" was replaced), and ``<img src=x onerror=...>`` in a GPU name reached the
 report as raw HTML.
 """

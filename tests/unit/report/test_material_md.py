@@ -1,4 +1,4 @@
-"""The Markdown report of support material says what each input was and what the material never showed, and
+"""The Markdown report of material says what each input was and what the material never showed, and
 does not call an IOMMU it never saw "off"."""
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ def test_an_iommu_the_material_never_showed_is_not_seen_not_off() -> None:
     assert "off (no IOMMU groups)" not in report
 
 
-def test_a_report_without_support_material_has_no_such_section() -> None:
+def test_a_report_without_material_has_no_such_section() -> None:
     assert material_section(None) == []
     assert material_section("garbled") == []
-    assert "## Support material" not in host_markdown("h", {"summary": {}, "iommu": {"enabled": False}})
+    assert "## Material" not in host_markdown("h", {"summary": {}, "iommu": {"enabled": False}})
     assert "| IOMMU | off (no IOMMU groups) |" in host_markdown("h", {"summary": {}, "iommu": {"enabled": False}})
 
 

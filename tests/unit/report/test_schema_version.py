@@ -29,13 +29,13 @@ from tests.unit import schemas
 #    from material; a material input's capability (its letters and what told them: command line, heading,
 #    file name or not stated); the probe's
 #    simpleP2P logs (tool simpleP2P, memcpy_peer, passed) and where a p2pBandwidthLatencyTest paste was cut (cut);
-#    the NCCL benchmark's serving_env (the environment it measured with); gpus.source "nccl" (support material
+#    the NCCL benchmark's serving_env (the environment it measured with); gpus.source "nccl" (material
 #    whose only GPU list is an NCCL topology dump or INFO log); each finding's action and the summary's action
 #    (findings/actions.py); the kernel log's NVSwitch SXid events (sxid_events); the fabric manager's
 #    version_mismatch.
-# 6: DCGM's diagnostic verdicts (health.dcgm_diag: dcgmi run on request, or its JSON in support material);
+# 6: DCGM's diagnostic verdicts (health.dcgm_diag: dcgmi run on request, or its JSON in material);
 #    manifest_class (the class of the manifest a host was judged against: the fleet compares a class's hosts);
-#    the fabric manager's package_version, its log from support material (log) and a null nvswitches there.
+#    the fabric manager's package_version, its log from material (log) and a null nvswitches there.
 #    nccl_transports: what a pasted NCCL INFO log proves about P2P per pair of the host's GPUs (P2P, refused,
 #    SHM, NET), its NCCL version, transports, the environment that switched P2P off, and why it was not matched.
 #    host_settings: the CPU vendor and nvidia_uvm's uvm_disable_hmm (audit/host_settings.py), judged by the PCIe

@@ -1,4 +1,4 @@
-"""The fabric manager's own log as support material, and its package against the loaded driver while it runs:
+"""The fabric manager's own log as material, and its package against the loaded driver while it runs:
 real journal lines from public threads (tests/fixtures/fabric-manager/SOURCES.md) and the real HGX H100 capture."""
 
 from __future__ import annotations
