@@ -177,7 +177,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.from_logs import
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.report_files import REPORT_MODE, check_host_names
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import ReportFileError, plan_files
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import MIB
-from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import InputLimits
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import MaterialLimits
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.names import report_names
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import (
     Material,
@@ -212,10 +212,10 @@ def get_argument_spec() -> dict:
         "concurrency": {"type": "int", "default": 64},
         "tensor_parallel_gpus": {"type": "list", "elements": "int", "default": []},
         "min_bar1_mib": {"type": "int", "default": DEFAULT_MIN_BAR1_MIB},
-        "max_file_mib": {"type": "int", "default": InputLimits.file_bytes // MIB},
-        "max_input_mib": {"type": "int", "default": InputLimits.input_bytes // MIB},
-        "max_decompressed_mib": {"type": "int", "default": InputLimits.decompressed_bytes // MIB},
-        "read_timeout": {"type": "int", "default": int(InputLimits.seconds)},
+        "max_file_mib": {"type": "int", "default": MaterialLimits.file_bytes // MIB},
+        "max_input_mib": {"type": "int", "default": MaterialLimits.input_bytes // MIB},
+        "max_decompressed_mib": {"type": "int", "default": MaterialLimits.decompressed_bytes // MIB},
+        "read_timeout": {"type": "int", "default": int(MaterialLimits.seconds)},
     }
 
 
@@ -236,7 +236,7 @@ def bench_of(material: Material, facts: dict, params: dict, warn) -> dict | None
 def analyse(given: str, params: dict, subsets: list[str], options: RuleOptions,
             warn) -> tuple[Material, dict, dict | None]:
     """(material, facts, bench) of one input; MaterialError or CaptureError when it cannot be read."""
-    limits = InputLimits.from_options(params["max_file_mib"], params["max_input_mib"],
+    limits = MaterialLimits.from_options(params["max_file_mib"], params["max_input_mib"],
                                       params["max_decompressed_mib"], params["read_timeout"])
     material = read_material(given, params["base_dir"], limits)
     facts = audit(ReplaySource(material.capture), subsets, options)

@@ -79,7 +79,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reads import 
     SMI_Q_XML_KEY,
     coverage,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.material.split import split_paste
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.split import split_outputs
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import normalize_paste
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_report import (
     BugReportParseError,
@@ -251,7 +251,7 @@ def _take(built: _Built, item: Piece, max_decompressed: int) -> None:
 def _took_pieces(built: _Built, item: Piece, text: str, max_decompressed: int) -> bool:
     """A paste of several outputs (material/split.py) taken as one input per output, each named after the
     paste and the line it starts at, with the command its shell line or heading names; False for one output."""
-    pieces = split_paste(text)
+    pieces = split_outputs(text)
     if len(pieces) < 2:
         return False
     for piece in pieces:

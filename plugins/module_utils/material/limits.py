@@ -47,7 +47,7 @@ RAISE = {
 
 
 @dataclass(frozen=True)
-class InputLimits:
+class MaterialLimits:
     # 256 MiB: above the largest nvidia-bug-report.log seen, uncompressed; a pasted output is kilobytes.
     file_bytes: int = 256 * MIB
     input_bytes: int = 1024 * MIB
@@ -57,7 +57,7 @@ class InputLimits:
 
     @classmethod
     def from_options(cls, max_file_mib: int, max_input_mib: int, max_decompressed_mib: int,
-                     read_timeout: float) -> InputLimits:
+                     read_timeout: float) -> MaterialLimits:
         return cls(max_file_mib * MIB, max_input_mib * MIB, max_decompressed_mib * MIB, float(read_timeout))
 
 
@@ -72,10 +72,10 @@ class LimitError(ValueError):
     which and what to do."""
 
 
-class InputBudget:
+class ReadBudget:
     """What one input may still read: bytes, and time until its deadline."""
 
-    def __init__(self, limits: InputLimits, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, limits: MaterialLimits, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
         self.left = limits.input_bytes
         self._clock = clock

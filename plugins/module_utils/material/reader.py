@@ -33,15 +33,15 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format i
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import Piece, build_capture
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import GZIP_MAGIC, GunzipLimitError, gunzip
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import (
-    InputBudget,
-    InputLimits,
     LimitError,
+    MaterialLimits,
+    ReadBudget,
     how_to_raise,
     on_pseudo_file_system,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.printable_names import printable
 
-# The kinds of paste_kind.py that are benchmark logs, by the benchmark step that reads them (the gpu_bench
+# The kinds of material/kinds.py that are benchmark logs, by the benchmark step that reads them (the gpu_bench
 # role's gpu_bench_nccl_log and gpu_bench_probe_log). An NCCL_DEBUG=INFO log alone holds no sweep for
 # nccl_bench to judge, so it is not among them: it stays unmapped.
 BENCH_LOG_KINDS = {
@@ -84,7 +84,7 @@ def missing_message(given: str, resolved: str, base_dir: str | None = None) -> s
             "pasted output or a directory of them. Check the path, or give it absolute")
 
 
-def _plain(data: bytes, path: str, limits: InputLimits) -> Piece:
+def _plain(data: bytes, path: str, limits: MaterialLimits) -> Piece:
     """The file's bytes with gzip undone (once, within the limit), as material/capture.py takes them."""
     if data[:2] != GZIP_MAGIC:
         return Piece(printable(os.path.basename(path)), data)
@@ -111,9 +111,9 @@ def as_capture(data: bytes, path: str) -> dict[str, Any] | None:
     return document
 
 
-def read_material(given: str, base_dir: str | None = None, limits: InputLimits | None = None) -> Material:
+def read_material(given: str, base_dir: str | None = None, limits: MaterialLimits | None = None) -> Material:
     """The capture of one input (see the module text); ``MaterialError`` when it cannot be read at all."""
-    limits = limits or InputLimits()
+    limits = limits or MaterialLimits()
     path = resolve(given, base_dir)
     if not os.path.lexists(path):
         raise MaterialError(missing_message(given, path, base_dir))
@@ -121,7 +121,7 @@ def read_material(given: str, base_dir: str | None = None, limits: InputLimits |
     if pseudo is not None:
         raise MaterialError(f"{path} lies on {pseudo}, this machine's own pseudo files, not material: "
                             "give the material saved in plain files")
-    budget = InputBudget(limits)
+    budget = ReadBudget(limits)
     if os.path.isdir(path):
         return _directory(path, budget)
     try:
@@ -135,7 +135,7 @@ def read_material(given: str, base_dir: str | None = None, limits: InputLimits |
     return _built(path, "file", [(item, path)], [], limits)
 
 
-def _directory(path: str, budget: InputBudget) -> Material:
+def _directory(path: str, budget: ReadBudget) -> Material:
     try:
         names = sorted(os.listdir(path))
     except OSError as exc:
@@ -168,7 +168,7 @@ def _directory(path: str, budget: InputBudget) -> Material:
 
 
 def _built(path: str, form: str, files: list[tuple[Piece, str]], notes: list[dict[str, str]],
-            limits: InputLimits) -> Material:
+            limits: MaterialLimits) -> Material:
     capture = build_capture([item for item, _unused in files], max_decompressed=limits.decompressed_bytes,
                             note=f"Built from the material {os.path.basename(path)} by "
                                  "material/reader.py and material/capture.py: only what the material holds; see "

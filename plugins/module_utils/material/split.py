@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# A shell line that runs one of the tools whose output the audit reads (the commands paste_kind.pasted_command
+# A shell line that runs one of the tools whose output the audit reads (the commands kinds.pasted_command
 # looks for), after a prompt that ends in $ or # (user@host:~$, root@pve:~#, a bare $).
 # The benchmark programs too: their logs are read by the benchmark's readers, and a log after another output
 # would otherwise take that output in.
@@ -40,14 +40,14 @@ _BENCH_NAMED_RE = re.compile(r"(?<![\w/])(?P<program>" + _BENCH + r")\b")
 
 
 @dataclass(frozen=True)
-class Piece:
+class Output:
     command: str | None  # the command the shell line or heading names, single-spaced
     start: int  # the line the piece starts at (0-based), for the input's name
     text: str
     named_by: str | None = None  # "command line" (a shell line) or "heading"; None with no command
 
 
-def split_paste(text: str) -> list[Piece]:
+def split_outputs(text: str) -> list[Output]:
     """The pieces of a paste: what comes before the first shell line or naming heading (when anything does),
     then one piece from each such line to the next; the whole text as one piece (command None) when no such
     line starts anything but the text's own first output."""
@@ -58,11 +58,11 @@ def split_paste(text: str) -> list[Piece]:
               if started is not None]
     before = "\n".join(lines[:starts[0][0]]) + "\n" if starts else text
     if not starts or (len(starts) == 1 and not before.strip()):
-        return [Piece(None, 0, text)]
-    pieces = [Piece(None, 0, before)] if before.strip() else []
+        return [Output(None, 0, text)]
+    pieces = [Output(None, 0, before)] if before.strip() else []
     for number, (index, (command, named_by)) in enumerate(starts):
         end = starts[number + 1][0] if number + 1 < len(starts) else len(lines)
-        pieces.append(Piece(command, index, "\n".join(lines[index:end]) + "\n", named_by))
+        pieces.append(Output(command, index, "\n".join(lines[index:end]) + "\n", named_by))
     return pieces
 
 

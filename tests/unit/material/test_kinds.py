@@ -56,10 +56,10 @@ FIXTURE_KINDS = [
     ("proxmox/*.conf", "proxmox-vm-config"),
     ("proxmox/mapping-pci.cfg", None),
     ("sglang/*", None),
-    # The fabric manager's refusal of a driver: read by the live audit from its journal, not yet a paste kind.
+    # The fabric manager's refusal of a driver: read by the live audit from its journal, not yet a material kind.
     ("fabric-manager/*", "fabric-manager-log"),
     # A sysfs value, dpkg and APT settings: read by the live audit (audit/host_settings.py, audit/packages.py), no
-    # paste kind yet.
+    # material kind yet.
     ("host-settings/*", None),
     ("packages/*", None),
     ("proc-cmdline/*.txt", "proc-cmdline"),

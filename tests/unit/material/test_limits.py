@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material import capture, reader
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import MIB
-from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import InputBudget, InputLimits, LimitError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import LimitError, MaterialLimits, ReadBudget
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import MaterialError, read_material
 
 from tests.paths import FIXTURES
@@ -34,7 +34,7 @@ def not_used(material) -> dict[str, str]:
 
 def test_a_gzip_bomb_is_refused_naming_the_limit_and_how_to_raise_it(tmp_path: Path) -> None:
     (tmp_path / "bug.log.gz").write_bytes(zeros_gzip(64))
-    limits = InputLimits(decompressed_bytes=4 * MIB)
+    limits = MaterialLimits(decompressed_bytes=4 * MIB)
     with pytest.raises(MaterialError, match=r"more than 4 MiB, the limit on decompressed bytes: not read; if the "
                                             r"material is trusted, raise the limit: gpu_analyze's max_decompressed_mib "
                                             r"option \(playbooks/analyze.yml: -e gpu_analyze_max_decompressed_mib=N\)"):
@@ -106,23 +106,23 @@ def test_a_file_past_the_byte_limits_is_not_read(tmp_path: Path) -> None:
     (directory / "big.log").write_bytes(b"x" * (MIB + 1))
     (directory / "y.txt").write_bytes(b"y" * (6 * MIB // 10))
     (directory / "z.txt").write_bytes(b"z" * (MIB // 2))
-    notes = not_used(read_material(str(directory), limits=InputLimits(file_bytes=MIB)))
+    notes = not_used(read_material(str(directory), limits=MaterialLimits(file_bytes=MIB)))
     assert notes["big.log"] == ("not read: larger than 1 MiB, the limit on bytes read from one file; if the material "
                                 "is trusted, raise the limit: gpu_analyze's max_file_mib option (playbooks/analyze.yml:"
                                 " -e gpu_analyze_max_file_mib=N)")
     assert "y.txt" not in notes and "z.txt" not in notes
-    together = not_used(read_material(str(directory), limits=InputLimits(input_bytes=MIB)))
+    together = not_used(read_material(str(directory), limits=MaterialLimits(input_bytes=MIB)))
     assert together["z.txt"].startswith("not read: the input's files together are larger than 1 MiB, the limit on "
                                         "bytes read from one input; if the material is trusted, raise the limit: "
                                         "gpu_analyze's max_input_mib option")
     assert "y.txt" not in together
     with pytest.raises(MaterialError, match="max_file_mib"):
-        read_material(str(directory / "big.log"), limits=InputLimits(file_bytes=MIB))
+        read_material(str(directory / "big.log"), limits=MaterialLimits(file_bytes=MIB))
 
 
 def test_reading_past_the_time_limit_stops_with_the_limit_named(tmp_path: Path) -> None:
     now = [0.0]
-    budget = InputBudget(InputLimits(seconds=5), clock=lambda: now[0])
+    budget = ReadBudget(MaterialLimits(seconds=5), clock=lambda: now[0])
     (tmp_path / "a").write_bytes(b"a")
     assert budget.read(str(tmp_path / "a")) == b"a"
     now[0] = 6.0

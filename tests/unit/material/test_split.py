@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
-from ansible_collections.gpuhost.gpu.plugins.module_utils.material.split import split_paste
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.split import split_outputs
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,7 +21,7 @@ SMI = FIXTURES / "nvidia-smi"
     ("club-3090-1130_bench-report_topo-p2p-rw_spaces_cut-before.md", [(None, 0), ("nvidia-smi topo -p2p rw", 6)]),
 ])
 def test_a_real_report_is_cut_at_the_heading_that_names_each_output(name, pieces) -> None:
-    assert [(p.command, p.start) for p in split_paste((PASTES / name).read_text())] == pieces
+    assert [(p.command, p.start) for p in split_outputs((PASTES / name).read_text())] == pieces
 
 
 def test_the_1229_report_gives_its_topology_and_its_rw_matrix_and_is_unfit() -> None:
@@ -54,7 +54,7 @@ def test_outputs_after_shell_prompts_are_each_filed_under_their_command_through_
 
 def test_one_output_under_its_own_shell_line_is_one_piece() -> None:
     text = "$ nvidia-smi topo -p2p r\n" + (SMI / "topo-p2p-r_8gpu-vm-NS.txt").read_text()
-    assert [(p.command, p.start, p.text) for p in split_paste(text)] == [(None, 0, text)]
+    assert [(p.command, p.start, p.text) for p in split_outputs(text)] == [(None, 0, text)]
 
 
 @given(st.lists(st.sampled_from(["$ nvidia-smi topo -m", "GPU0 X", "<summary>topo -p2p rw</summary>", "",
@@ -63,7 +63,7 @@ def test_one_output_under_its_own_shell_line_is_one_piece() -> None:
 def test_cutting_never_raises_and_loses_no_line(lines) -> None:
     # Blank lines before the first output are the only thing left out.
     text = "\n".join(lines)
-    pieces = split_paste(text)
+    pieces = split_outputs(text)
     assert pieces
     if len(pieces) > 1:
         assert [line for p in pieces for line in p.text.split("\n") if line.strip()] == \
@@ -76,7 +76,7 @@ def test_cutting_never_raises_and_loses_no_line(lines) -> None:
                 max_size=25))
 def test_each_piece_says_whether_a_shell_line_or_a_heading_named_its_command(lines) -> None:
     # A capability a heading names is not one nvidia-smi was run with: material/capture.py records which told it.
-    for piece in split_paste("\n".join(lines)):
+    for piece in split_outputs("\n".join(lines)):
         first = piece.text.split("\n", 1)[0]
         if piece.command is None:
             assert piece.named_by is None
@@ -92,9 +92,9 @@ SINGLE = sorted(path for path in FIXTURES.rglob("*") if path.is_file() and path.
 @pytest.mark.parametrize("path", SINGLE, ids=[str(p.relative_to(FIXTURES)) for p in SINGLE])
 def test_no_fixture_of_one_output_is_cut(path) -> None:
     # nccl-tests' own "# Collective test concluded: broadcast_perf" is no heading.
-    assert len(split_paste(path.read_text(errors="replace"))) == 1
+    assert len(split_outputs(path.read_text(errors="replace"))) == 1
 
 
 def test_a_heading_naming_a_benchmark_program_starts_its_log() -> None:
     text = "## nvidia-smi topo -m\n" + (SMI / "topo-m_2xRTX5090-PHB.txt").read_text() + "**all_reduce_perf -g 2**\n#x\n"
-    assert [(p.command, p.start) for p in split_paste(text)][-1][0] == "all_reduce_perf"
+    assert [(p.command, p.start) for p in split_outputs(text)][-1][0] == "all_reduce_perf"
