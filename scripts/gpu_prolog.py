@@ -51,7 +51,8 @@ def arguments(argv: list[str]) -> argparse.Namespace:
 
 
 def source_of(args: argparse.Namespace) -> Any:
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import LiveSource, ReplaySource
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import LiveSource
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
 
     if args.capture:
         try:
@@ -59,11 +60,11 @@ def source_of(args: argparse.Namespace) -> Any:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ValueError(f"expected a capture (JSON, as playbooks/capture.yml writes it); {args.capture} is "
                              f"not: {exc}. For material (pastes, bug reports) use --material") from None
-        return ReplaySource(capture)
+        return replay(capture)
     if args.material:
         from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
 
-        return ReplaySource(build_capture([(path.name, path.read_bytes()) for path in args.material]))
+        return replay(build_capture([(path.name, path.read_bytes()) for path in args.material]))
     return LiveSource()
 
 

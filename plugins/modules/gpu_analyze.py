@@ -171,7 +171,7 @@ inputs:
 import os
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import SubsetError, audit, resolve_subsets
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError, ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import CommModelError, check_profile
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.from_logs import nccl_from_log, probe_from_log
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.report_files import REPORT_MODE, check_host_names
@@ -179,6 +179,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import Re
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import MIB
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import MaterialLimits
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.names import report_names
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import (
     Material,
     MaterialError,
@@ -239,7 +240,7 @@ def analyse(given: str, params: dict, subsets: list[str], options: RuleOptions,
     limits = MaterialLimits.from_options(params["max_file_mib"], params["max_input_mib"],
                                       params["max_decompressed_mib"], params["read_timeout"])
     material = read_material(given, params["base_dir"], limits)
-    facts = audit(ReplaySource(material.capture), subsets, options)
+    facts = audit(replay(material.capture), subsets, options)
     bench = bench_of(material, facts, params, warn)
     return material, with_material(facts, material.capture, material), bench
 

@@ -103,10 +103,11 @@ def _parser_entry_points() -> list[EntryPoint]:
 
 def _analysis_entry_points() -> list[EntryPoint]:
     from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import audit, resolve_subsets
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError, ReplaySource
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError
     from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import PieceError, build_capture
     from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import GunzipLimitError, gunzip
     from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import detect_kind
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
     from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import MaterialError, read_material
     from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_material
     from ansible_collections.gpuhost.gpu.plugins.module_utils.report.files_plan import ANALYSIS_INDEX, planned_files
@@ -149,7 +150,7 @@ def _analysis_entry_points() -> list[EntryPoint]:
 
     def analysis(data: bytes, path: str | None = None) -> dict[str, str]:
         material = read_material(path or on_disk(data))
-        facts = with_material(audit(ReplaySource(material.capture), subsets, RuleOptions()), material.capture, material)
+        facts = with_material(audit(replay(material.capture), subsets, RuleOptions()), material.capture, material)
         return planned_files(os.path.join(work, "reports"), {"material": facts}, ANALYSIS_INDEX)
 
     return [

@@ -123,12 +123,8 @@ def audit(source: Source, subsets: list[str], options: RuleOptions, dcgm_diag: b
             facts["virtualization"] = virt.as_dict()
 
         if source.partial:
-            # Imported here: only material holds an NCCL INFO log.
-            from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.nccl_transports import (
-                gather_nccl_transports,
-            )
-
-            transports = gather_nccl_transports(source, facts["gpus"])
+            # Only material holds an NCCL INFO log: its reader comes with the source (material/nccl_transports.py).
+            transports = source.readers.transports(source, facts["gpus"])
             if transports is not None:
                 facts["nccl_transports"] = transports
 

@@ -22,7 +22,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import 
     TOPO_P2P,
     TOPO_P2P_MATERIAL,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.material_gpus import nccl_gpus
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import Source
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers import (
     nvidia_smi_list,
@@ -282,9 +281,9 @@ def _complete_from_list(source: Source, gpus: dict[str, Any]) -> None:
 
 
 def _devices_from_nccl(source: Source, gpus: dict[str, Any]) -> None:
-    """Material whose only GPU list is NCCL's (audit/material_gpus.py): those GPUs, by bus id, with the
-    index and model nvidia-smi would give left unknown."""
-    found = nccl_gpus(source)
+    """Material whose only GPU list is NCCL's (the source's readers: material/nccl_gpus.py): those GPUs, by bus id,
+    with the index and model nvidia-smi would give left unknown."""
+    found = source.readers.gpus(source)
     if not found:
         return
     unknown = {field: None for field in nvidia_smi_query.QUERY_GPU_FIELDS}

@@ -55,9 +55,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import 
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.dcgm_diag import DCGM_DIAG_MATERIAL
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.health import FABRIC_MANAGER_LOG_MATERIAL
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.material_gpus import NCCL_DEBUG_MATERIAL
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.proxmox_probe import QEMU_SERVER_DIR
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.virt import NCCL_TOPO_MATERIAL
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import (
     DEFAULT_MAX_DECOMPRESSED,
     GZIP_MAGIC,
@@ -70,6 +68,8 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import 
     detect_kind,
     pasted_command,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_gpus import NCCL_DEBUG_MATERIAL
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_topology import NCCL_TOPO_MATERIAL
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.p2p_matrix import p2p_command
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reads import (
     CMDLINE_FILE,
@@ -374,7 +374,7 @@ _HANDLERS: dict[str, Callable[[_Built, str, str | None, str, dict[str, Any]], No
     "dmesg": _command(DMESG_KEY),
     "journal-kernel": _command(JOURNAL.key),
     "proc-cmdline": _take_cmdline,
-    # An NCCL INFO log: its GPUs (audit/material_gpus.py) where nothing else lists them.
+    # An NCCL INFO log: its GPUs (material/nccl_gpus.py) where nothing else lists them.
     "nccl-debug": lambda built, name, _command, output, entry: built.put("material", NCCL_DEBUG_MATERIAL, output,
                                                                            name, entry),
     "nccl-topo-xml": lambda built, name, _command, output, entry: built.put("material", NCCL_TOPO_MATERIAL, output,

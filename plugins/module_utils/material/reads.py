@@ -31,10 +31,10 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import 
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.dcgm_diag import DCGM_DIAG_MATERIAL
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.health import FABRIC_MANAGER_LOG_MATERIAL
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.material_gpus import NCCL_DEBUG_MATERIAL
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.pci import PCI_DIR
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.proxmox_probe import QEMU_SERVER_DIR
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.virt import NCCL_TOPO_MATERIAL
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_gpus import NCCL_DEBUG_MATERIAL
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_topology import NCCL_TOPO_MATERIAL
 
 CMDLINE_FILE = "/proc/cmdline"
 QUERY_KEY = QUERY_GPU.key

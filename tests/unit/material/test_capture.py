@@ -12,7 +12,7 @@ import re
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CAPTURE_FORMAT, ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CAPTURE_FORMAT
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.virt import UNKNOWN
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import VERDICTS
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import (
@@ -25,6 +25,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture impor
     build_capture,
     gunzip,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_report import parse_bug_report
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
@@ -57,7 +58,7 @@ QUERY_CSV = (", ".join(QUERY_GPU_FIELDS) + "\n" + "".join(
 
 
 def audit(capture):
-    return facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions())
+    return facts.audit(replay(capture), facts.resolve_subsets(["all"]), RuleOptions())
 
 
 def ids(findings):
@@ -72,7 +73,7 @@ def incident(*extra):
 def test_the_incidents_pastes_become_the_commands_the_audit_runs() -> None:
     capture = incident()
     assert capture["format"] == CAPTURE_FORMAT and "nvml" not in capture
-    source = ReplaySource(json.loads(json.dumps(capture)))
+    source = replay(json.loads(json.dumps(capture)))
     assert source.run(["nvidia-smi", "topo", "-p2p", "r"]).stdout == P2P_NS.decode()
     assert source.run(["nvidia-smi", "topo", "-m"]).stdout == TOPO_M.decode()
     assert source.run(["nvidia-smi", "topo", "-p2p", "w"]).rc is None  # never another letter
@@ -118,15 +119,15 @@ def test_a_p2p_matrix_without_topo_m_gives_the_gpus_of_its_size() -> None:
 
 
 def test_a_command_missing_from_material_is_not_seen_rather_than_not_installed() -> None:
-    source = ReplaySource(incident())
+    source = replay(incident())
     missing = source.run(["nvidia-smi", "-q", "-x"])
     assert (missing.rc, missing.seen) == (None, False) and source.partial
     assert not source.seen("commands", "nvidia-smi -q -x") and source.seen("commands", "nvidia-smi topo -m")
     assert not source.seen("nvml") and not source.seen("dirs", "/sys/bus/pci/devices")
     # A capture of a host recorded what it read: what it lacks is absent, as before.
     whole = {key: value for key, value in incident().items() if key != "from_material"}
-    assert ReplaySource(whole).run(["nvidia-smi", "-q", "-x"]).seen is True
-    assert ReplaySource(whole).seen("dirs", "/sys/bus/pci/devices") and not ReplaySource(whole).partial
+    assert replay(whole).run(["nvidia-smi", "-q", "-x"]).seen is True
+    assert replay(whole).seen("dirs", "/sys/bus/pci/devices") and not replay(whole).partial
     assert "not_seen" not in audit(whole)
 
 

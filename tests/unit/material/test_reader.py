@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import audit, resolve_subsets
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import _BENCH_KINDS
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import (
     BENCH_LOG_KINDS,
     MaterialError,
@@ -38,7 +38,7 @@ def pastes(directory: Path) -> Path:
 
 
 def facts_of(material):
-    found = audit(ReplaySource(material.capture), resolve_subsets(["all"]), RuleOptions())
+    found = audit(replay(material.capture), resolve_subsets(["all"]), RuleOptions())
     return with_material(found, material.capture, material)
 
 

@@ -4,8 +4,8 @@ does not call an IOMMU it never saw "off"."""
 from __future__ import annotations
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import Piece, build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_material
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.material_md import material_section
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import host_markdown
@@ -19,7 +19,7 @@ P2P_NS = (FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt").read_bytes()
 def pasted_matrix_report() -> str:
     capture = build_capture([Piece("p2p.txt", P2P_NS, command="nvidia-smi topo -p2p r"),
                              ("notes.txt", b"the customer says it is slow\n")])
-    found = facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions())
+    found = facts.audit(replay(capture), facts.resolve_subsets(["all"]), RuleOptions())
     return host_markdown("customer-vm", with_material(found, capture))
 
 
@@ -61,7 +61,7 @@ def test_a_not_judged_verdict_is_explained_and_counted_in_the_fleet() -> None:
 
     report_path = FIXTURES / "bug-reports" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
     capture = build_capture([(report_path.name, report_path.read_bytes())])
-    found = with_material(facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions()), capture)
+    found = with_material(facts.audit(replay(capture), facts.resolve_subsets(["all"]), RuleOptions()), capture)
     report = host_markdown("guest", found)
     assert report.startswith("# GPU host audit: guest\n\n**Verdict: not judged**")
     assert 'so the verdict is "not judged", not fit' in report

@@ -228,7 +228,7 @@ def test_the_captures_cover_every_top_level_key() -> None:
     seen = {key for name in NAMES for key in audited(name)}
     # not_seen, material and nccl_transports belong to material only (material/capture.py);
     # tests/unit/material/test_capture.py, tests/unit/material/test_reader.py and
-    # tests/unit/audit/test_nccl_transports.py validate them. manifest_class needs a manifest, which no capture
+    # tests/unit/material/test_nccl_transports.py validate them. manifest_class needs a manifest, which no capture
     # audit is given: tests/unit/rules/test_fleet_class.py validates it.
     assert seen | {"not_seen", "material", "nccl_transports", "manifest_class"} == declared
 

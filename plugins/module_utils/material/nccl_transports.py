@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.material_gpus import NCCL_DEBUG_MATERIAL, WHAT_DEBUG
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import Source
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_gpus import NCCL_DEBUG_MATERIAL, WHAT_DEBUG
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_debug import (
     TransportSummary,
     p2p_refusals,

@@ -1,4 +1,4 @@
-"""A pasted NCCL INFO log as P2P evidence (audit/nccl_transports.py, rules/p2p_evidence.py, rules/nccl_log_p2p.py):
+"""A pasted NCCL INFO log as P2P evidence (material/nccl_transports.py, rules/p2p_evidence.py, rules/nccl_log_p2p.py):
 a P2P transport between two GPUs of the host proves P2P for that pair (no P2P finding), a refusal NCCL logged
 proves its absence (p2p_not_supported), SHM or NET alone proves nothing (nccl_log_no_p2p, a warning; info when
 the log's environment switched P2P off), and a log whose ranks cannot be matched to GPUs is not used, with the
@@ -6,9 +6,9 @@ reason in ``problems``. Each runs the real audit over a capture built from the p
 
 from __future__ import annotations
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.nccl_transports import transports_facts
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import _peer_access
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_transports import transports_facts
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_debug import parse_nccl_debug
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import host_markdown
