@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Benchmark of the offline analysis (`make bench-analyze`), side by side in one run.
 
-200 inputs (the captures of tests/captures copied under distinct names, and every tenth input a support
-bundle: a directory of the incident's pasted outputs with its nccl-tests log, or a bug report of
-tests/fixtures/bundles) go through playbooks/analyze.yml in one run, alternated round by round with
+200 inputs (the captures of tests/captures copied under distinct names, and every tenth input
+material: a directory of the incident's pasted outputs with its nccl-tests log, or a bug report of
+tests/fixtures/bug-reports) go through playbooks/analyze.yml in one run, alternated round by round with
 playbooks/audit.yml over an inventory of 200 hosts replaying the same captures (scripts/bench_audit.py's
 fleet). Goal: the analysis within 10 s on 2 cores. Prints both medians and their ratio, with the CPU time
 each run used (its processes' user + system time, which other load on the machine does not inflate as it
@@ -26,8 +26,8 @@ from bench_audit import CAPTURES, ROOT, run, write_inventory
 
 FIXTURES = ROOT / "tests" / "fixtures"
 GOAL_S = 10.0
-# Every tenth input is support material rather than a capture.
-BUNDLE_EVERY = 10
+# Every tenth input is material rather than a capture.
+MATERIAL_EVERY = 10
 
 
 def incident_pastes(directory: Path) -> Path:
@@ -45,12 +45,12 @@ def write_inputs(tmp: Path, count: int) -> list[str]:
     """``count`` inputs under tmp/inputs, their paths relative to tmp (the playbook runs from there)."""
     inputs = tmp / "inputs"
     inputs.mkdir()
-    reports = sorted((FIXTURES / "bundles").glob("nvidia-bug-report_*.log"))
+    reports = sorted((FIXTURES / "bug-reports").glob("nvidia-bug-report_*.log"))
     captures = itertools.cycle(CAPTURES)
     paths = []
     for n in range(count):
-        if n % BUNDLE_EVERY == BUNDLE_EVERY - 1:
-            kind = (n // BUNDLE_EVERY) % (len(reports) + 1)
+        if n % MATERIAL_EVERY == MATERIAL_EVERY - 1:
+            kind = (n // MATERIAL_EVERY) % (len(reports) + 1)
             if kind == len(reports):
                 target = incident_pastes(inputs / f"incident-{n:03d}")
             else:

@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT_PACKAGE = "ansible/plugins/module_utils/"
+PROJECT_PACKAGE = "ansible_collections/gpuhost/gpu/plugins/module_utils/"
 
 
 def payload(root: Path, module: str) -> dict:
@@ -34,33 +34,34 @@ def payload(root: Path, module: str) -> dict:
 
     init_plugin_loader()  # ansible's own module_utils redirect through the ansible.builtin collection
 
-    module_path = root / "library" / f"{module}.py"
+    module_path = root / "plugins" / "modules" / f"{module}.py"
     data = module_path.read_bytes()
     buffer = io.BytesIO()
     compression = getattr(zipfile, constants.DEFAULT_MODULE_COMPRESSION)
     now = datetime.datetime.now(datetime.UTC)
     with zipfile.ZipFile(buffer, mode="w", compression=compression) as archive:
-        module_common.recursive_finder(module, f"ansible.legacy.{module}", data, archive, now,
-                                       _builder.ExtensionManager.create(task_vars={}))
-        archive.writestr(f"ansible/legacy/{module}.py", data)
+        module_common.recursive_finder(module, f"ansible_collections.gpuhost.gpu.plugins.modules.{module}", data,
+                                       archive, now, _builder.ExtensionManager.create(task_vars={}))
+        archive.writestr(f"ansible_collections/gpuhost/gpu/plugins/modules/{module}.py", data)
         names = archive.namelist()
     project = sorted(name for name in names if name.startswith(PROJECT_PACKAGE))
-    sizes = {name: (root / "module_utils" / name.removeprefix("ansible/module_utils/")).stat().st_size
+    sizes = {name: (root / "plugins" / "module_utils" / name.removeprefix(PROJECT_PACKAGE)).stat().st_size
              for name in project}
     return {
         "root": str(root), "module": module, "compression": constants.DEFAULT_MODULE_COMPRESSION,
         "module_utils_files": len(project), "module_utils_bytes": sum(sizes.values()),
-        "module_utils_lines": sum(len((root / "module_utils" / name.removeprefix("ansible/module_utils/"))
+        "module_utils_lines": sum(len((root / "plugins" / "module_utils" / name.removeprefix(PROJECT_PACKAGE))
                                       .read_bytes().splitlines()) for name in project),
         "zip_files": len(names), "zip_bytes": len(buffer.getvalue()),
-        "files": {name.removeprefix("ansible/module_utils/"): size for name, size in sizes.items()},
+        "files": {name.removeprefix(PROJECT_PACKAGE): size for name, size in sizes.items()},
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout to measure (default this one)")
-    parser.add_argument("--module", default="gpu_host_facts", help="module under library/ (default gpu_host_facts)")
+    parser.add_argument("--module", default="gpu_host_facts",
+                        help="module under plugins/modules/ (default gpu_host_facts)")
     parser.add_argument("--files", action="store_true", help="also list the module_utils files and their bytes")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     args = parser.parse_args()

@@ -7,7 +7,7 @@ the one verdict (plugins/module_utils/report/check_status.py):
 
     scripts/gpu_prolog.py                          audit this host (run as root for every reading)
     scripts/gpu_prolog.py --capture FILE           replay a capture (playbooks/capture.yml) instead
-    scripts/gpu_prolog.py --material FILE [...]    judge support material (nvidia-bug-report.log.gz, pastes)
+    scripts/gpu_prolog.py --material FILE [...]    judge material (nvidia-bug-report.log.gz, pastes)
     options: --tensor-parallel-gpus 0,1,2,3  --min-bar1-mib N  --json FILE (the facts, as gpu_host_facts gives)
 
 The same audit as the gpu_audit role, run without Ansible (the prolog runs on the node, where no controller
@@ -42,7 +42,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     given = parser.add_mutually_exclusive_group()
     given.add_argument("--capture", type=Path, help="a capture of a host to replay instead of this host")
-    given.add_argument("--material", type=Path, nargs="+", help="support material files to judge instead")
+    given.add_argument("--material", type=Path, nargs="+", help="material files to judge instead")
     parser.add_argument("--tensor-parallel-gpus", type=_gpu_list, default=None,
                         help="the GPU indexes of the tensor-parallel group (default: every GPU)")
     parser.add_argument("--min-bar1-mib", type=int, default=None, help="the BAR1 size under which to warn")
@@ -51,19 +51,20 @@ def arguments(argv: list[str]) -> argparse.Namespace:
 
 
 def source_of(args: argparse.Namespace) -> Any:
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import LiveSource, ReplaySource
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import LiveSource
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
 
     if args.capture:
         try:
             capture = json.loads(args.capture.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ValueError(f"expected a capture (JSON, as playbooks/capture.yml writes it); {args.capture} is "
-                             f"not: {exc}. For support material (pastes, bug reports) use --material") from None
-        return ReplaySource(capture)
+                             f"not: {exc}. For material (pastes, bug reports) use --material") from None
+        return replay(capture)
     if args.material:
-        from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+        from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
 
-        return ReplaySource(build_capture([(path.name, path.read_bytes()) for path in args.material]))
+        return replay(build_capture([(path.name, path.read_bytes()) for path in args.material]))
     return LiveSource()
 
 

@@ -1,12 +1,12 @@
 #!/usr/bin/python
-"""Ansible module: audit many hosts' support material in one process, on the controller."""
+"""Ansible module: audit many hosts' material in one process, on the controller."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: gpu_analyze
-short_description: Audit support material (captures, bug reports, directories of pasted outputs) and write reports
+short_description: Audit material (captures, bug reports, directories of pasted outputs) and write reports
 description:
   - Takes a list of inputs, each one host's material, and audits each in this one process (no process per input),
     as M(gpuhost.gpu.gpu_host_facts) audits a capture. An input is a capture file (JSON, format C(gpuhost-capture/1), as
@@ -28,7 +28,7 @@ description:
     name get C(-2), C(-3) in the order given; every name ends in C(.analysis) (C(ticket-4711/) reports as
     C(ticket-4711.analysis)), so that an input named after an audited host never replaces that host's audit report
     in the same directory, nor is read back by the audit as that host's last report. The host's facts carry the
-    material's C(bundle) section, saying what each input was read as, what the audit saw, did not see
+    material's C(material) section, saying what each input was read as, what the audit saw, did not see
     (C(not_seen)), what was not used and why (C(unmapped)).
   - Writes C(<dest>/<name>.analysis.json), C(<dest>/<name>.analysis.md) (and C(<name>.analysis-nccl.svg) with an
     nccl-tests log) per input, and its own index C(<dest>/analysis.md), with the code
@@ -93,7 +93,7 @@ options:
   max_file_mib:
     description:
       - The most bytes (MiB) read from one file of the material; a larger file is not read, and said so with this
-        limit's name. Support material may be hostile; raise it only for material you trust.
+        limit's name. Material may be hostile; raise it only for material you trust.
     type: int
     default: 256
   max_input_mib:
@@ -161,7 +161,7 @@ inputs:
   description: >-
     One row per input, in order: C(input) as given, C(path) (absolute), C(host), C(form) (capture, file, directory;
     null on error), C(verdict) (the benchmark's findings included), C(bench_logs) (step to the path of the log
-    read), C(not_seen) and C(unmapped) counts (null for a capture not built from support material), C(report) (the
+    read), C(not_seen) and C(unmapped) counts (null for a capture not built from material), C(report) (the
     Markdown report's path), C(error) (null unless it could not be read).
   returned: always
   type: list
@@ -170,29 +170,32 @@ inputs:
 
 import os
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_section import with_bundle
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import SubsetError, audit, resolve_subsets
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gunzip import MIB
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError, ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import CommModelError, check_profile
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.from_logs import nccl_from_log, probe_from_log
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.analysis_reports import (
-    ANALYSIS_SUFFIX,
-    RESERVED,
-    merged_facts,
-    planned_files,
-)
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.input_limits import InputLimits
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.input_names import report_names
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.report_files import REPORT_MODE
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.support_material import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files.report_files import REPORT_MODE, check_host_names
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import ReportFileError, plan_files
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import MIB
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import MaterialLimits
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.names import report_names
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import (
     Material,
     MaterialError,
     judged,
     read_material,
     resolve,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import ReportFileError, plan_files
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_material
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.files_plan import (
+    ANALYSIS_INDEX,
+    ANALYSIS_RESERVED,
+    ANALYSIS_SUFFIX,
+    ANALYSIS_TITLE,
+    merged_facts,
+    planned_files,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import verdict_line
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import DEFAULT_MIN_BAR1_MIB, RuleOptions
 
@@ -210,10 +213,10 @@ def get_argument_spec() -> dict:
         "concurrency": {"type": "int", "default": 64},
         "tensor_parallel_gpus": {"type": "list", "elements": "int", "default": []},
         "min_bar1_mib": {"type": "int", "default": DEFAULT_MIN_BAR1_MIB},
-        "max_file_mib": {"type": "int", "default": InputLimits.file_bytes // MIB},
-        "max_input_mib": {"type": "int", "default": InputLimits.input_bytes // MIB},
-        "max_decompressed_mib": {"type": "int", "default": InputLimits.decompressed_bytes // MIB},
-        "read_timeout": {"type": "int", "default": int(InputLimits.seconds)},
+        "max_file_mib": {"type": "int", "default": MaterialLimits.file_bytes // MIB},
+        "max_input_mib": {"type": "int", "default": MaterialLimits.input_bytes // MIB},
+        "max_decompressed_mib": {"type": "int", "default": MaterialLimits.decompressed_bytes // MIB},
+        "read_timeout": {"type": "int", "default": int(MaterialLimits.seconds)},
     }
 
 
@@ -234,12 +237,12 @@ def bench_of(material: Material, facts: dict, params: dict, warn) -> dict | None
 def analyse(given: str, params: dict, subsets: list[str], options: RuleOptions,
             warn) -> tuple[Material, dict, dict | None]:
     """(material, facts, bench) of one input; MaterialError or CaptureError when it cannot be read."""
-    limits = InputLimits.from_options(params["max_file_mib"], params["max_input_mib"],
+    limits = MaterialLimits.from_options(params["max_file_mib"], params["max_input_mib"],
                                       params["max_decompressed_mib"], params["read_timeout"])
     material = read_material(given, params["base_dir"], limits)
-    facts = audit(ReplaySource(material.capture), subsets, options)
+    facts = audit(replay(material.capture), subsets, options)
     bench = bench_of(material, facts, params, warn)
-    return material, with_bundle(facts, material.capture, material), bench
+    return material, with_material(facts, material.capture, material), bench
 
 
 def analyse_all(params: dict, dest: str, warn) -> tuple[list[dict], dict, dict, dict]:
@@ -248,7 +251,8 @@ def analyse_all(params: dict, dest: str, warn) -> tuple[list[dict], dict, dict, 
     options = RuleOptions(tensor_parallel_gpus=params["tensor_parallel_gpus"] or None,
                           min_bar1_mib=params["min_bar1_mib"])
     hosts, benches, not_read, rows = {}, {}, {}, []
-    for given, host in zip(params["inputs"], report_names(params["inputs"], RESERVED, ANALYSIS_SUFFIX), strict=True):
+    names = report_names(params["inputs"], ANALYSIS_RESERVED, ANALYSIS_SUFFIX)
+    for given, host in zip(params["inputs"], names, strict=True):
         path = resolve(given, params["base_dir"])
         row = {"input": given, "path": path, "host": host, "form": None, "verdict": None, "bench_logs": {},
                "not_seen": None, "unmapped": None, "report": os.path.join(dest, f"{host}.md"), "error": None}
@@ -263,9 +267,9 @@ def analyse_all(params: dict, dest: str, warn) -> tuple[list[dict], dict, dict, 
                 f"the audit of {path} stopped on {type(exc).__name__}: {exc}. This is a defect of the audit: report "
                 "it with the input attached; the other inputs were audited")
             continue
-        bundle = facts.get("bundle")
-        row.update(form=material.form, not_seen=len(bundle["not_seen"]) if bundle else None,
-                   unmapped=len(bundle["unmapped"]) if bundle else None,
+        held = facts.get("material")
+        row.update(form=material.form, not_seen=len(held["not_seen"]) if held else None,
+                   unmapped=len(held["unmapped"]) if held else None,
                    bench_logs={step: log for step, (_unused, log) in material.bench_logs.items()} if bench else {})
         hosts[host] = facts
         if bench:
@@ -291,10 +295,13 @@ def main() -> None:
     except (CommModelError, SubsetError) as exc:
         module.fail_json(msg=str(exc))
     hosts = merged_facts(facts, bench)
+    absent = {host: {"status": "failed", "msg": msg, "report": None, "report_date": None}
+              for host, msg in not_read.items()}
     try:
-        written = plan_files(planned_files(dest, hosts, not_read, params["fleet"]), warn=module.warn,
-                             at_most=REPORT_MODE).commit(
-            module.check_mode, create_dirs=True)
+        check_host_names([*hosts, *not_read], ANALYSIS_RESERVED)
+        files = planned_files(dest, hosts, ANALYSIS_INDEX if params["fleet"] else None, absent=absent,
+                              title=ANALYSIS_TITLE)
+        written = plan_files(files, warn=module.warn, at_most=REPORT_MODE).commit(module.check_mode, create_dirs=True)
     except ReportFileError as exc:
         module.fail_json(msg=f"cannot write the reports under {dest}: {exc}; set dest (REPORTS=... for make "
                              "analyze) to a writable directory", changed=bool(exc.written),

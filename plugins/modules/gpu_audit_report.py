@@ -224,13 +224,11 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import (
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import with_findings
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.bench_shape import check_bench
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.drift import drift_return, with_drift
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.files_plan import FLEET_INDEX, planned_files
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.fleet_stats import fleet_stats, host_verdicts
-from ansible_collections.gpuhost.gpu.plugins.module_utils.report.plot import sweep_svg
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.prom_text import ExpositionError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.prometheus import textfile
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import (
-    fleet_markdown,
-    host_markdown,
     merge_bench,
     report_json,
     verdict_line,
@@ -247,7 +245,7 @@ from ansible.module_utils.basic import AnsibleModule
 # A row of fleet.md's table: its first cell, the host (a "|" in it escaped as "\\|").
 FLEET_ROW = re.compile(r"^\| ((?:[^|\\]|\\.)+?) \|")
 # Host names that would overwrite the fleet's own file.
-RESERVED = ("fleet",)
+RESERVED = (FLEET_INDEX,)
 
 
 def get_argument_spec() -> dict:
@@ -343,12 +341,11 @@ def fleet_rows(dest: str, hosts: dict, fleet_hosts: dict, warn=None) -> tuple[di
     return audited, absent
 
 
-def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_dest: str | None,
-                  bench: dict | None = None, fleet_hosts: dict | None = None,
-                  warn=None) -> tuple[dict[str, str], dict, dict]:
-    """The files to write, the hosts' facts as written (benchmark merged, guests linked), and per host of the
-    fleet table where its row comes from."""
-    files = {}
+def assembled(dest: str, hosts: dict, fleet: bool, captures: dict, captures_dest: str | None,
+              bench: dict | None = None, fleet_hosts: dict | None = None,
+              warn=None) -> tuple[dict[str, str], dict, dict]:
+    """The files to write (report/files_plan.py), the hosts' facts as written (benchmark merged, guests linked), and
+    per host of the fleet table where its row comes from."""
     bench = bench or {}
     hosts = {host: merge_bench(facts, usable_bench(bench[host], f"{host}: the benchmark results given", warn)
                                if bench.get(host) else previous_bench(dest, host, warn))
@@ -363,18 +360,10 @@ def planned_files(dest: str, hosts: dict, fleet: bool, captures: dict, captures_
     # would rewrite their rows, and the audit's next run would write them back.
     audited = add_drift(dest, audited, hosts, set())
     hosts, audited = add_class_findings(hosts, audited)
-    for host, facts in sorted(hosts.items()):
-        rows = ((facts.get("bench") or {}).get("nccl") or {}).get("results")
-        if rows:
-            files[os.path.join(dest, f"{host}-nccl.svg")] = sweep_svg(f"{host}: NCCL all-reduce", _sweeps(facts))
-    for host, capture in sorted(captures.items()):
-        files[os.path.join(captures_dest or "", f"{host}.json")] = json.dumps(capture, indent=1, sort_keys=True) + "\n"
-    for host, facts in sorted(hosts.items()):
-        files[os.path.join(dest, f"{host}.json")] = report_json(host, facts)
-        files[os.path.join(dest, f"{host}.md")] = host_markdown(host, facts)
+    files = planned_files(dest, hosts, FLEET_INDEX if fleet else None, listed=audited, absent=absent,
+                          captures=captures, captures_dest=captures_dest or "")
     sources: dict[str, dict] = {}
     if fleet:
-        files[os.path.join(dest, "fleet.md")] = fleet_markdown({**hosts, **audited}, absent)
         sources = {host: {"audit": "this run"} for host in [*hosts, *audited]}
         sources.update({host: {"audit": row["status"], "report_date": row["report_date"], "msg": row["msg"]}
                         for host, row in absent.items()})
@@ -434,16 +423,6 @@ def guest_links(linked_hosts: dict) -> dict:
     return links
 
 
-def _sweeps(facts: dict) -> dict[str, list]:
-    """The baseline sweep, plus each tuning candidate's when tuning ran."""
-    nccl = facts["bench"]["nccl"]
-    sweeps = {"as run": nccl["results"]}
-    for candidate in (nccl.get("tuning") or {}).get("candidates") or []:
-        if candidate.get("results"):
-            sweeps[str(candidate.get("name"))] = candidate["results"]
-    return sweeps
-
-
 def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[Plan, dict, dict, dict]:
     """What to write (every report, each compared with what is there), the guest links, the fleet table's sources
     and each host's facts as reported (benchmark merged, guest linked, drift and its findings added)."""
@@ -456,8 +435,8 @@ def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[Plan, dict, dic
         listed = fleet_listed(dest, module.warn)
         check_host_names(listed, RESERVED)
         fleet_hosts = {**dict.fromkeys(listed), **fleet_hosts}
-    files, linked, fleet = planned_files(dest, hosts, module.params["fleet"], captures, module.params["captures_dest"],
-                                         module.params["bench"], fleet_hosts, module.warn)
+    files, linked, fleet = assembled(dest, hosts, module.params["fleet"], captures, module.params["captures_dest"],
+                                     module.params["bench"], fleet_hosts, module.warn)
     # The hosts' JSON reports (and fleet.md, with fleet_keep) were read already, and said so when not UTF-8.
     read_before = {os.path.join(dest, f"{host}.json") for host in hosts}
     if module.params["fleet_keep"]:

@@ -17,12 +17,10 @@ description:
   - Read-only. Nothing missing is fatal, no driver, no NVML library, an unreadable sysfs file; what could not
     be read is listed under C(problems) and in an C(audit_incomplete) finding.
   - Given O(capture), replays a saved capture instead of reading the system, and yields the same facts.
-  - Given O(bundle), audits support material instead (an C(nvidia-bug-report.log(.gz)), a pasted output, or a
-    directory of pasted outputs), turned into a capture first; the facts then carry a C(bundle) section saying
-    what the material held and what the audit could not see. C(playbooks/analyze.yml) (M(gpuhost.gpu.gpu_analyze)) does
-    this for many inputs at once and writes their reports.
-  - A task with O(bundle) runs M(gpuhost.gpu.gpu_material_facts) with the same arguments (the C(gpu_host_facts) action
-    plugin hands it over), so that the audit every host runs ships none of the code that reads support material.
+  - Saved material (an C(nvidia-bug-report.log), pasted outputs, a directory of them, or a capture built from
+    them) is M(gpuhost.gpu.gpu_analyze)'s (C(playbooks/analyze.yml)), the one module that takes material; given such
+    a capture, this module fails and says so. The module every audited host runs ships none of the code that reads
+    material.
   - With O(save_capture), writes what it read to a file on the host it runs on and returns the file's path, never
     its content. The capture keeps, of the Proxmox VM configs, only those of VMs that pass a PCI device through,
     with every key named like a secret (C(cipassword), C(sshkeys), ...) kept but its value replaced by
@@ -45,20 +43,6 @@ options:
     description:
       - Path of a capture (JSON, as saved by C(save_capture) and C(playbooks/capture.yml)) to replay instead
         of reading the live system. The path is read where the module runs. Empty reads the live system.
-      - Mutually exclusive with O(bundle).
-    type: path
-  bundle:
-    description:
-      - Support material to audit instead of the live system, read where the module runs, either a directory of pasted
-        outputs (every regular file directly in it; subdirectories are not read, and listed as not read), or one
-        file (an C(nvidia-bug-report.log) or C(.log.gz), one pasted output, or a capture). Each file's kind is told
-        from its content (C(nvidia-smi topo -m), C(topo -p2p r) with its command line, C(-q), C(lspci -vvv -D),
-        C(dmesg), C(qm config) ...), never from its name.
-      - The facts carry the material's C(bundle) section (C(inputs), C(seen), C(unread), C(not_seen), C(kept),
-        C(unmapped), C(warnings)); what the audit could not see is as much a part of the answer as what it saw.
-        Benchmark logs are listed under C(unmapped); M(gpuhost.gpu.gpu_analyze) reads them.
-      - A relative path is resolved against the directory the module runs in; one that does not exist fails
-        with the absolute path tried. Mutually exclusive with O(capture).
     type: path
   save_capture:
     description:
@@ -118,7 +102,7 @@ options:
         so it is off unless asked for.
       - Where C(dcgmi) is missing, times out or fails, the audit goes on; C(health.dcgm_diag.reason) says why
         there is no verdict and the info finding C(dcgm_diag_not_run) repeats it.
-      - A C(dcgmi diag --json) output in support material is read whatever this says.
+      - A C(dcgmi diag --json) output in material is read whatever this says.
     type: bool
     default: false
   dcgm_diag_timeout:
@@ -151,11 +135,6 @@ EXAMPLES = r"""
 - name: Replay a capture taken on another host
   gpuhost.gpu.gpu_host_facts:
     capture: "{{ lookup('ansible.builtin.env', 'PWD') }}/captures/gpu-node-1.json"
-  delegate_to: localhost
-
-- name: Audit a customer's pasted outputs (topo -p2p r, topo -m, nccl-tests log ...) in one directory
-  gpuhost.gpu.gpu_host_facts:
-    bundle: "{{ lookup('ansible.builtin.env', 'PWD') }}/tickets/4711/pastes"
   delegate_to: localhost
 
 - name: Judge P2P for a TP4 group on the first four GPUs only
@@ -246,14 +225,6 @@ ansible_facts:
         summary:
           description: Verdict (fit, fit with warnings, unfit), GPU count and models, P2P verdict, worst finding.
           type: dict
-        bundle:
-          description: >-
-            What the support material held (C(inputs), each with its kind and the capture entries it gave), what the
-            audit read of it (C(seen)), what it holds but the audit does not read (C(unread)), what the audit reads
-            that it did not hold (C(not_seen)), entries kept for the reader (C(kept)), what was not used and why
-            (C(unmapped)), and C(warnings) (material of two hosts mixed).
-          type: dict
-          returned: with O(bundle), or a O(capture) built from support material
 facts_json:
   description: >-
     C(ansible_facts.gpu_host) again, as one JSON string, for M(gpuhost.gpu.gpu_audit_report): a fleet's facts reach it
@@ -269,7 +240,6 @@ capture_path:
 
 import json
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_section import with_bundle
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import SubsetError, audit, resolve_subsets
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError, LiveSource, ReplaySource
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.manifest_format import ManifestError, load
@@ -284,7 +254,6 @@ def get_argument_spec() -> dict:
     return {
         "gather_subset": {"type": "list", "elements": "str", "default": ["all"]},
         "capture": {"type": "path"},
-        "bundle": {"type": "path"},
         "save_capture": {"type": "bool", "default": False},
         "save_capture_path": {"type": "path"},
         "capture_redact": {"type": "list", "elements": "str", "default": []},
@@ -305,7 +274,14 @@ def load_capture(path: str) -> ReplaySource:
     except ValueError as exc:
         raise CaptureError(f"the capture {path} is not valid JSON ({exc}); expected the file that "
                            "playbooks/capture.yml writes") from None
-    return ReplaySource(data)
+    source = ReplaySource(data)
+    if source.partial:
+        # Such a capture holds only what the material held, and its account of what it did not show is gpu_analyze's.
+        raise CaptureError(f"the capture {path} was built from saved material (a bug report or pasted outputs), not "
+                           "taken from a live host: expected a capture saved by playbooks/capture.yml; give this one "
+                           "to gpuhost.gpu.gpu_analyze (playbooks/analyze.yml, make analyze INPUT=...), the module "
+                           "that reads material")
+    return source
 
 
 def write_capture(capture: dict, path: str | None) -> tuple[str, bool]:
@@ -324,15 +300,8 @@ def write_capture(capture: dict, path: str | None) -> tuple[str, bool]:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True,
-                           mutually_exclusive=[["capture", "bundle"]])
+    module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     params = module.params
-    if params["bundle"]:
-        # The action plugin hands a bundle task to gpu_material_facts; this runs only where it was not loaded.
-        module.fail_json(msg="expected a bundle task to run gpu_material_facts, through gpu_host_facts' action plugin "
-                             "(plugins/action/ of the collection gpuhost.gpu), found it not loaded: call the module by "
-                             "its collection name, gpuhost.gpu.gpu_host_facts, or call gpuhost.gpu.gpu_material_facts "
-                             "with the same arguments")
     try:
         subsets = resolve_subsets(params["gather_subset"])
         redactions = None
@@ -348,17 +317,13 @@ def main() -> None:
                               min_bar1_mib=params["min_bar1_mib"], manifest=manifest)
         facts = audit(source, subsets, options, dcgm_diag=params["dcgm_diag"],
                       dcgm_diag_timeout_s=params["dcgm_diag_timeout"])
-        if isinstance(source, ReplaySource):
-            # A capture built from support material says what the material did not show.
-            facts = with_bundle(facts, source.capture)
     except (SubsetError, CaptureError, ManifestError) as exc:
         module.fail_json(msg=str(exc))
     # The facts again as one JSON string: gpu_audit_report takes a whole fleet's from it without Ansible
     # walking every value of every host's facts to template them into its arguments.
     result = {"changed": False, "ansible_facts": {"gpu_host": facts}, "facts_json": json.dumps(facts, sort_keys=True)}
     if params["save_capture"] and not isinstance(source, LiveSource):
-        module.warn("save_capture is ignored when replaying a capture or auditing a bundle: nothing was read from "
-                    "this host")
+        module.warn("save_capture is ignored when replaying a capture: nothing was read from this host")
     elif params["save_capture"] and not module.check_mode:
         # Loaded only to save a capture, as in write_capture.
         from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import ReportFileError

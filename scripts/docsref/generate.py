@@ -50,7 +50,7 @@ def expected_pages(root: Path) -> dict[Path, str]:
     pages[OUT / "roles.md"] = roles_page.page(role_dirs(root))
     pages[OUT / "playbooks.md"] = playbooks_page.page(root, playbook_files(root))
     pages[OUT / "findings.md"] = findings_page.page(root)
-    pages[OUT / "support-material.md"] = material_page.page(root)
+    pages[OUT / "material-kinds.md"] = material_page.page(root)
     pages[OUT / "code.md"] = code_page.page(root)
     return pages
 

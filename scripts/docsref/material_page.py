@@ -1,5 +1,5 @@
-"""docs/reference/support-material.md: every kind of support material the offline analysis recognises, from
-KINDS in plugins/module_utils/parsers/paste_kind.py, in the order a text carrying two kinds is named."""
+"""docs/reference/material-kinds.md: every kind of material the offline analysis recognises, from
+KINDS in plugins/module_utils/material/kinds.py, in the order a text carrying two kinds is named."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from docsref.markdown import header, table
 from docsref.markup import code_span
 from docsref.sources import use_collection
 
-KINDS_SOURCE = "plugins/module_utils/parsers/paste_kind.py"
+KINDS_SOURCE = "plugins/module_utils/material/kinds.py"
 
 
 def kinds(root: Path) -> dict[str, str]:
     """KINDS as Ansible ships it, imported the way tests/conftest.py imports the collection."""
     use_collection(root)
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import KINDS
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import KINDS
 
     return KINDS
 
@@ -24,8 +24,8 @@ def page(root: Path) -> str:
     rows = [[code_span(kind), what] for kind, what in kinds(root).items()]
     return "\n".join([
         header(f"{KINDS_SOURCE} (KINDS)"), "",
-        "# Support material the analysis recognises", "",
-        "`make analyze` and `gpu_host_facts bundle:` tell each file (or each piece of a paste holding several "
+        "# Material the analysis recognises", "",
+        "`make analyze` (`gpu_analyze`) tells each file (or each piece of a paste holding several "
         "outputs) by its content, never by its name alone, as one of these kinds; a text that shows none of "
         "them is listed under \"Not used\" in the report, with why. See "
         "[offline analysis](../offline-analysis.md).", "",

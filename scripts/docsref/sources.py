@@ -1,5 +1,5 @@
 """The sources the pages are made from: module files read by their AST (never imported), YAML files, and the
-collection's own data (the catalog, the paste kinds), imported where a page renders it."""
+collection's own data (the catalog, the material kinds), imported where a page renders it."""
 
 from __future__ import annotations
 

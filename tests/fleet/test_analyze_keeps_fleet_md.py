@@ -46,7 +46,7 @@ def test_make_analyze_after_an_audit_keeps_fleet_md_and_writes_its_own_index(tmp
 
     assert fleet_md.read_bytes() == audited
     index = (tmp_path / "reports" / "analysis.md").read_text()
-    assert index.startswith("# Offline analysis of support material\n")
+    assert index.startswith("# Offline analysis of material\n")
     assert rows(index) == ["customer-node.analysis", "h100-baremetal.analysis"]
     assert (tmp_path / "reports" / "customer-node.analysis.md").is_file()
     assert (tmp_path / "reports" / "h100-baremetal.analysis.md").is_file()

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from tests.fleet.test_site_fleet import ROOT, ansible_playbook
 from tests.paths import CAPTURES, FIXTURES
-from tests.unit.audit.test_bundle import TOPO_M
+from tests.unit.material.test_capture import TOPO_M
 
-BUG_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
+BUG_REPORT = FIXTURES / "bug-reports" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
 
 
 def analyze(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

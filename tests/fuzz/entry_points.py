@@ -1,9 +1,10 @@
 """What the fuzzer calls: every public function of plugins/module_utils/parsers that reads a text (found by
 inspection, so a new parser is fuzzed without being listed), and the entry points of the offline analysis
-(paste kinds, the bundle, gunzip, support material on disk, and the whole analysis down to the report files).
+(material kinds, the capture built from material, gunzip, material on disk, and the whole analysis down to
+the report files).
 
 Each entry point has the errors it declares: a parser, ``ParseError`` (parsers/_common.py) and the error
-classes of its own module; the bundle ``BundleError``; the support-material reader ``MaterialError``. Anything
+classes of its own module; material/capture.py ``PieceError``; the material reader ``MaterialError``. Anything
 else escaping is a crash."""
 
 from __future__ import annotations
@@ -101,14 +102,15 @@ def _parser_entry_points() -> list[EntryPoint]:
 
 
 def _analysis_entry_points() -> list[EntryPoint]:
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import BundleError, build_capture
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_section import with_bundle
     from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import audit, resolve_subsets
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gunzip import GunzipLimitError, gunzip
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError, ReplaySource
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.files.analysis_reports import planned_files
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.files.support_material import MaterialError, read_material
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import detect_kind
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import PieceError, build_capture
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import GunzipLimitError, gunzip
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import detect_kind
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import MaterialError, read_material
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_material
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.report.files_plan import ANALYSIS_INDEX, planned_files
     from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
     work = tempfile.mkdtemp(prefix="gpuhost-fuzz-")
@@ -148,17 +150,17 @@ def _analysis_entry_points() -> list[EntryPoint]:
 
     def analysis(data: bytes, path: str | None = None) -> dict[str, str]:
         material = read_material(path or on_disk(data))
-        facts = with_bundle(audit(ReplaySource(material.capture), subsets, RuleOptions()), material.capture, material)
-        return planned_files(os.path.join(work, "reports"), {"material": facts}, {})
+        facts = with_material(audit(replay(material.capture), subsets, RuleOptions()), material.capture, material)
+        return planned_files(os.path.join(work, "reports"), {"material": facts}, ANALYSIS_INDEX)
 
     return [
-        # The parsers' own entries give these text; the bundle gives detect_kind bytes as read from disk.
-        EntryPoint("paste_kind.detect_kind(bytes)", detect_kind, (), "bytes"),
-        EntryPoint("bundle.build_capture", lambda data: build_capture([("paste.txt", data)]), (BundleError,), "bytes"),
-        EntryPoint("bundle.build_capture(gzip)", lambda data: build_capture([("paste.gz", damaged_gzip(data))]),
-                   (BundleError,), "bytes"),
+        # The parsers' own entries give these text; material/capture.py gives detect_kind bytes as read from disk.
+        EntryPoint("kinds.detect_kind(bytes)", detect_kind, (), "bytes"),
+        EntryPoint("capture.build_capture", lambda data: build_capture([("paste.txt", data)]), (PieceError,), "bytes"),
+        EntryPoint("capture.build_capture(gzip)", lambda data: build_capture([("paste.gz", damaged_gzip(data))]),
+                   (PieceError,), "bytes"),
         EntryPoint("gunzip.gunzip", lambda data: gunzip(damaged_gzip(data), 1 << 20), (GunzipLimitError,), "bytes"),
-        EntryPoint("support_material.read_material", lambda data: read_material(on_disk(data)), (MaterialError,),
+        EntryPoint("reader.read_material", lambda data: read_material(on_disk(data)), (MaterialError,),
                    "bytes"),
         EntryPoint("analysis: material, audit, reports", analysis, (MaterialError,), "bytes"),
         EntryPoint("analysis: a capture with one output mutated", lambda data: analysis(data, with_output(data)),

@@ -106,6 +106,6 @@ _MUTATIONS = (_flip, _insert_token, _replace_token, _delete, _duplicate, _trunca
 
 
 def as_text(rng: random.Random, data: bytes) -> str:
-    """The bytes as a parser's caller would hand them: decoded with replacement (the bundle's way), or with
+    """The bytes as a parser's caller would hand them: decoded with replacement (material/capture.py's way), or with
     surrogateescape (how Python hands over a non-UTF-8 file name or os.fsdecode'd text), now and then."""
     return data.decode("utf-8", "surrogateescape" if rng.random() < 0.1 else "replace")

@@ -66,7 +66,10 @@ LAYERS = (
     "bench",  # the benchmarks, their judges and the communication model
     "gate",  # the deployment verdict, over the audit's facts and the benchmark's results
     "report",  # Markdown, JSON, metrics and charts of all of the above
-    "files",  # report and support files on the controller
+    "files",  # report files on the controller: their names, what is there, atomic writes
+    # saved material of a host read on the controller and turned into a capture the audit replays, and its report
+    # names: it reads the capture format of audit/ and names its reports by files/' rules, so it sits above both
+    "material",
     "serving",  # provisioning and serving helpers
 )
 # Packages whose every module is pure; parsers/ is the strictest of them.
@@ -97,6 +100,11 @@ PURE_ELSEWHERE: dict[str, str] = {
     "audit.proxmox_vm": "joins a parsed VM config to host facts already gathered; never sees a Source",
     "values": "reads values out of data already in hand",
     "gpu_pairs": "counts GPU pairs in directions already read",
+    "material.kinds": "tells a piece of material's kind from its text already read",
+    "material.split": "cuts a paste of several outputs, already read, into one piece per output",
+    "material.gunzip": "undoes gzip of bytes already read, in memory (zlib)",
+    "material.section": "copies a capture's account of its material into facts already gathered",
+    "material.printable_names": "escapes the bytes of a file name already listed",
 }
 # Standard library modules that run processes, open sockets, handle signals, start threads or
 # create and remove files: none of them in pure code.

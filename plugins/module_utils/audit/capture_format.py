@@ -1,6 +1,6 @@
 """What a capture file is: its format tag, how it keeps bytes and commands, and the error it raises.
 
-A capture (written by ``source.LiveSource``, built from support material by ``bundle``, redacted by
+A capture (written by ``source.LiveSource``, built from material by ``material/capture.py``, redacted by
 ``capture_privacy``, replayed by ``source.ReplaySource``) is JSON: text stays text, binary goes
 base64, and a command's output is keyed by its argv joined with spaces. The modules that write,
 redact and read captures all import this one, so none of them imports another for the format.

@@ -1,11 +1,11 @@
 """The commands the audit runs, written once: the argv a gatherer runs, the key it is shown under
 (a capture's ``commands`` entry, a line of ``problems``: the argv joined by spaces, as
 ``capture_format.command_key`` writes it), and what the audit reads from its output, in the words the
-bundle section of support material uses (audit/bundle.py ``seen``, ``unread``, ``not_seen``).
+from_material section of a capture built from material uses (material/capture.py ``seen``, ``unread``, ``not_seen``).
 
 The gatherers (audit/*.py) run these, audit/seen.py asks the source whether it saw them, and
-audit/bundle.py files pasted outputs under their keys: a command spelled anywhere else would be
-one that support material can never answer.
+material/capture.py files pasted outputs under their keys: a command spelled anywhere else would be
+one that material can never answer.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.p2p_capability
 @dataclass(frozen=True)
 class Command:
     argv: list[str]
-    reads: str  # what the audit takes from the output, as the bundle section says it
+    reads: str  # what the audit takes from the output, as the from_material section says it
 
     @property
     def key(self) -> str:
@@ -47,14 +47,14 @@ SMI_Q_TEXT = Command(["nvidia-smi", "-q"], _SMI_Q_READS.format("nvidia-smi -q"))
 TOPO_MATRIX = Command(["nvidia-smi", "topo", "-m"], "topology matrix (nvidia-smi topo -m)")
 # nvidia-smi topo -p2p letters for each matrix the audit keeps.
 P2P_LETTERS = {"read": "r", "write": "w", "nvlink": "n", "atomics": "a"}
-# Every capability nvidia-smi topo -p2p takes (its help calls "p" prop): support material may hold a matrix
+# Every capability nvidia-smi topo -p2p takes (its help calls "p" prop): material may hold a matrix
 # the audit does not read, kept under its own command.
 TOPO_P2P = {letter: Command(["nvidia-smi", "topo", "-p2p", letter],
                             f"P2P {name} matrix (nvidia-smi topo -p2p {letter})")
             for name, letter in {**P2P_LETTERS, "prop": "p"}.items()}
-# Matrices only support material holds: several capabilities at once (topo -p2p rw prints one matrix), and one
+# Matrices only material holds: several capabilities at once (topo -p2p rw prints one matrix), and one
 # whose capability the material does not state, filed under the command without one, which nvidia-smi refuses
-# and so no live audit ever records (audit/bundle.py files them, audit/gpus.py reads them).
+# and so no live audit ever records (material/capture.py files them, audit/gpus.py reads them).
 TOPO_P2P_MATERIAL = {letters: Command(["nvidia-smi", "topo", "-p2p", *([letters] if letters else [])],
                                       f"P2P matrix of {capability_name(letters)} (nvidia-smi topo -p2p {letters})"
                                       if letters else "P2P matrix of a capability not stated (nvidia-smi topo -p2p)")

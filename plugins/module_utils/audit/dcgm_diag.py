@@ -1,5 +1,5 @@
 """DCGM's diagnostic verdicts: ``dcgmi diag -r 1 --json`` run on the host when asked, or a ``dcgmi diag
---json`` output given as support material (audit/bundle.py files it under ``DCGM_DIAG_MATERIAL``).
+--json`` output given as material (material/capture.py files it under ``DCGM_DIAG_MATERIAL``).
 
 Running it is opt-in (the gpu_audit role's ``gpu_audit_dcgm_diag``): level 1 takes seconds to a minute and
 puts load on every GPU while it runs, which an audit on a serving host must not do unasked. A host without
@@ -33,7 +33,7 @@ def gather_dcgm_diag(source: Source, run: bool, timeout_s: float = DEFAULT_TIMEO
     result = source.run_long(DCGM_DIAG.argv, timeout_s)
     if result.rc is None:
         return {"source": "dcgmi", "level": 1, "result": None, "reason": _NOT_INSTALLED if result.seen else
-                "the support material holds no dcgmi diag output: no DCGM verdict (not that DCGM is absent)"}
+                "the material holds no dcgmi diag output: no DCGM verdict (not that DCGM is absent)"}
     if result.rc == 124 and not result.stdout:
         return {"source": "dcgmi", "level": 1, "result": None,
                 "reason": f"{DCGM_DIAG.key} gave no answer within {timeout_s:g} s; raise gpu_audit_dcgm_diag_timeout "

@@ -28,7 +28,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import (
     unread_pairs,
 )
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
 
 
@@ -82,7 +82,7 @@ def p2p_verdict(facts: dict[str, Any], group: list[int]) -> str:
 def audit(source: Source, subsets: list[str], options: RuleOptions, dcgm_diag: bool = False,
           dcgm_diag_timeout_s: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
     """The facts, findings and summary of one host. ``dcgm_diag`` runs ``dcgmi diag -r 1`` (opt-in: it loads the
-    GPUs; audit/dcgm_diag.py); support material's DCGM output is read whatever it says."""
+    GPUs; audit/dcgm_diag.py); material's DCGM output is read whatever it says."""
     facts: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "gather_subset": subsets}
     if options.manifest:  # the fleet compares the hosts of one class (rules/fleet_class.py)
         facts["manifest_class"] = options.manifest["class"]
@@ -123,12 +123,8 @@ def audit(source: Source, subsets: list[str], options: RuleOptions, dcgm_diag: b
             facts["virtualization"] = virt.as_dict()
 
         if source.partial:
-            # Imported here: only support material holds an NCCL INFO log.
-            from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.nccl_transports import (
-                gather_nccl_transports,
-            )
-
-            transports = gather_nccl_transports(source, facts["gpus"])
+            # Only material holds an NCCL INFO log: its reader comes with the source (material/nccl_transports.py).
+            transports = source.readers.transports(source, facts["gpus"])
             if transports is not None:
                 facts["nccl_transports"] = transports
 
@@ -141,7 +137,7 @@ def audit(source: Source, subsets: list[str], options: RuleOptions, dcgm_diag: b
             facts["proxmox"] = proxmox
 
     if source.partial:
-        # Imported here: only support material leaves things unseen.
+        # Imported here: only material leaves things unseen.
         from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.seen import material_not_seen
 
         facts["not_seen"] = material_not_seen(source, facts)

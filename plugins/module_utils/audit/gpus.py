@@ -5,7 +5,7 @@ Without NVML, ``nvidia-smi -q -x`` (or, where it was not seen, ``nvidia-smi -q``
 it completes the device facts ``--query-gpu`` has no field for (BAR1, virtualization mode, brand;
 audit/smi_q.py) and its per-GPU health facts are handed back for ``health.gather_health(parsed_gpus=...)``.
 
-Support material (a partial source) may hold the matrices without ``--query-gpu``: they are read all
+Material (a partial source) may hold the matrices without ``--query-gpu``: they are read all
 the same, and the GPUs they show (their indexes, nothing else) become the device facts until ``-q``
 tells more."""
 
@@ -22,7 +22,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import 
     TOPO_P2P,
     TOPO_P2P_MATERIAL,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.material_gpus import nccl_gpus
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import Source
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers import (
     nvidia_smi_list,
@@ -199,7 +198,7 @@ def _p2p_matrices(source: Source) -> dict[str, list[list[str]]]:
         except NvidiaSmiParseError as exc:
             source.note_problem(TOPO_P2P[letter].key, str(exc))
     if source.partial:
-        # Support material's matrices of several capabilities, or of one it does not state (audit/bundle.py).
+        # Material's matrices of several capabilities, or of one it does not state (material/capture.py).
         for letters, command in TOPO_P2P_MATERIAL.items():
             out, _unused = _smi(source, command.argv) if source.seen("commands", command.key) else (None, None)
             if out is None:
@@ -212,7 +211,7 @@ def _p2p_matrices(source: Source) -> dict[str, list[list[str]]]:
 
 
 def _p2p_matrix(source: Source, key: str, out: str) -> list[list[str | None]]:
-    """A topo -p2p matrix; support material's paste cut after some rows gives those rows (the others not read,
+    """A topo -p2p matrix; material's paste cut after some rows gives those rows (the others not read,
     and said so), as a host's own output is never cut."""
     parsed = nvidia_smi_topo.parse_topo_p2p(out, cut_ok=source.partial)
     if parsed.missing_rows:
@@ -261,7 +260,7 @@ def _devices_from_matrices(gpus: dict[str, Any], p2p: dict[str, Any], topology: 
 
 
 def _complete_from_list(source: Source, gpus: dict[str, Any]) -> None:
-    """Support material whose only GPU names are in ``nvidia-smi -L``: its GPUs, or the names and UUIDs of the
+    """Material whose only GPU names are in ``nvidia-smi -L``: its GPUs, or the names and UUIDs of the
     GPUs the matrices showed by index (the same GPU0, GPU1 ... order). Nothing when another output named them."""
     devices = gpus.get("devices") or []
     if any(device.get("name") for device in devices) or not source.seen("commands", LIST_GPUS.key):
@@ -282,9 +281,9 @@ def _complete_from_list(source: Source, gpus: dict[str, Any]) -> None:
 
 
 def _devices_from_nccl(source: Source, gpus: dict[str, Any]) -> None:
-    """Support material whose only GPU list is NCCL's (audit/material_gpus.py): those GPUs, by bus id, with the
-    index and model nvidia-smi would give left unknown."""
-    found = nccl_gpus(source)
+    """Material whose only GPU list is NCCL's (the source's readers: material/nccl_gpus.py): those GPUs, by bus id,
+    with the index and model nvidia-smi would give left unknown."""
+    found = source.readers.gpus(source)
     if not found:
         return
     unknown = {field: None for field in nvidia_smi_query.QUERY_GPU_FIELDS}

@@ -45,7 +45,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_aer import
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_common import PciParseError
 
 MAX_XID_ENTRIES = 50
-# A fabric manager log or journal given as support material (audit/bundle.py files it here).
+# A fabric manager log or journal given as material (material/capture.py files it here).
 FABRIC_MANAGER_LOG_MATERIAL = "fabric-manager-log"
 
 
@@ -158,7 +158,7 @@ def gather_fabric_manager(source: Source, pci_facts: dict[str, Any]) -> dict[str
     """On a host with NVSwitches: whether nvidia-fabricmanager runs (systemctl is-active); when it does not,
     whether its log says it refused a driver of another version (``version_mismatch``; None when the log was
     not read or says no such thing); when it does, the installed package's version (``package_version``, for
-    rules/health.py to compare with the loaded driver's). A fabric manager log in support material is read
+    rules/health.py to compare with the loaded driver's). A fabric manager log in material is read
     whatever the PCI bus showed (``log``: its errors, parsers/fabric_manager_log.py); ``nvswitches`` is then
     None where the material showed no PCI bus."""
     switches = [d["bdf"] for d in pci_facts.get("nvidia_devices") or [] if d.get("kind") == "nvswitch"]

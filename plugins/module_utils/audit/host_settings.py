@@ -4,7 +4,7 @@
 ``uvm_disable_hmm`` is a ``bool`` module parameter, mode 0444 (kernel-open/nvidia-uvm/uvm_hmm.c:
 ``module_param(uvm_disable_hmm, bool, 0444)``), so sysfs prints what the kernel's param_get_bool prints,
 ``Y`` or ``N``. The file exists only while nvidia_uvm is loaded; absent (module not loaded, a capture made
-before the audit read it, support material) it is null: what HMM will do is not known, never assumed.
+before the audit read it, material) it is null: what HMM will do is not known, never assumed.
 The kernel command line (``pcie_aspm=off``) is the audit's kernel section (audit/kernel.py), read once.
 """
 

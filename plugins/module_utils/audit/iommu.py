@@ -3,7 +3,7 @@
 Passthrough hosts need it on with every GPU alone in its group; guests only
 have one when the VM was given a virtual IOMMU. The kernel states the truth in
 each group's ``type`` (DMA, DMA-FQ, identity...), which beats reading intent
-from the command line. Support material that shows neither the groups nor
+from the command line. Material that shows neither the groups nor
 /sys/class/iommu leaves ``enabled`` null: off would be a guess.
 """
 

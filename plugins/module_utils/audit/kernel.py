@@ -1,6 +1,6 @@
 """The running kernel: its release and its command line, as the audit's drift check compares them.
 
-Both are read as they are; a source that lacks one (support material, a capture made before the audit
+Both are read as they are; a source that lacks one (material, a capture made before the audit
 read it) leaves it null, never a value made up from elsewhere (the BOOT_IMAGE word names a file, not
 the kernel that runs).
 """

@@ -1,4 +1,4 @@
-"""What partial material (a capture built from support material, audit/bundle.py) did not hold, in the
+"""What partial material (a capture built from material, material/capture.py) did not hold, in the
 ids of rules/views.py NOT_SEEN: the facts' ``not_seen``, which the rules read to say they could not judge
 rather than judge from absence. A host, or a capture of one, holds everything the audit reads: nothing is
 listed."""
@@ -35,7 +35,7 @@ def material_not_seen(source: Source, facts: dict[str, Any]) -> list[str]:
     dmesg = source.seen("commands", DMESG.key) or source.seen("commands", JOURNAL.key)
     missing = {
         "nvml": not nvml,
-        # NCCL's outputs list GPUs only where nothing else does (audit/material_gpus.py): then they were seen.
+        # NCCL's outputs list GPUs only where nothing else does (material/nccl_gpus.py): then they were seen.
         "gpus": not nvml and not any(source.seen("commands", command.key) for command in (*GPU_LISTS, LIST_GPUS))
         and (facts.get("gpus") or {}).get("source") != "nccl",
         # An NCCL INFO log whose pairs prove P2P or its refusal is evidence too (rules/p2p_evidence.py).

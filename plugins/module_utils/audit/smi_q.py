@@ -16,7 +16,7 @@ readings give:
 * ``fill_device(device, gpu)``: a ``--query-gpu`` device fact (gpus.smi_device_facts) with what it
   could not give taken from the same GPU's -q -x reading: BAR1, virtualization mode and brand, and any
   field ``--query-gpu`` printed as N/A. ``by_bus_id`` matches the two by PCI bus id, never by position.
-* ``device_of(gpu)``: the device fact of a GPU that only -q (-x) shows (support material without
+* ``device_of(gpu)``: the device fact of a GPU that only -q (-x) shows (material without
   ``--query-gpu``): ``fill_device`` over a fact that knows nothing but the GPU's index and bus id.
 """
 

@@ -2,7 +2,7 @@
 (BAR1, virtualization mode, brand; by PCI bus id) and gives the per-GPU health facts (audit/smi_q.py).
 audit/gpus.py imports this only on such hosts.
 
-Where support material holds no ``-q -x``, ``nvidia-smi -q``'s text is read instead, to the same facts:
+Where material holds no ``-q -x``, ``nvidia-smi -q``'s text is read instead, to the same facts:
 an nvidia-bug-report holds that one. Where ``--query-gpu`` gave no GPU list (material without it), the
 document's GPUs become the device facts."""
 

@@ -11,7 +11,7 @@ Reads never raise: an absent path answers ``None``; an unreadable one answers
 ``None`` and is noted in ``problems`` so the report can say what it could not
 see and why.
 
-A capture built from support material (audit/bundle.py, its ``bundle`` section)
+A capture built from material (material/capture.py, its ``from_material`` section)
 holds only what the material held: there a path or command the capture lacks
 was not seen, which says nothing of the host. Such a source is ``partial``;
 ``seen`` tells a gatherer whether an entry was in it, and a command it lacks
@@ -38,6 +38,36 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.process import run_bou
 if TYPE_CHECKING:
     from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_privacy import Redactions
 
+
+
+def _no_gpus(source: Source) -> list[dict[str, Any]]:
+    return []
+
+
+def _no_signals(source: Source) -> tuple[list[Any], list[Any]]:
+    return [], []
+
+
+def _no_transports(source: Source, gpus: dict[str, Any]) -> dict[str, Any] | None:
+    return None
+
+
+@dataclass(frozen=True)
+class MaterialReaders:
+    """What the audit reads of the NCCL outputs that only material holds (an NCCL topology dump, an NCCL_DEBUG=INFO
+    log): the GPUs they show where nothing else lists GPUs, the dump's signs of an emulated topology (votes and
+    notes, audit/virt.py ``Evidence``), and the log's P2P evidence per pair. Their readers and parsers live in
+    material/ (material/nccl_readers.py) and come with the source that replays material, so that the module every
+    audited host runs ships none of them. These defaults read nothing: a live host, or a capture of one, holds no
+    such output."""
+
+    gpus: Callable[[Source], list[dict[str, Any]]] = _no_gpus
+    topology_signals: Callable[[Source], tuple[list[Any], list[Any]]] = _no_signals
+    transports: Callable[[Source, dict[str, Any]], dict[str, Any] | None] = _no_transports
+
+
+NO_MATERIAL = MaterialReaders()
+
 # A command that does not finish in this time is reported, not waited for:
 # a wedged GPU makes nvidia-smi hang for minutes (NVML's own deadline: audit/nvml_bounded.py).
 COMMAND_TIMEOUT_S = 30
@@ -61,9 +91,11 @@ class CommandResult:
 class Source:
     """Common bookkeeping: the problems met while reading."""
 
-    # True when the source holds only part of what the audit reads (support material): what it lacks was
+    # True when the source holds only part of what the audit reads (material): what it lacks was
     # not seen, rather than absent from the host.
     partial = False
+    # The readers of what only material holds (MaterialReaders): none but where material is replayed.
+    readers = NO_MATERIAL
 
     def __init__(self) -> None:
         self.problems: list[dict[str, str]] = []
@@ -103,7 +135,7 @@ class Source:
         return self.run(argv)
 
     def material(self, name: str) -> str | None:
-        """What only support material holds, by name (``virt.NCCL_TOPO_MATERIAL``: an NCCL topology dump a
+        """What only material holds, by name (``nccl_topology.NCCL_TOPO_MATERIAL``: an NCCL topology dump a
         user pasted); a live host has none of it."""
         return None
 
@@ -270,8 +302,9 @@ class LiveSource(Source):
 class ReplaySource(Source):
     """Answers from a capture; what the capture does not hold is absent."""
 
-    def __init__(self, capture: dict[str, Any]) -> None:
+    def __init__(self, capture: dict[str, Any], readers: MaterialReaders = NO_MATERIAL) -> None:
         super().__init__()
+        self.readers = readers
         if not isinstance(capture, dict) or capture.get("format") != CAPTURE_FORMAT:
             found = capture.get("format") if isinstance(capture, dict) else type(capture).__name__
             raise CaptureError(
@@ -279,7 +312,7 @@ class ReplaySource(Source):
                 "make one with playbooks/capture.yml")
         self.capture = capture
         self.note = capture.get("note", "")
-        self.partial = isinstance(capture.get("bundle"), dict)
+        self.partial = isinstance(capture.get("from_material"), dict)
 
     def seen(self, section: str, key: str = "") -> bool:
         if not self.partial:

@@ -4,7 +4,7 @@ No single signal can be trusted: systemd-detect-virt calls a KVM microVM with a
 stale /.dockerenv "docker", DMI is absent on some hypervisors, and a guest's
 PCI tree is whatever QEMU chose to emulate. So every signal is read, kept as
 evidence, and the verdict is a vote in which the strong signals win. Where no
-signal could be read at all (support material without /proc/cpuinfo, DMI, dmesg,
+signal could be read at all (material without /proc/cpuinfo, DMI, dmesg,
 PCI or systemd-detect-virt), there is no verdict: the type is null, said
 "unknown", never bare metal.
 """
@@ -18,16 +18,7 @@ from typing import Any
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import DETECT_VIRT, DMESG, LSPCI
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import Source
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.lspci import parse_lspci_vvv
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_topo_xml import (
-    NcclTopoParseError,
-    emulated_signs,
-    parse_nccl_topo_xml,
-)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_common import PciParseError
-
-# The name support material files an NCCL topology dump under (audit/bundle.py); Source.material reads it.
-NCCL_TOPO_MATERIAL = "nccl-topo-dump"
-_NCCL_TOPO_SOURCE = "NCCL topology dump"
 
 DMI_DIR = "/sys/class/dmi/id"
 DMI_FIELDS = ("sys_vendor", "product_name", "product_version", "product_uuid", "bios_vendor",
@@ -259,7 +250,8 @@ def gather_virtualization(source: Source, pci_ids: list[tuple[str, str, str]],
         virt.evidence.append(evidence)
         vm_votes.append(evidence)
 
-    topology_votes, topology_notes = _nccl_topology_signals(source)
+    # An NCCL topology dump in material (material/nccl_topology.py): the source's readers read it.
+    topology_votes, topology_notes = source.readers.topology_signals(source)
     virt.evidence.extend(topology_votes)
     vm_votes.extend(topology_votes)
 
@@ -299,34 +291,6 @@ def gather_virtualization(source: Source, pci_ids: list[tuple[str, str, str]],
     virt.hugepages = parse_meminfo_hugepages(meminfo) if meminfo else {}
     virt.summary = describe(virt)
     return virt
-
-
-def _nccl_topology_signals(source: Source) -> tuple[list[Evidence], list[Evidence]]:
-    """The signs of an emulated topology in an NCCL topology dump the material holds (parsers/nccl_topo_xml.py
-    emulated_signs): GPUs on the root bus vote for a VM; no PCIe link speed and an unknown NUMA node are weak
-    notes, each named with the dump as its source."""
-    text = source.material(NCCL_TOPO_MATERIAL)
-    if not text:
-        return [], []
-    try:
-        signs = emulated_signs(parse_nccl_topo_xml(text))
-    except NcclTopoParseError as exc:
-        source.note_problem(_NCCL_TOPO_SOURCE, str(exc)[:300])
-        return [], []
-    where = ", ".join(signs["gpus"])
-    votes = []
-    if signs["gpus_on_root_bus"]:
-        votes.append(Evidence(_NCCL_TOPO_SOURCE, f"every GPU on PCI bus 00, as on a flat bus a hypervisor emulates "
-                                                 f"({where})", "vm"))
-    notes = []
-    if signs["no_link_speed"]:
-        notes.append(Evidence(_NCCL_TOPO_SOURCE, "no PCIe link speed for any GPU (conventional PCI as emulated, or "
-                                                 "no /sys)", "vm", weight="weak"))
-    if signs["numa_unknown"]:
-        notes.append(Evidence(_NCCL_TOPO_SOURCE, 'NUMA node unknown (numaid="-1"): no NUMA layout given, as in a '
-                                                 "guest without one or on some single-socket hosts",
-                              "vm", weight="weak"))
-    return votes, notes
 
 
 def _container_verdict(votes: list[Evidence]) -> str | None:

@@ -699,7 +699,7 @@ CATALOG = _entries(
           "has ({host_gpus}), or leave it empty to judge every GPU. If the host should have GPU {missing}, the "
           "findings about lost or unusable GPUs say why it is not there."),
     Entry("audit_not_judged", "audit", "warning",
-          "support material lacked what some findings need: those could not be judged, which is no pass",
+          "material lacked what some findings need: those could not be judged, which is no pass",
           "Read the findings listed under not_judged as unknown. To judge them, audit the host itself "
           "(playbooks/capture.yml records everything the audit reads), or add the missing outputs to the material: "
           "an nvidia-bug-report.log.gz, `nvidia-smi topo -p2p r`, `nvidia-smi topo -m`, `nvidia-smi -q`, dmesg."),

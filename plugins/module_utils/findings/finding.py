@@ -50,7 +50,7 @@ def counts(findings: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return {s: found.count(s) for s in SEVERITIES}
 
 
-# The finding support material raises when it lacked what other findings need (rules/host.py).
+# The finding material raises when it lacked what other findings need (rules/host.py).
 NOT_JUDGED_ID = "audit_not_judged"
 VERDICTS = ("fit", "fit, with warnings", "not judged", "unfit")
 

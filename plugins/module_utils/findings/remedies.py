@@ -25,7 +25,7 @@ P2P_CAUSES_BARE_METAL = {
     "DR": "P2P is disabled by a driver registry key (NVreg_RegistryDwords)",
     "NS": "P2P is not supported on this path",
     "U": "the driver could not tell",
-    # An NCCL INFO log's refusal (audit/nccl_transports.py): NCCL asked CUDA or NVML and was told no.
+    # An NCCL INFO log's refusal (material/nccl_transports.py): NCCL asked CUDA or NVML and was told no.
     "refused": "NCCL was refused P2P between these GPUs (cudaDeviceCanAccessPeer said no, or NVML's P2P read/write "
                "status is not OK); `nvidia-smi topo -p2p r` shows the driver's status per pair",
 }

@@ -55,7 +55,7 @@ _BUS_ID_RE = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\
 _SPEED_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
 MARK_RE = re.compile(r"<system\s+version=\"\d+\"\s*>[\s\S]{0,400}?<(?:cpu|pci)\b|"
                      r"<pci\s+busid=\"[^\"]{1,16}\"[^>]{0,400}>\s*<gpu\s+dev=\"\d+\"")
-"""What only NCCL's (and RCCL's) topology XML holds: paste_kind.py tells the kind by it. The second form is a
+"""What only NCCL's (and RCCL's) topology XML holds: material/kinds.py tells the kind by it. The second form is a
 GPU's ``<pci>`` with its ``<gpu dev=...>`` inside, which a paste that starts mid-tree still shows."""
 # A GPU's <pci> element and the <gpu> that opens inside it: in a paste that starts mid-tree (no <system>, closing
 # tags before any opening one) the only thing that can be read without guessing where the rest hangs.

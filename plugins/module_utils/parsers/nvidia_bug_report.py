@@ -1,6 +1,6 @@
-"""``nvidia-bug-report.log``, NVIDIA's support bundle, split into its sections.
+"""``nvidia-bug-report.log``, NVIDIA's bug report, split into its sections.
 
-Pure: text in, data out. The caller gunzips ``nvidia-bug-report.log.gz`` (audit/bundle.py); bytes that
+Pure: text in, data out. The caller gunzips ``nvidia-bug-report.log.gz`` (material/capture.py); bytes that
 are still gzip are refused with that advice.
 
 The layout, the same from the 300 series to the 5xx scripts: every section starts after a line of 44
@@ -128,8 +128,8 @@ def parse_bug_report(text: str | bytes) -> BugReport:
         if text[:2] == b"\x1f\x8b":
             raise BugReportParseError(expected_found(
                 "nvidia-bug-report.log", "the log as text", "gzip-compressed bytes",
-                "Gunzip nvidia-bug-report.log.gz first (gzip -dc), or give the file to the bundle reader, "
-                "which does."))
+                "Gunzip nvidia-bug-report.log.gz first (gzip -dc), or give the file to gpu_analyze (make "
+                "analyze INPUT=...), which does."))
         text = text.decode("utf-8", errors="replace")
     if not isinstance(text, str):
         raise BugReportParseError(expected_found(

@@ -461,7 +461,7 @@ class P2PMatrix:
 
 def parse_topo_p2p(text: str, cut_ok: bool = False) -> P2PMatrix:
     """Parse ``nvidia-smi topo -p2p r|w|n|a|p``; ``NvidiaSmiParseError`` for output without a GPU header, with
-    missing rows or rows of the wrong width, except with ``cut_ok`` (support material) for a paste that ends after
+    missing rows or rows of the wrong width, except with ``cut_ok`` (material) for a paste that ends after
     some rows, with no legend: the rows it holds, the others all None (``missing_rows``), never a cut row."""
     what = "nvidia-smi topo -p2p"
     lines = _lines(text, what)

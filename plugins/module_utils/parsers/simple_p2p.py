@@ -36,7 +36,7 @@ _COPY_RE = re.compile(r"^cudaMemcpyPeer / cudaMemcpy between GPU(\d{1,4}) and GP
 _RESULT_RE = re.compile(r"^Test (passed|failed)!?\s*$")
 MARK_RE = re.compile(r"^\s*(?:(?:> )?Peer access from .* \(GPU\d{1,4}\) -> .* \(GPU\d{1,4}\) : (?:Yes|No)|"
                      r"\[[^\]]*simpleP2P\] - Starting\.\.\.|cudaMemcpyPeer / cudaMemcpy between GPU\d{1,4} and GPU\d)")
-"""A line only simpleP2P prints (paste_kind.py and p2p_bandwidth.parse_p2p_log tell it by this)."""
+"""A line only simpleP2P prints (material/kinds.py and p2p_bandwidth.parse_p2p_log tell it by this)."""
 
 
 def parse_simple_p2p(text: Any) -> dict[str, Any]:

@@ -5,7 +5,7 @@ and health-check wrappers, Nagios, Icinga and Sensu all read. It is read off the
 findings/finding.py ``judgement`` computed, never recomputed from the findings:
 
 - fit -> 0; fit, with warnings -> 1; unfit -> 2;
-- not judged (support material lacked what some rules need) -> 3, and so is an audit that did not run or
+- not judged (material lacked what some rules need) -> 3, and so is an audit that did not run or
   facts with no verdict: a check that could not look is no pass.
 
 The line is ``GPUHOST <STATUS> - <verdict> (<what it runs on>) action <action>; <findings> | <perfdata>``,

@@ -2,7 +2,7 @@
 
 An NCCL INFO log names the GPU of each rank, and NCCL's topology dump holds the GPU of each local rank only
 ("Detect only the GPU managed by this process. We'll get any others through XML fusion", of the local ranks:
-src/graph/topo.cc ncclTopoGetSystem): GPUs the job did not use are in neither (audit/material_gpus.py).
+src/graph/topo.cc ncclTopoGetSystem): GPUs the job did not use are in neither (material/nccl_gpus.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The Markdown section of a pasted NCCL INFO log's P2P evidence (the facts' ``nccl_transports``,
-audit/nccl_transports.py): what NCCL used between each pair, and what could not be matched."""
+material/nccl_transports.py): what NCCL used between each pair, and what could not be matched."""
 
 from __future__ import annotations
 

@@ -111,7 +111,7 @@ def textfile(report: dict[str, Any], timestamp: float | int, warn: Callable[[str
     _findings(families, report)
     summary = as_dict(report.get("summary"))
     gpu_count = _int(summary.get("gpu_count"))
-    # Support material that held no GPU list cannot tell how many GPUs there are: 0 would be a guess.
+    # Material that held no GPU list cannot tell how many GPUs there are: 0 would be a guess.
     if not ("gpus" in as_list(report.get("not_seen")) and not gpu_count):
         families["gpuhost_gpus"].add(gpu_count)
     families["gpuhost_tensor_parallel_size"].add(tensor_parallel_size(report))
@@ -248,7 +248,7 @@ def _links(families: dict[str, Family], report: dict[str, Any], warn: Callable[[
     for device in devices:
         bus_id = _text(device.get("pci_bus_id")).lower()
         labels = {"gpu": _text(_int(device.get("index"))), "bus_id": bus_id}
-        # One PCI address is one GPU: a second row for it (a GPU list pasted twice in the support material, a
+        # One PCI address is one GPU: a second row for it (a GPU list pasted twice in the material, a
         # capture edited by hand) is the same GPU again, not another one. Its first row is exported, and only once,
         # since a series may not have two samples; the rows without a bus id are told apart by their index.
         key = (bus_id, "") if bus_id else ("", labels["gpu"])

@@ -14,7 +14,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog impor
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import findings_named, with_findings
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.p2p_capability import NOT_STATED
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.bench_shape import check_bench, finite
-from ansible_collections.gpuhost.gpu.plugins.module_utils.report.bundle_md import bundle_section
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.drift_md import drift_section, fleet_drift_lines
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.findings_md import findings_markdown
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.gpu_count import gpus_counted, lower_bound
@@ -22,6 +21,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.report.health_md impor
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.markdown import anchor, at, inline, matrix_table, table
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.markdown import cell as _cell
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.markdown import plain as _plain
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.material_md import material_section
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.nccl_transports_md import nccl_transports_section
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.p2p_md import p2p_sections
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.proxmox_fix_md import vm_fix_lines
@@ -158,7 +158,7 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
     next_steps, findings = findings_markdown(facts.get("findings") or [], taken)
     out += [*next_steps, *findings]
     out += drift_section(facts.get("drift"))
-    out += bundle_section(facts.get("bundle"))
+    out += material_section(facts.get("material"))
 
     devices = gpus.get("devices") or []
     if devices:

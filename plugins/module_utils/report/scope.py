@@ -92,6 +92,6 @@ def verdict_scope(facts: dict[str, Any]) -> Scope | None:
     if proxmox:
         line += f" As a Proxmox node, {vms} are judged too."
     if summary.get("verdict") == "not judged":
-        line += (" The material did not show everything those rules read (see \"Support material\"), so the "
+        line += (" The material did not show everything those rules read (see \"Material\"), so the "
                  "verdict is \"not judged\", not fit: audit the host itself to judge it.")
     return Scope(line, short)

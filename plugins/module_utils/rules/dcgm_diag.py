@@ -26,7 +26,7 @@ def dcgm_diag(facts: dict[str, Any]) -> dict[str, Any] | None:
 
 def _where(diag: dict[str, Any]) -> str:
     return ("dcgmi diag -r 1 on the host" if diag.get("source") == "dcgmi"
-            else "the dcgmi diag output in the support material")
+            else "the dcgmi diag output in the material")
 
 
 def _said(test: dict[str, Any], status: str) -> dict[str, Any]:

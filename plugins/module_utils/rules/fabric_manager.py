@@ -1,5 +1,5 @@
 """The fabric manager beyond its service state (rules/health.py judges that and its refusal of the loaded
-driver): the errors of its log given as support material, and the installed package against the loaded driver
+driver): the errors of its log given as material, and the installed package against the loaded driver
 while it runs.
 
 Its log (health.fabric_manager.log, parsers/fabric_manager_log.py): a start that failed (its start script's
@@ -43,7 +43,7 @@ def rule_fabric_manager_log(facts: dict[str, Any], options: RuleOptions) -> list
     if switches is None and {e["kind"] for e in errors} <= {"nothing_to_do", "start_failed"} \
             and any(e["kind"] == "nothing_to_do" for e in errors):
         return []  # no NVSwitch for it, and nothing showed the host has any
-    where = f"This host has {switches} NVSwitch(es) and" if switches else "In the support material,"
+    where = f"This host has {switches} NVSwitch(es) and" if switches else "In the material,"
     lines = " | ".join(e.get("line") or "" for e in errors[:4])
     return [make("fabric_manager_inactive",
                  f"{where} nvidia-fabricmanager's log says it did not start: {lines}. Without it the GPUs' NVLink "

@@ -1,5 +1,5 @@
 """What a pasted NCCL INFO log says of P2P that proves nothing on its own: GPUs of one host connected through SHM
-or the network, with no refusal in the log (audit/nccl_transports.py). Said when no read or write matrix
+or the network, with no refusal in the log (material/nccl_transports.py). Said when no read or write matrix
 decided P2P (rules/p2p_evidence.py judges, this rule only says why it could not from the log), and as info when
 the log's environment switched P2P off: then the choice was the user's, not the driver's.
 """

@@ -11,7 +11,7 @@ atomics, prop) or one the material does not state, NS, TNS, DR and U prove nothi
 PCIe: NS under NVLink is the normal answer of every PCIe card. OK is a grant under any capability (and a grant
 is no proof that data arrives: bench/ checks that).
 
-Support material's NCCL INFO log is evidence too (the facts' ``nccl_transports``, audit/nccl_transports.py): a
+Material's NCCL INFO log is evidence too (the facts' ``nccl_transports``, material/nccl_transports.py): a
 P2P transport between two GPUs proves P2P works for that pair, a refusal NCCL logged proves it does not, and
 SHM or NET alone proves nothing (NCCL avoids P2P across host bridges by default). It decides after a read or
 write matrix, which is the driver's own answer, and before the matrices of other capabilities.

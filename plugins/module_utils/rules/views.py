@@ -21,7 +21,7 @@ class RuleOptions:
     manifest: dict[str, Any] | None = None  # the host class's manifest, loaded (rules/manifest_format.py)
 
 
-# What support material may not hold, by the id facts["not_seen"] names it with (audit/seen.py decides), in
+# What material may not hold, by the id facts["not_seen"] names it with (audit/seen.py decides), in
 # the words findings use. Rules that need one of these say they could not judge rather than pass or fire.
 NOT_SEEN = {
     "nvml": "NVML (the driver's library)",

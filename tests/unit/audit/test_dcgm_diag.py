@@ -1,4 +1,4 @@
-"""DCGM's diagnostic verdicts, from support material or from dcgmi run on the host when asked: a failed test is
+"""DCGM's diagnostic verdicts, from material or from dcgmi run on the host when asked: a failed test is
 critical with DCGM's words and GPU ids, a warned one a warning, no verdict (not installed, timed out, cut) is
 said and never a pass; not asked, nothing is run and nothing is said."""
 
@@ -9,16 +9,17 @@ import sys
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import source as source_module
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import BundleInput
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format import command_key
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import DCGM_DIAG
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.dcgm_diag import gather_dcgm_diag
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import LiveSource, ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import LiveSource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import Piece
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
 
 from tests.paths import FIXTURES
 from tests.unit import captures, schemas
-from tests.unit.audit.test_bundle import incident
+from tests.unit.material.test_capture import incident
 
 DCGM = FIXTURES / "dcgm"
 
@@ -28,8 +29,8 @@ def dcgm_findings(found: dict) -> dict[str, dict]:
 
 
 def from_material(name: str) -> dict:
-    capture = incident(BundleInput("diag.json", (DCGM / name).read_bytes()))
-    return facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions())
+    capture = incident(Piece("diag.json", (DCGM / name).read_bytes()))
+    return facts.audit(replay(capture), facts.resolve_subsets(["all"]), RuleOptions())
 
 
 def test_a_pasted_4x_failure_is_critical_and_names_test_gpu_and_dcgm_s_message() -> None:
@@ -52,10 +53,10 @@ def test_a_pasted_warning_is_a_warning_and_a_healthy_run_says_nothing() -> None:
 
 
 def test_the_issue_139_paste_is_material_its_skips_are_no_finding() -> None:
-    capture = incident(BundleInput("dcgmi_diag_r3.json", (DCGM / "3.x_r3_t400_skips_closed.json").read_bytes()))
-    assert [i["kind"] for i in capture["bundle"]["inputs"]][-1] == "dcgm-diag-json"
-    assert any("DCGM diagnostic" in s["what"] for s in capture["bundle"]["seen"])
-    found = facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions())
+    capture = incident(Piece("dcgmi_diag_r3.json", (DCGM / "3.x_r3_t400_skips_closed.json").read_bytes()))
+    assert [i["kind"] for i in capture["from_material"]["inputs"]][-1] == "dcgm-diag-json"
+    assert any("DCGM diagnostic" in s["what"] for s in capture["from_material"]["seen"])
+    found = facts.audit(replay(capture), facts.resolve_subsets(["all"]), RuleOptions())
     assert found["health"]["dcgm_diag"]["result"]["elided"] == 1
     assert dcgm_findings(found) == {}
 
@@ -74,7 +75,7 @@ def test_not_asked_nothing_is_run_and_the_facts_keep_their_old_shape() -> None:
 
 def test_asked_on_a_host_without_dcgm_the_audit_goes_on_with_the_reason() -> None:
     data = captures.capture(captures.H100)
-    found = facts.audit(ReplaySource(data), facts.resolve_subsets(["all"]), RuleOptions(), dcgm_diag=True)
+    found = facts.audit(replay(data), facts.resolve_subsets(["all"]), RuleOptions(), dcgm_diag=True)
     assert found["health"]["dcgm_diag"] == {"source": "dcgmi", "level": 1, "result": None,
                                             "reason": found["health"]["dcgm_diag"]["reason"]}
     assert "dcgmi is not installed" in found["health"]["dcgm_diag"]["reason"]
@@ -86,11 +87,11 @@ def test_asked_the_recorded_run_of_dcgmi_is_judged() -> None:
     data = captures.capture(captures.H100)
     data["commands"][command_key(DCGM_DIAG.argv)] = {
         "rc": 0, "stdout": (DCGM / "4.x_r2_memory_fail_gpu2.json").read_text(), "stderr": ""}
-    found = facts.audit(ReplaySource(data), facts.resolve_subsets(["all"]), RuleOptions(), dcgm_diag=True)
+    found = facts.audit(replay(data), facts.resolve_subsets(["all"]), RuleOptions(), dcgm_diag=True)
     assert found["health"]["dcgm_diag"]["source"] == "dcgmi"
     assert "dcgm_diag_failed" in dcgm_findings(found)
     # Not asked, the same capture's recorded run is not read: the option decides, not what a capture holds.
-    assert "dcgm_diag" not in facts.audit(ReplaySource(data), facts.resolve_subsets(["all"]), RuleOptions())["health"]
+    assert "dcgm_diag" not in facts.audit(replay(data), facts.resolve_subsets(["all"]), RuleOptions())["health"]
 
 
 def test_the_live_run_has_its_own_timeout_and_a_missing_dcgmi_is_not_installed(monkeypatch) -> None:
@@ -111,7 +112,7 @@ def test_the_live_run_has_its_own_timeout_and_a_missing_dcgmi_is_not_installed(m
 def test_a_run_that_gave_no_document_says_what_dcgmi_did(rc, stdout, stderr, says) -> None:
     data = {"format": "gpuhost-capture/1", "commands": {command_key(DCGM_DIAG.argv): {"rc": rc, "stdout": stdout,
                                                                                        "stderr": stderr}}}
-    diag = gather_dcgm_diag(ReplaySource(data), True)
+    diag = gather_dcgm_diag(replay(data), True)
     assert diag["result"] is None and says in diag["reason"]
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
 
 from tests.paths import FIXTURES
-from tests.unit.audit.test_bundle import audit
+from tests.unit.material.test_capture import audit
 
 SMI = FIXTURES / "nvidia-smi"
 
@@ -42,13 +42,14 @@ def test_nvidia_smi_l_names_the_gpus_a_matrix_shows_by_index() -> None:
     ])
     facts = audit(capture)
     assert [d["name"] for d in facts["gpus"]["devices"]] == ["NVIDIA TITAN V", "NVIDIA RTX 5880 Ada Generation"]
-    assert {s["what"]: s["from"] for s in capture["bundle"]["seen"]}["GPU count from nvidia-smi -L"] == ["gpus.txt"]
+    seen = {s["what"]: s["from"] for s in capture["from_material"]["seen"]}
+    assert seen["GPU count from nvidia-smi -L"] == ["gpus.txt"]
 
 
 def test_nvidia_smi_l_is_unread_where_another_output_names_the_gpus() -> None:
     capture = build_capture([(n, (SMI / n).read_bytes()) for n in (
         "list-gpus_570_TITAN-V_RTX-5880-Ada.txt", "q_580_2xRTX-PRO-6000-Blackwell_vm-passthrough.txt")])
-    assert "GPU count from nvidia-smi -L" in {u["what"] for u in capture["bundle"]["unread"]}
+    assert "GPU count from nvidia-smi -L" in {u["what"] for u in capture["from_material"]["unread"]}
 
 
 def test_a_passed_through_gpu_makes_a_virtual_machine_with_its_source() -> None:
@@ -77,7 +78,7 @@ def test_a_pasted_lspci_of_a_guest_shows_the_hypervisor_with_its_source(name, ma
     assert virt["type"] == "vm" and virt["hypervisor"] == "kvm" and virt["machine_type"] == machine
     assert any(e["signal"] == "lspci 0000:00:00.0" and f"{machine} host bridge" in e["value"] for e in virt["evidence"])
     assert "lspci -vvv -D (ACS and port types when config space is unreadable)" in {
-        s["what"] for s in capture["bundle"]["seen"]}
+        s["what"] for s in capture["from_material"]["seen"]}
 
 
 def test_lspci_without_ids_names_the_emulated_devices() -> None:

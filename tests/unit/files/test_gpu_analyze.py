@@ -1,5 +1,4 @@
-"""The gpu_analyze module: many inputs in one process, their reports; and gpu_host_facts' bundle option, which
-gpu_material_facts runs."""
+"""The gpu_analyze module, the one module that takes material: many inputs in one process, their reports."""
 
 from __future__ import annotations
 
@@ -12,15 +11,14 @@ from pathlib import Path
 
 import gpu_analyze
 import gpu_host_facts
-import gpu_material_facts
 import pytest
 
 from tests.paths import CAPTURES, FIXTURES, ROOT
 from tests.unit import schemas
-from tests.unit.audit.test_bundle import TOPO_M
+from tests.unit.material.test_capture import TOPO_M
 from tests.unit.modules import run_module
 
-BUG_REPORT = FIXTURES / "bundles" / "nvidia-bug-report_418_2xV100-SXM2_baremetal_constructed.log"
+BUG_REPORT = FIXTURES / "bug-reports" / "nvidia-bug-report_418_2xV100-SXM2_baremetal_constructed.log"
 NCCL_LOG = FIXTURES / "nccl" / ("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
                                  "8xRTXPRO6000-vm-no-p2p.txt")
 P2P_NS = FIXTURES / "nvidia-smi" / "topo-p2p-r_8gpu-vm-NS.txt"
@@ -85,9 +83,9 @@ def test_the_incidents_pastes_give_the_critical_p2p_finding_and_their_benchmark(
     assert "comm_floor" in report["summary"]
     assert result["inputs"][0]["bench_logs"] == {"nccl": str(tmp_path / "incident" / "all_reduce_perf.log")}
     # Its values are in the report: it is listed as read, by nccl_bench, and not among the inputs not used.
-    gave = {i["name"]: i["as"] for i in report["bundle"]["inputs"]}
+    gave = {i["name"]: i["as"] for i in report["material"]["inputs"]}
     assert gave["all_reduce_perf.log"] == ["bench:nccl_bench"]
-    assert "all_reduce_perf.log" not in {e["name"] for e in report["bundle"]["unmapped"]}
+    assert "all_reduce_perf.log" not in {e["name"] for e in report["material"]["unmapped"]}
     markdown = (tmp_path / "reports" / "incident.analysis.md").read_text()
     assert "| all_reduce_perf.log | nccl-tests | bench:nccl_bench |" in markdown
     assert "| nothing read |" not in markdown
@@ -98,7 +96,7 @@ def test_without_bench_logs_the_logs_stay_unmapped(tmp_path: Path, capsys) -> No
     analyse(capsys, tmp_path, ["incident"], bench_logs=False)
     report = json.loads((tmp_path / "reports" / "incident.analysis.json").read_text())
     assert "bench" not in report
-    assert "gpu_bench_nccl_log" in {e["name"]: e["why"] for e in report["bundle"]["unmapped"]}["all_reduce_perf.log"]
+    assert "gpu_bench_nccl_log" in {e["name"]: e["why"] for e in report["material"]["unmapped"]}["all_reduce_perf.log"]
 
 
 def test_check_mode_writes_nothing_and_says_would_write(tmp_path: Path, capsys) -> None:
@@ -125,50 +123,58 @@ def test_an_unknown_model_profile_fails_before_anything_is_read(tmp_path: Path, 
 
 
 # ---------------------------------------------------------------------------
-# gpu_host_facts bundle: its action plugin runs gpu_material_facts
+# One host's material alone: what gpu_host_facts' removed bundle option and gpu_material_facts were asked
 
 
-def test_gpu_host_facts_audits_a_bundle_and_carries_its_section(tmp_path: Path, capsys) -> None:
-    directory = incident(tmp_path / "incident")
-    facts = run_module(gpu_material_facts.main, {"bundle": str(directory)}, capsys)["ansible_facts"]["gpu_host"]
-    assert {"inputs", "not_seen", "unmapped", "warnings"} <= set(facts["bundle"])
-    assert [i["name"] for i in facts["bundle"]["inputs"]] == ["all_reduce_perf.log", "p2p.txt", "topo.txt"]
-    assert "kernel log (dmesg)" in facts["bundle"]["not_seen"]
-    assert schemas.validator("facts").is_valid(facts)
+def test_a_directory_of_pastes_carries_its_section(tmp_path: Path, capsys) -> None:
+    incident(tmp_path / "incident")
+    analyse(capsys, tmp_path, ["incident"])
+    facts = json.loads((tmp_path / "reports" / "incident.analysis.json").read_text())
+    assert {"inputs", "not_seen", "unmapped", "warnings"} <= set(facts["material"])
+    assert [i["name"] for i in facts["material"]["inputs"]] == ["all_reduce_perf.log", "p2p.txt", "topo.txt"]
+    assert "kernel log (dmesg)" in facts["material"]["not_seen"]
+    assert schemas.validator("report").is_valid(facts)
 
 
-def test_gpu_host_facts_bundle_may_be_one_bug_report(capsys) -> None:
-    facts = run_module(gpu_material_facts.main, {"bundle": str(BUG_REPORT)}, capsys)["ansible_facts"]["gpu_host"]
-    assert facts["bundle"]["inputs"][0]["kind"] == "nvidia-bug-report"
+def test_one_bug_report_is_an_input(tmp_path: Path, capsys) -> None:
+    analyse(capsys, tmp_path, [str(BUG_REPORT)])
+    facts = json.loads((tmp_path / "reports" / f"{BUG_REPORT.name.removesuffix('.log')}.analysis.json").read_text())
+    assert facts["material"]["inputs"][0]["kind"] == "nvidia-bug-report"
     assert facts["gpus"]["driver_version"] == "418.87.01"
 
 
-def test_gpu_host_facts_bundle_relative_and_missing_names_the_absolute_path(tmp_path: Path, capsys,
-                                                                            monkeypatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    result = run_module(gpu_material_facts.main, {"bundle": "tickets/4711"}, capsys)
-    assert result["failed"] and result["msg"].startswith(f"{tmp_path}/tickets/4711 does not exist")
+def test_a_relative_missing_input_names_the_absolute_path(tmp_path: Path, capsys) -> None:
+    result = analyse(capsys, tmp_path, ["tickets/4711"])
+    assert result["inputs"][0]["error"].startswith(f"{tmp_path}/tickets/4711 does not exist")
 
 
-def test_gpu_host_facts_takes_a_capture_or_a_bundle_not_both(capsys) -> None:
-    result = run_module(gpu_host_facts.main, {"bundle": str(BUG_REPORT), "capture": str(H100)}, capsys)
-    assert result["failed"] and "mutually exclusive" in result["msg"]
+def test_gpu_host_facts_refuses_a_capture_built_from_material(tmp_path: Path, capsys) -> None:
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
+
+    path = tmp_path / "built.json"
+    path.write_text(json.dumps(build_capture([("topo.txt", TOPO_M)])))
+    result = run_module(gpu_host_facts.main, {"capture": str(path)}, capsys)
+    assert result["failed"] and "built from saved material" in result["msg"] and "gpu_analyze" in result["msg"]
+    assert "Traceback" not in result["msg"]
 
 
-def test_gpu_host_facts_run_without_its_action_says_which_module_reads_a_bundle(capsys) -> None:
-    result = run_module(gpu_host_facts.main, {"bundle": str(BUG_REPORT)}, capsys)
-    assert result["failed"] and "gpu_material_facts" in result["msg"]
-
-
-def test_a_gpu_host_facts_task_with_a_bundle_runs_gpu_material_facts(tmp_path: Path) -> None:
-    # Through ansible itself: the action plugin hands the task over, save_capture's warning included.
+def ansible_adhoc(tmp_path: Path, module: str, args: dict) -> subprocess.CompletedProcess:
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path))
-    run = subprocess.run([str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-e",
-                          f"ansible_python_interpreter={sys.executable}", "-m", "gpuhost.gpu.gpu_host_facts", "-a",
-                          json.dumps({"bundle": str(BUG_REPORT), "save_capture": True})],
-                         cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    assert "kind: nvidia-bug-report" in run.stdout and "save_capture is ignored" in run.stdout + run.stderr
+    return subprocess.run([str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "-e",
+                           f"ansible_python_interpreter={sys.executable}", "-m", module, "-a", json.dumps(args)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+
+
+def test_the_removed_entry_points_say_where_material_goes_now(tmp_path: Path) -> None:
+    """Through ansible itself: an old playbook's gpu_material_facts task meets the tombstone's message, and
+    gpu_host_facts' bundle option is an unsupported parameter, not a traceback."""
+    removed = ansible_adhoc(tmp_path, "gpuhost.gpu.gpu_material_facts", {"bundle": str(BUG_REPORT)})
+    said = removed.stdout + removed.stderr
+    assert removed.returncode != 0 and "gpu_analyze" in said and "was removed" in said, said[-2000:]
+    old_option = ansible_adhoc(tmp_path, "gpuhost.gpu.gpu_host_facts", {"bundle": str(BUG_REPORT)})
+    said = old_option.stdout + old_option.stderr
+    assert old_option.returncode != 0 and "Unsupported parameters" in said and "bundle" in said, said[-2000:]
+    assert "Traceback" not in said
 
 
 def test_a_pasted_matrix_that_names_no_model_says_so_not_no_driver(tmp_path: Path, capsys) -> None:
@@ -240,7 +246,7 @@ def test_an_nccl_topology_dump_of_a_flat_emulated_bus_names_a_virtual_machine(tm
                                                                      ("NCCL topology dump", "weak")]
     assert "GPU 0 at 0000:00:10.0, GPU 1 at 0000:00:11.0" in virt["evidence"][0]["value"]
     assert {"what": "NCCL topology dump (GPU placement, links, NUMA; virtualization signs)",
-            "from": ["system.xml"]} in report["bundle"]["seen"]
+            "from": ["system.xml"]} in report["material"]["seen"]
     assert schemas.validator("report").is_valid(report)
 
 
@@ -308,7 +314,7 @@ def test_a_benchmark_log_pasted_after_other_outputs_is_read_from_its_file(tmp_pa
     assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
     assert result["inputs"][0]["bench_logs"] == {"nccl": str(pastes / "terminal.md")}
     assert any(row["size_bytes"] == 12288 for row in report["bench"]["nccl"]["results"])
-    gave = [(i["kind"], i["as"]) for i in report["bundle"]["inputs"]]
+    gave = [(i["kind"], i["as"]) for i in report["material"]["inputs"]]
     assert gave == [("nvidia-smi-topo-p2p", ["commands:nvidia-smi topo -p2p r"]),
                     ("nvidia-smi-topo-m", ["commands:nvidia-smi topo -m"]), ("nccl-tests", ["bench:nccl_bench"])]
 
@@ -325,12 +331,12 @@ def test_a_file_name_that_is_not_utf8_is_shown_escaped_and_stops_no_report(tmp_p
             "analysis.md"} <= written
     # Markdown shows a backslash escaped (report/markdown.py): the text reads caf\xe9.txt.
     assert "caf\\\\xe9.txt" in (reports / "incident.analysis.md").read_text()
-    unmapped = json.loads((reports / "incident.analysis.json").read_text())["bundle"]["unmapped"]
+    unmapped = json.loads((reports / "incident.analysis.json").read_text())["material"]["unmapped"]
     assert "caf\\xe9.txt" in {entry["name"] for entry in unmapped}
 
 
 def test_the_limits_are_options_and_a_bomb_is_one_input_not_read(tmp_path: Path, capsys) -> None:
-    from tests.unit.audit.test_gunzip import zeros_gzip
+    from tests.unit.material.test_gunzip import zeros_gzip
 
     (tmp_path / "bomb.log.gz").write_bytes(zeros_gzip(16))
     result = analyse(capsys, tmp_path, ["bomb.log.gz", str(H100)], max_decompressed_mib=8)
@@ -344,7 +350,7 @@ def test_the_limits_are_options_and_a_bomb_is_one_input_not_read(tmp_path: Path,
 def test_an_nccl_info_log_alone_counts_its_gpus_as_a_lower_bound_and_is_listed_as_read(tmp_path: Path,
                                                                                       capsys) -> None:
     """A real NCCL 2.7.8 INFO log (4 GPUs of tesla-105) is the only input: the report counts its GPUs, and its
-    Support material row says what it gave rather than "nothing read" (before: "GPUs: none found", "Not used")."""
+    Material row says what it gave rather than "nothing read" (before: "GPUs: none found", "Not used")."""
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "nccl.log").write_bytes(
         (FIXTURES / "nccl" / "nccl-debug_2.7.8_channel-busid-p2p-ipc-shm-net-socket_2x4gpu_excerpt.log").read_bytes())
@@ -371,7 +377,7 @@ def test_the_analysis_writes_its_own_index_and_leaves_an_audits_fleet_md(tmp_pat
 
 
 # ---------------------------------------------------------------------------
-# The probe's own saved log (gpu_p2p_probe save_log) as support material
+# The probe's own saved log (gpu_p2p_probe save_log) as material
 
 PROBE_VM = FIXTURES / "p2p" / "p2p-probe_8xRTXPRO6000-vm-no-p2p_constructed.jsonl"
 PROBE_BAREMETAL = FIXTURES / "p2p" / "p2p-probe_8xRTXPRO6000-baremetal-p2p_constructed.jsonl"
@@ -394,9 +400,9 @@ def test_a_saved_vm_probe_log_alone_gives_the_p2p_findings_of_the_live_probe(tmp
     assert live <= {f["id"] for f in report["findings"]}
     assert result["inputs"][0]["bench_logs"] == {"probe": str(tmp_path / "vm" / "probe.jsonl")}
     # Listed as read, by the probe's reader, and what it gave: not among the inputs not used.
-    gave = {i["name"]: (i["kind"], i["as"]) for i in report["bundle"]["inputs"]}
+    gave = {i["name"]: (i["kind"], i["as"]) for i in report["material"]["inputs"]}
     assert gave["probe.jsonl"] == ("gpu-p2p-probe-log", ["bench:gpu_p2p_probe"])
-    assert "probe.jsonl" not in {e["name"] for e in report["bundle"]["unmapped"]}
+    assert "probe.jsonl" not in {e["name"] for e in report["material"]["unmapped"]}
     markdown = (tmp_path / "reports" / "vm.analysis.md").read_text()
     assert "| probe.jsonl | gpu-p2p-probe-log | bench:gpu_p2p_probe |" in markdown
     assert schemas.validator("report").is_valid(report)

@@ -1,18 +1,18 @@
 """Kernel logs as users paste them (tests/fixtures/kernel-log, SOURCES.md): dmesg -T grepped and cut mid-line,
 a bus loss told over three NVRM lines, journalctl -k with and without the host name, indented by Markdown;
-what kind each is, what the reader finds in it, and what the audit of a bundle of one makes of it."""
+what kind each is, what the reader finds in it, and what the audit of material of one piece makes of it."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import detect_kind
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.kernel_log import join_continued, parse_kernel_log
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import detect_kind
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.paths import FIXTURES
-from tests.unit.audit.test_bundle import audit
+from tests.unit.material.test_capture import audit
 
 LOGS = FIXTURES / "kernel-log"
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import contextlib
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import detect_kind
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_topo_xml import (
     NcclTopoParseError,
     emulated_signs,
     parse_nccl_topo_xml,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import detect_kind
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -5,9 +5,9 @@ quoted by Markdown over unindented column headers."""
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import detect_kind
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvbandwidth import parse_nvbandwidth_text
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.p2p_common import P2PToolParseError
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import detect_kind
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

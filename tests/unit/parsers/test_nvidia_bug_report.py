@@ -1,4 +1,4 @@
-"""nvidia-bug-report.log split into its sections: the 418-era and the 5xx layouts (tests/fixtures/bundles, built
+"""nvidia-bug-report.log split into its sections: the 418-era and the 5xx layouts (tests/fixtures/bug-reports, built
 after the public script's layout), the separators and titles of other script versions written inline, logs cut
 anywhere, CRLF, and properties: no input raises anything but BugReportParseError."""
 
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from tests.paths import FIXTURES
 
-OLD = FIXTURES / "bundles" / "nvidia-bug-report_418_2xV100-SXM2_baremetal_constructed.log"
-NEW = FIXTURES / "bundles" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
+OLD = FIXTURES / "bug-reports" / "nvidia-bug-report_418_2xV100-SXM2_baremetal_constructed.log"
+NEW = FIXTURES / "bug-reports" / "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
 Q_OLD = FIXTURES / "nvidia-smi" / "q_418_2xV100-SXM2_throttle-retired.txt"
 Q_NEW = FIXTURES / "nvidia-smi" / "q_580_2xRTX-PRO-6000-Blackwell_vm-passthrough.txt"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import detect_kind
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.harness_events import looks_like_p2p_probe_log
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import detect_kind
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -5,11 +5,11 @@ IOMMU parameters read as the kernel reads them, and the capture built from it ho
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_reads import CMDLINE_FILE
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format import decode_bytes
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import detect_kind, pasted_command
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reads import CMDLINE_FILE
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.kernel_cmdline import params
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import detect_kind, pasted_command
 
 from tests.paths import FIXTURES
 

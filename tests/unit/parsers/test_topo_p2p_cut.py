@@ -1,4 +1,4 @@
-"""topo -p2p matrices cut anywhere (parse_topo_p2p(cut_ok=True), for support material): the rows a paste holds are
+"""topo -p2p matrices cut anywhere (parse_topo_p2p(cut_ok=True), for material): the rows a paste holds are
 read as printed, the rest are None and named in missing_rows; the only error is the parser's own."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """report/markdown.py: a value shows as its own text in a report, whatever it holds.
 
-The reproductions: a carriage return in a support-material file name started a heading of its own (CommonMark
+The reproductions: a carriage return in a material file name started a heading of its own (CommonMark
 ends a line at a lone CR; only "\\n" was replaced), and ``<img src=x onerror=...>`` in a GPU name reached the
 report as raw HTML.
 """
@@ -29,7 +29,7 @@ def unescaped(text: str, char: str) -> bool:
 
 def test_a_carriage_return_in_a_file_name_starts_no_heading() -> None:
     facts = copy.deepcopy(FACTS)
-    facts["bundle"] = {"inputs": [{"name": "smi.txt\r# Injected heading\r", "kind": "nvidia-smi", "as": ["gpus"]}],
+    facts["material"] = {"inputs": [{"name": "smi.txt\r# Injected heading\r", "kind": "nvidia-smi", "as": ["gpus"]}],
                        "warnings": ["could not read smi.txt\r## Another heading"]}
     lines = host_markdown("gpu-vm-1", facts).splitlines()
     assert not [line for line in lines if "Injected heading" in line and not line.startswith("| ")]

@@ -226,11 +226,11 @@ def test_every_capture_audit_validates(name: str) -> None:
 def test_the_captures_cover_every_top_level_key() -> None:
     declared = set(schemas.load(schemas.GPU_HOST)["properties"])
     seen = {key for name in NAMES for key in audited(name)}
-    # not_seen, bundle and nccl_transports belong to support material only (audit/bundle.py); tests/unit/audit/
-    # test_bundle.py, tests/unit/files/test_support_material.py and tests/unit/audit/test_nccl_transports.py
-    # validate them. manifest_class needs a manifest, which no capture audit is given:
-    # tests/unit/rules/test_fleet_class.py validates it.
-    assert seen | {"not_seen", "bundle", "nccl_transports", "manifest_class"} == declared
+    # not_seen, material and nccl_transports belong to material only (material/capture.py);
+    # tests/unit/material/test_capture.py, tests/unit/material/test_reader.py and
+    # tests/unit/material/test_nccl_transports.py validate them. manifest_class needs a manifest, which no capture
+    # audit is given: tests/unit/rules/test_fleet_class.py validates it.
+    assert seen | {"not_seen", "material", "nccl_transports", "manifest_class"} == declared
 
 
 # ---------------------------------------------------------------------------

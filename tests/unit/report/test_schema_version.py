@@ -19,33 +19,36 @@ from tests.unit import schemas
 # schema_version -> fingerprint of docs/gpu_host.schema.json's shape at that version.
 # 1: the first declared schema. 2: GPU health, NVML handle errors, null cells for pairs not read,
 #    nvidia-smi -q -x as a source, topology notes, the bench's NCCL version and diagnostics.
-# 3: support material: the bundle section, not_seen, the "not judged" verdict, a null virtualization type and
-#    IOMMU state when nothing showed them, nvidia-smi -q text as a health source; the communication floor's
-#    basis (measured all-reduce or estimate from the pair copy latency), source, assumptions and estimate.
+# 3: material: its section (since 7 under the key material), not_seen, the "not judged" verdict, a null
+#    virtualization type and IOMMU state when nothing showed them, nvidia-smi -q text as a health source; the
+#    communication floor's basis (measured all-reduce or estimate from the pair copy latency), source,
+#    assumptions and estimate.
 # 4: the kernel's release and command line, each GPU's VBIOS version; in reports the drift since the previous
 #    report (report/drift.py) and the proof: when the benchmark was measured and the facts it was measured on.
 # 5: P2P matrices of several capabilities at once (read+write ...) and of a capability not stated (not_stated),
-#    from support material; a bundle input's capability (its letters and what told them: command line, heading,
+#    from material; a material input's capability (its letters and what told them: command line, heading,
 #    file name or not stated); the probe's
 #    simpleP2P logs (tool simpleP2P, memcpy_peer, passed) and where a p2pBandwidthLatencyTest paste was cut (cut);
-#    the NCCL benchmark's serving_env (the environment it measured with); gpus.source "nccl" (support material
+#    the NCCL benchmark's serving_env (the environment it measured with); gpus.source "nccl" (material
 #    whose only GPU list is an NCCL topology dump or INFO log); each finding's action and the summary's action
 #    (findings/actions.py); the kernel log's NVSwitch SXid events (sxid_events); the fabric manager's
 #    version_mismatch.
-# 6: DCGM's diagnostic verdicts (health.dcgm_diag: dcgmi run on request, or its JSON in support material);
+# 6: DCGM's diagnostic verdicts (health.dcgm_diag: dcgmi run on request, or its JSON in material);
 #    manifest_class (the class of the manifest a host was judged against: the fleet compares a class's hosts);
-#    the fabric manager's package_version, its log from support material (log) and a null nvswitches there.
+#    the fabric manager's package_version, its log from material (log) and a null nvswitches there.
 #    nccl_transports: what a pasted NCCL INFO log proves about P2P per pair of the host's GPUs (P2P, refused,
 #    SHM, NET), its NCCL version, transports, the environment that switched P2P off, and why it was not matched.
 #    host_settings: the CPU vendor and nvidia_uvm's uvm_disable_hmm (audit/host_settings.py), judged by the PCIe
 #    Blackwell rules and the NCCL topology check; packages: the GPU packages, their holds and unattended-upgrades
 #    (audit/packages.py).
+# 7: the section on material under the key material (the word for saved material everywhere), no other change.
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
     4: "0c9feec2a7edddbc",
     5: "a83b48a095fc0e46",
     6: "45df02c55ea5e239",
+    7: "6aa4c4a8264b7d0d",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 

@@ -1,14 +1,14 @@
-"""The fabric manager's own log as support material, and its package against the loaded driver while it runs:
+"""The fabric manager's own log as material, and its package against the loaded driver while it runs:
 real journal lines from public threads (tests/fixtures/fabric-manager/SOURCES.md) and the real HGX H100 capture."""
 
 from __future__ import annotations
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format import command_key
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import FABRIC_MANAGER_PACKAGE
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.fabric_manager_log import (
     log_events,
     looks_like_fabric_manager_log,
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests.paths import FIXTURES
 from tests.unit import captures, schemas
-from tests.unit.audit.test_bundle import incident
+from tests.unit.material.test_capture import incident
 
 FM = FIXTURES / "fabric-manager"
 
@@ -32,7 +32,7 @@ def fabric_ids(found: dict) -> dict[str, dict]:
 def from_material(*names: str, with_gpus: bool = False) -> dict:
     inputs = [(name, (FM / name).read_bytes()) for name in names]
     capture = incident(*inputs) if with_gpus else build_capture(inputs)
-    return facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions())
+    return facts.audit(replay(capture), facts.resolve_subsets(["all"]), RuleOptions())
 
 
 @pytest.mark.parametrize(("name", "kinds", "started"), [

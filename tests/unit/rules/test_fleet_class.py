@@ -11,8 +11,8 @@ from pathlib import Path
 import gpu_audit_report
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.fleet_class import class_findings
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.manifest_format import load
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
@@ -32,7 +32,7 @@ def host(vbios: str = "96.00.89.00.01", driver: str = "550.54.15", manifest: dic
     text = REAL.replace("96.00.89.00.01", vbios).replace("550.54.15", driver)
     capture = build_capture([("nvidia-smi-q.txt", text.encode())])
     options = RuleOptions(manifest=load(manifest, "manifest") if manifest else None)
-    return facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), options)
+    return facts.audit(replay(capture), facts.resolve_subsets(["all"]), options)
 
 
 def ids(found: dict) -> dict[str, set[str]]:

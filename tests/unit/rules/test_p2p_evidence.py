@@ -6,11 +6,11 @@ no P2P finding. Each runs the real audit over a capture built from the pasted ou
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.p2p_evidence import P2PEvidence, p2p_evidence
 
 from tests.paths import FIXTURES
-from tests.unit.audit.test_bundle import audit
+from tests.unit.material.test_capture import audit
 
 SMI = FIXTURES / "nvidia-smi"
 NS_8 = (SMI / "topo-p2p-r_8gpu-vm-NS.txt").read_bytes()

@@ -7,8 +7,8 @@ import copy
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit import facts
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle import build_capture
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import ReplaySource
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_q import parse_nvidia_smi_q
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.vbios import rule_vbios_consistency
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
@@ -23,7 +23,7 @@ DIFFERS = SMI / "q_550_2xH100-HBM3_vbios-differs_constructed.txt"
 
 def audit_material(path) -> dict:
     capture = build_capture([("nvidia-smi-q.txt", path.read_bytes())])
-    return facts.audit(ReplaySource(capture), facts.resolve_subsets(["all"]), RuleOptions())
+    return facts.audit(replay(capture), facts.resolve_subsets(["all"]), RuleOptions())
 
 
 def vbios_findings(found: dict) -> list[dict]:

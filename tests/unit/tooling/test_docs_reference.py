@@ -275,9 +275,9 @@ def test_a_module_without_documentation_is_a_message_not_a_traceback(generator: 
     assert "bare.py: no DOCUMENTATION string; every module documents itself" in capsys.readouterr().err
 
 
-def test_every_kind_of_support_material_is_on_its_page() -> None:
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.paste_kind import KINDS
+def test_every_kind_of_material_is_on_its_page() -> None:
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import KINDS
 
-    page = (ROOT / "docs" / "reference" / "support-material.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "reference" / "material-kinds.md").read_text(encoding="utf-8")
     rows = {line.split(" | ")[0]: line for line in page.splitlines() if line.startswith("| `")}
     assert [kind for kind in KINDS if KINDS[kind].replace("|", "\\|") not in rows.get(f"| `{kind}`", "")] == []

@@ -16,7 +16,7 @@ from tests.paths import ROOT
 from tests.unit import captures
 
 SCRIPT = ROOT / "scripts" / "gpu_prolog.py"
-GUEST_REPORT = ROOT / "tests" / "fixtures" / "bundles" / \
+GUEST_REPORT = ROOT / "tests" / "fixtures" / "bug-reports" / \
     "nvidia-bug-report_580_2xRTX-PRO-6000_kvm-guest_constructed.log"
 LINE = re.compile(r"^GPUHOST (OK|WARNING|CRITICAL|UNKNOWN) - .+ \| critical=\d+ warning=\d+ info=\d+ gpus=\d+$")
 

@@ -1,0 +1,208 @@
+"""Material on the controller's disk turned into what the audit replays.
+
+One input is one host, in one of three forms:
+
+- a capture file (JSON, format ``gpuhost-capture/1``, gzip or not), replayed as it is;
+- any other single file: an ``nvidia-bug-report.log(.gz)`` or one pasted output, read as material of one piece;
+- a directory of pasted outputs: every regular file directly in it (subdirectories are not read, and said
+  so: a directory is one host, and a folder inside it is more likely another host's material than more of
+  this one's). Each file's kind comes from its content (material/capture.py, material/kinds.py), never from
+  its name; a file name that spells out the command (``nvidia-smi topo -p2p r``) is used as that command, and
+  the name of a ``topo -p2p`` matrix (``p2p_read.txt``) tells its capability when no command line does
+  (material/p2p_matrix.py).
+
+Benchmark logs in the material (nccl-tests output, p2pBandwidthLatencyTest, nvbandwidth, the probe's own
+output) are not read by the audit: material/capture.py lists them under ``unmapped``, and ``bench_logs`` gives their
+paths, for the benchmark's own log readers (bench/from_logs.py).
+
+Relative paths are resolved against the directory the caller names (the directory the user ran from), and
+every message shows the absolute path it tried.
+
+Every read goes through material/limits.py (regular files only, no links followed inside a directory,
+bytes and time bounded), and each file's gzip is undone once, here, within the limit on decompressed bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format import CAPTURE_FORMAT
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import Piece, build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import GZIP_MAGIC, GunzipLimitError, gunzip
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import (
+    LimitError,
+    MaterialLimits,
+    ReadBudget,
+    how_to_raise,
+    on_pseudo_file_system,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.printable_names import printable
+
+# The kinds of material/kinds.py that are benchmark logs, by the benchmark step that reads them (the gpu_bench
+# role's gpu_bench_nccl_log and gpu_bench_probe_log). An NCCL_DEBUG=INFO log alone holds no sweep for
+# nccl_bench to judge, so it is not among them: it stays unmapped.
+BENCH_LOG_KINDS = {
+    "nccl-tests": "nccl", "nccl-tests-json": "nccl",
+    "p2p-bandwidth-latency-test": "probe", "simple-p2p": "probe", "nvbandwidth": "probe", "nvbandwidth-json": "probe",
+    # The probe's own saved run: gpu_p2p_probe reads it back with `log`, proof of each pair included.
+    "gpu-p2p-probe-log": "probe",
+}
+STEP_NAMES = {"nccl": "nccl_bench", "probe": "gpu_p2p_probe"}
+
+
+class MaterialError(ValueError):
+    """An input that cannot be read at all; the message names the absolute path and what to give."""
+
+
+@dataclass
+class Material:
+    path: str  # absolute
+    form: str  # capture, file or directory
+    capture: dict[str, Any]
+    # nccl / probe -> the log of that step: (its input name, absolute path)
+    bench_logs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    notes: list[dict[str, str]] = field(default_factory=list)  # {name, why}: not read, beyond the capture's inputs
+    reasons: dict[str, str] = field(default_factory=dict)  # input name -> why, replacing the capture's
+    read_as: dict[str, str] = field(default_factory=dict)  # input name -> the step that read it (bench:...)
+
+
+def resolve(path: str, base_dir: str | None = None) -> str:
+    """``path`` made absolute against ``base_dir`` (the caller's directory), else the current directory."""
+    path = os.path.expanduser(path)
+    if not os.path.isabs(path):
+        path = os.path.join(base_dir or os.getcwd(), path)
+    return os.path.normpath(path)
+
+
+def missing_message(given: str, resolved: str, base_dir: str | None = None) -> str:
+    relative = "" if os.path.isabs(os.path.expanduser(given)) else \
+        f" (given as {given!r}, relative to {base_dir or os.getcwd()})"
+    return (f"{resolved} does not exist{relative}: expected a capture file, an nvidia-bug-report.log(.gz), a "
+            "pasted output or a directory of them. Check the path, or give it absolute")
+
+
+def _plain(data: bytes, path: str, limits: MaterialLimits) -> Piece:
+    """The file's bytes with gzip undone (once, within the limit), as material/capture.py takes them."""
+    if data[:2] != GZIP_MAGIC:
+        return Piece(printable(os.path.basename(path)), data)
+    try:
+        plain, whole = gunzip(data, limits.decompressed_bytes)
+    except GunzipLimitError as exc:
+        raise LimitError(f"{path}: {exc}; {how_to_raise('decompressed_bytes')}") from None
+    return Piece(printable(os.path.basename(path)), plain, gzip=True, truncated=not whole)
+
+
+def as_capture(data: bytes, path: str) -> dict[str, Any] | None:
+    """The capture the (plain) bytes hold, or None when they are not one (a paste, a bug report, another JSON)."""
+    if data.lstrip()[:1] != b"{":
+        return None
+    try:
+        document = json.loads(data)
+    except ValueError:
+        return None  # an nccl-tests -J output cut short is JSON-like too: material/kinds.py tells its kind
+    if not isinstance(document, dict) or not str(document.get("format", "")).startswith("gpuhost-capture"):
+        return None
+    if document["format"] != CAPTURE_FORMAT:
+        raise MaterialError(f"{path} is a capture of format {str(document['format'])!r}; this version reads "
+                            f"{CAPTURE_FORMAT!r}: take the capture again with playbooks/capture.yml")
+    return document
+
+
+def read_material(given: str, base_dir: str | None = None, limits: MaterialLimits | None = None) -> Material:
+    """The capture of one input (see the module text); ``MaterialError`` when it cannot be read at all."""
+    limits = limits or MaterialLimits()
+    path = resolve(given, base_dir)
+    if not os.path.lexists(path):
+        raise MaterialError(missing_message(given, path, base_dir))
+    pseudo = on_pseudo_file_system(path)
+    if pseudo is not None:
+        raise MaterialError(f"{path} lies on {pseudo}, this machine's own pseudo files, not material: "
+                            "give the material saved in plain files")
+    budget = ReadBudget(limits)
+    if os.path.isdir(path):
+        return _directory(path, budget)
+    try:
+        # The user named this input: a link is followed (onto the checks above and the regular-file check).
+        item = _plain(budget.read(path, follow=True), path, limits)
+    except LimitError as exc:
+        raise MaterialError(str(exc)) from None
+    capture = as_capture(item.data, path)
+    if capture is not None:
+        return Material(path, "capture", capture)
+    return _built(path, "file", [(item, path)], [], limits)
+
+
+def _directory(path: str, budget: ReadBudget) -> Material:
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as exc:
+        raise MaterialError(f"cannot list the directory {path}: {exc.strerror or exc}; make it readable") from None
+    files: list[tuple[Piece, str]] = []
+    notes = []
+    for name in names:
+        full = os.path.join(path, name)
+        shown = printable(name)
+        if os.path.isdir(full) and not os.path.islink(full):
+            notes.append({"name": shown + "/", "why": "a directory inside the material, not read (one directory is "
+                                                      "one host; give it as an input of its own if it is another "
+                                                      "host's material)"})
+            continue
+        try:
+            item = _plain(budget.read(full), full, budget.limits)
+        except LimitError as exc:
+            notes.append({"name": shown, "why": printable(str(exc).removeprefix(full + ": "))})
+            continue
+        if as_capture(item.data, full) is None:
+            files.append((item, full))
+        else:
+            notes.append({"name": shown, "why": "a capture, which a directory of pastes does not merge: give it as "
+                                                "an input of its own"})
+    if not files:
+        raise MaterialError(f"{path} holds no pasted output to read: expected files of tool output (nvidia-smi topo "
+                            "-m, topo -p2p r, -q, lspci -vvv, nccl-tests logs, qm config ...) directly in it"
+                            + ("; not read: " + "; ".join(f"{n['name']}: {n['why']}" for n in notes) if notes else ""))
+    return _built(path, "directory", files, notes, budget.limits)
+
+
+def _built(path: str, form: str, files: list[tuple[Piece, str]], notes: list[dict[str, str]],
+            limits: MaterialLimits) -> Material:
+    capture = build_capture([item for item, _unused in files], max_decompressed=limits.decompressed_bytes,
+                            note=f"Built from the material {os.path.basename(path)} by "
+                                 "material/reader.py and material/capture.py: only what the material holds; see "
+                                 "the from_material section.")
+    full_path = {item.name: full for item, full in files}
+    material = Material(path, form, capture, notes=notes)
+    for entry in capture["from_material"]["inputs"]:
+        step = BENCH_LOG_KINDS.get(entry.get("kind") or "")
+        if step is None:
+            continue
+        if entry.get("gzip"):
+            # The benchmark's log readers take a plain file.
+            material.reasons[entry["name"]] = "a gzip-compressed benchmark log, not judged: give it uncompressed"
+        elif _file_of(entry["name"], full_path) is None:
+            material.reasons[entry["name"]] = "a benchmark log of no file of the material, not judged"
+        elif step in material.bench_logs:
+            first = material.bench_logs[step][0]
+            material.reasons[entry["name"]] = (f"a benchmark log not judged: {first} is this host's {STEP_NAMES[step]} "
+                                               "log (one per host, the first by name); give this one with its own "
+                                               "host's material")
+        else:
+            # A piece of a paste of several outputs (material/capture.py) is read in its file: the log readers skip
+            # the other outputs as they skip any text around a log.
+            material.bench_logs[step] = (entry["name"], str(_file_of(entry["name"], full_path)))
+    return material
+
+
+def _file_of(name: str, full_path: dict[str, str]) -> str | None:
+    """The file an input came from: itself, or the paste a piece ``<file>, line <n>`` was cut from."""
+    return full_path.get(name) or full_path.get(name.rsplit(", line ", 1)[0])
+
+
+def judged(material: Material) -> None:
+    """Say, in the capture's inputs, that the material's benchmark logs were read, by the step that reads each: they
+    leave the unused inputs, as their values are in the report's benchmark section."""
+    for step, (name, _unused) in material.bench_logs.items():
+        material.read_as[name] = f"bench:{STEP_NAMES[step]}"
