@@ -102,11 +102,28 @@ DMESG_KEY = DMESG.key
 _KEPT_FILE_PREFIXES = ("/proc/", "/sys/", "/etc/modprobe.d/", "/lib/modprobe.d/", "/usr/lib/modprobe.d/",
                        "/etc/modprobe.conf", "/etc/pve/")
 _BUG_REPORT_SMI_Q = ("nvidia-smi --query", "nvidia-smi -q")  # --query is -q's long name: the same output
-_BENCH_KINDS = {
-    "nccl-tests": "gpu_bench_nccl_log", "nccl-tests-json": "gpu_bench_nccl_log",
-    "p2p-bandwidth-latency-test": "gpu_bench_probe_log", "simple-p2p": "gpu_bench_probe_log",
-    "nvbandwidth": "gpu_bench_probe_log", "nvbandwidth-json": "gpu_bench_probe_log",
-    "gpu-p2p-probe-log": "gpu_bench_probe_log",
+@dataclass(frozen=True)
+class BenchStep:
+    """A benchmark step that judges a kind of benchmark log: the key of the log in the analysis
+    (material/reader.py ``Material.bench_logs``), the module that judges it, and the gpu_bench role variable that
+    hands a log to that module."""
+
+    name: str
+    module: str
+    variable: str
+
+
+NCCL_STEP = BenchStep("nccl", "nccl_bench", "gpu_bench_nccl_log")
+PROBE_STEP = BenchStep("probe", "gpu_p2p_probe", "gpu_bench_probe_log")
+# The kinds of material/kinds.py that are benchmark logs, by the step that judges them; the audit reads none of
+# them. An NCCL_DEBUG=INFO log alone holds no sweep for nccl_bench to judge: it is not here, and goes to the audit
+# as P2P evidence (_HANDLERS).
+BENCH_LOG_KINDS = {
+    "nccl-tests": NCCL_STEP, "nccl-tests-json": NCCL_STEP,
+    "p2p-bandwidth-latency-test": PROBE_STEP, "simple-p2p": PROBE_STEP, "nvbandwidth": PROBE_STEP,
+    "nvbandwidth-json": PROBE_STEP,
+    # The probe's own saved run: gpu_p2p_probe reads it back with `log`, proof of each pair included.
+    "gpu-p2p-probe-log": PROBE_STEP,
 }
 _VM_COMMAND_RE = re.compile(r"^(?:qm config (?P<vmid>\d{1,9})|"
                             r"cat " + re.escape(QEMU_SERVER_DIR) + r"/(?P<file_vmid>\d{1,9})\.conf)$")
@@ -234,9 +251,9 @@ def _take(built: _Built, item: Piece, max_decompressed: int) -> None:
     if kind == "nvidia-bug-report":
         _take_bug_report(built, item.name, text, entry)
         return
-    if kind in _BENCH_KINDS:
+    if kind in BENCH_LOG_KINDS:
         built.skip(item.name, f"{KINDS[kind]}: the audit reads no benchmark logs; give it to the bench phase "
-                               f"({_BENCH_KINDS[kind]})")
+                               f"({BENCH_LOG_KINDS[kind].variable})")
         return
     command = _declared(item, text)
     output = _tool_output(text)
@@ -294,6 +311,13 @@ def _ran(stdout: str) -> dict[str, Any]:
 def _command(key: str) -> Callable[[_Built, str, str | None, str, dict[str, Any]], None]:
     def handler(built: _Built, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
         built.put("commands", key, _ran(output), name, entry)
+    return handler
+
+
+def _material(key: str) -> Callable[[_Built, str, str | None, str, dict[str, Any]], None]:
+    """Filed whole under the capture's ``material`` key that the gatherer reading it names."""
+    def handler(built: _Built, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
+        built.put("material", key, output, name, entry)
     return handler
 
 
@@ -375,17 +399,12 @@ _HANDLERS: dict[str, Callable[[_Built, str, str | None, str, dict[str, Any]], No
     "journal-kernel": _command(JOURNAL.key),
     "proc-cmdline": _take_cmdline,
     # An NCCL INFO log: its GPUs (material/nccl_gpus.py) where nothing else lists them.
-    "nccl-debug": lambda built, name, _command, output, entry: built.put("material", NCCL_DEBUG_MATERIAL, output,
-                                                                           name, entry),
-    "nccl-topo-xml": lambda built, name, _command, output, entry: built.put("material", NCCL_TOPO_MATERIAL, output,
-                                                                              name, entry),
+    "nccl-debug": _material(NCCL_DEBUG_MATERIAL),
+    "nccl-topo-xml": _material(NCCL_TOPO_MATERIAL),
     # The fabric manager's own lines: its refusals and start failures (audit/health.py gather_fabric_manager).
-    "fabric-manager-log": lambda built, name, _command, output, entry: built.put("material",
-                                                                                   FABRIC_MANAGER_LOG_MATERIAL, output,
-                                                                                   name, entry),
+    "fabric-manager-log": _material(FABRIC_MANAGER_LOG_MATERIAL),
     # DCGM's verdicts, of whatever level the paste was run at (its JSON does not say): audit/dcgm_diag.py.
-    "dcgm-diag-json": lambda built, name, _command, output, entry: built.put("material", DCGM_DIAG_MATERIAL, output,
-                                                                               name, entry),
+    "dcgm-diag-json": _material(DCGM_DIAG_MATERIAL),
 }
 
 

@@ -30,7 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_format import CAPTURE_FORMAT
-from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import Piece, build_capture
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import (
+    BENCH_LOG_KINDS,
+    NCCL_STEP,
+    PROBE_STEP,
+    Piece,
+    build_capture,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import GZIP_MAGIC, GunzipLimitError, gunzip
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import (
     LimitError,
@@ -41,16 +47,8 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.printable_names import printable
 
-# The kinds of material/kinds.py that are benchmark logs, by the benchmark step that reads them (the gpu_bench
-# role's gpu_bench_nccl_log and gpu_bench_probe_log). An NCCL_DEBUG=INFO log alone holds no sweep for
-# nccl_bench to judge, so it is not among them: it stays unmapped.
-BENCH_LOG_KINDS = {
-    "nccl-tests": "nccl", "nccl-tests-json": "nccl",
-    "p2p-bandwidth-latency-test": "probe", "simple-p2p": "probe", "nvbandwidth": "probe", "nvbandwidth-json": "probe",
-    # The probe's own saved run: gpu_p2p_probe reads it back with `log`, proof of each pair included.
-    "gpu-p2p-probe-log": "probe",
-}
-STEP_NAMES = {"nccl": "nccl_bench", "probe": "gpu_p2p_probe"}
+# The module that judges each benchmark step's log, by the step's name (Material.bench_logs' keys).
+_MODULES = {step.name: step.module for step in (NCCL_STEP, PROBE_STEP)}
 
 
 class MaterialError(ValueError):
@@ -176,9 +174,10 @@ def _built(path: str, form: str, files: list[tuple[Piece, str]], notes: list[dic
     full_path = {item.name: full for item, full in files}
     material = Material(path, form, capture, notes=notes)
     for entry in capture["from_material"]["inputs"]:
-        step = BENCH_LOG_KINDS.get(entry.get("kind") or "")
-        if step is None:
+        bench = BENCH_LOG_KINDS.get(entry.get("kind") or "")
+        if bench is None:
             continue
+        step = bench.name
         if entry.get("gzip"):
             # The benchmark's log readers take a plain file.
             material.reasons[entry["name"]] = "a gzip-compressed benchmark log, not judged: give it uncompressed"
@@ -186,7 +185,7 @@ def _built(path: str, form: str, files: list[tuple[Piece, str]], notes: list[dic
             material.reasons[entry["name"]] = "a benchmark log of no file of the material, not judged"
         elif step in material.bench_logs:
             first = material.bench_logs[step][0]
-            material.reasons[entry["name"]] = (f"a benchmark log not judged: {first} is this host's {STEP_NAMES[step]} "
+            material.reasons[entry["name"]] = (f"a benchmark log not judged: {first} is this host's {bench.module} "
                                                "log (one per host, the first by name); give this one with its own "
                                                "host's material")
         else:
@@ -205,4 +204,4 @@ def judged(material: Material) -> None:
     """Say, in the capture's inputs, that the material's benchmark logs were read, by the step that reads each: they
     leave the unused inputs, as their values are in the report's benchmark section."""
     for step, (name, _unused) in material.bench_logs.items():
-        material.read_as[name] = f"bench:{STEP_NAMES[step]}"
+        material.read_as[name] = f"bench:{_MODULES[step]}"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import audit, resolve_subsets
-from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import _BENCH_KINDS
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import KINDS
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import (
     BENCH_LOG_KINDS,
@@ -42,9 +42,11 @@ def facts_of(material):
     return with_material(found, material.capture, material)
 
 
-def test_the_benchmark_kinds_are_those_the_bundle_sends_to_the_bench_phase() -> None:
-    # An NCCL_DEBUG log alone holds no sweep to judge: the one bench kind left unmapped.
-    assert set(BENCH_LOG_KINDS) == set(_BENCH_KINDS) - {"nccl-debug"}
+def test_the_benchmark_kinds_are_kinds_and_an_nccl_info_log_goes_to_the_audit() -> None:
+    # An NCCL_DEBUG log alone holds no sweep to judge: the audit reads it as P2P evidence instead.
+    assert set(BENCH_LOG_KINDS) < set(KINDS)
+    assert "nccl-debug" not in BENCH_LOG_KINDS
+    assert {step.module for step in BENCH_LOG_KINDS.values()} == {"nccl_bench", "gpu_p2p_probe"}
 
 
 def test_a_capture_is_replayed_as_it_is_gzip_or_not(tmp_path: Path) -> None:
