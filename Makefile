@@ -1,5 +1,7 @@
 # GPU host audit and SGLang deployment: developer and CI entry points.
-# `make` alone lists the targets. Everything runs from .venv (scripts/venv.sh makes it).
+# `make` alone lists the targets. Everything runs from .venv (scripts/venv.sh makes it): `make audit` and
+# `make analyze` install only what they need into it (requirements-audit.txt, seconds); the targets that
+# lint, test or build install the rest (requirements-controller.txt) into the same venv.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -33,15 +35,18 @@ INVENTORY ?= inventories/local/hosts.yml
 REPORTS ?= reports
 unexport INPUT REPORTS
 
-.PHONY: help venv torch-venv system-deps image lint unit fuzz alerts fleet docs docs-test collection collection-test sanity ee ee-test molecule test audit analyze bench-audit bench-ee bench-analyze gpu-check time-extension-build quickstart-test clean
+.PHONY: help venv venv-audit torch-venv system-deps image lint unit fuzz alerts fleet docs docs-test collection collection-test sanity ee ee-test molecule test audit analyze bench-audit bench-ee bench-analyze gpu-check time-extension-build quickstart-test clean
 
 help: ## List the targets
 	@echo "Targets:"
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo "Molecule scenarios: $(or $(SCENARIOS),none)"
 
-venv: ## Create or refresh .venv from requirements-controller.txt
-	@scripts/venv.sh
+venv: ## Create or refresh .venv with everything: the run-time set and the development, test and build tools
+	@scripts/venv.sh dev
+
+venv-audit: ## Create or refresh .venv with what make audit and make analyze need (requirements-audit.txt)
+	@scripts/venv.sh audit
 
 torch-venv: ## Create .cache/torch-venv (Python 3.11 + torch CPU) for the collective benchmark tests
 	@scripts/torch-venv.sh
@@ -133,7 +138,7 @@ test: ## venv, torch-venv, system-deps, image; unit beside lint, alerts, fleet, 
 	echo "make test: passed:$${passed:- none}; failed:$${failed:- none} ($$((SECONDS - start)) s)"; \
 	[ -z "$$failed" ]
 
-audit: venv ## Audit the hosts in INVENTORY (default: this machine); reports under reports/
+audit: venv-audit ## Audit the hosts in INVENTORY (default: this machine); reports under reports/
 	ansible-playbook playbooks/audit.yml -i $(INVENTORY)
 
 bench-audit: venv ## Time the audit (scripts/bench_audit.py)
@@ -143,7 +148,7 @@ bench-audit: venv ## Time the audit (scripts/bench_audit.py)
 analyze: export GPU_ANALYZE_INPUT = $(value INPUT)
 analyze: export GPU_ANALYZE_DIR = $(if $(value PWD),$(value PWD),$(CURDIR))
 analyze: export GPU_ANALYZE_REPORT_DIR = $(value REPORTS)
-analyze: venv ## Audit support material offline: INPUT="capture.json bug-report.log.gz pastes/ ..." [REPORTS=dir]
+analyze: venv-audit ## Audit support material offline: INPUT="capture.json bug-report.log.gz pastes/ ..." [REPORTS=dir]
 	@[ -n "$${GPU_ANALYZE_INPUT// /}" ] || { echo 'analyze: give INPUT="path ...": captures, nvidia-bug-report.log(.gz) files, directories of pasted outputs' >&2; exit 2; }
 	ansible-playbook playbooks/analyze.yml
 
