@@ -116,27 +116,14 @@ ee-test: venv ## The capture fleet's audit, bench and gate inside the EE through
 molecule: venv ## Every molecule scenario, MOLECULE_JOBS at a time (SCENARIO=name for one)
 	@$(PYTHON) scripts/molecule_all.py --jobs $(MOLECULE_JOBS) $(SCENARIO)
 
-# Setup steps stop at the first failure; every test step runs, and the last line says which passed.
-# The unit tests run in one process, beside lint, the alert rules, the fleet and the EE test, which keep the
-# second core busy (ansible's workers, podman); their output is printed whole when they end, then molecule
-# runs its scenarios two at a time.
+# scripts/test-all.sh runs the steps and says what each took: setup steps stop at the first failure; every test
+# step runs; the unit tests run in one process beside lint, the alert rules, the fleet and the EE test, which keep
+# the second core busy (ansible's workers, podman); then molecule runs its scenarios two at a time. The last line
+# says which steps passed, the time in all and the slowest step. Under `make -n test` it prints each step's
+# commands and runs none of them (the `+` runs the script under -n; DRY_RUN tells it so).
+DRY_RUN = $(findstring n,$(firstword -$(MAKEFLAGS)))
 test: ## venv, torch-venv, system-deps, image; unit beside lint, alerts, fleet, docs-test, ee-test, collection-test, sanity; then molecule (what CI runs)
-	@start=$$SECONDS; \
-	for t in venv torch-venv system-deps image; do \
-		$(MAKE) $$t || { echo "make test: setup step '$$t' failed; nothing was tested" >&2; exit 1; }; \
-	done; \
-	passed=""; failed=""; logs=.cache/test-logs; mkdir -p $$logs; \
-	( PYTEST_ADDOPTS="-p no:cacheprovider" $(MAKE) unit >$$logs/unit.log 2>&1; echo $$? >$$logs/unit.rc ) & unit=$$!; \
-	for t in lint alerts fleet docs-test ee-test collection-test sanity; do \
-		echo "=== make $$t"; \
-		if $(MAKE) $$t; then passed="$$passed $$t"; else failed="$$failed $$t"; fi; \
-	done; \
-	wait $$unit || true; echo "=== make unit (run beside the steps above)"; cat $$logs/unit.log; \
-	if [ "$$(cat $$logs/unit.rc 2>/dev/null)" = 0 ]; then passed="$$passed unit"; else failed="$$failed unit"; fi; \
-	echo "=== make molecule"; \
-	if $(MAKE) molecule; then passed="$$passed molecule"; else failed="$$failed molecule"; fi; \
-	echo "make test: passed:$${passed:- none}; failed:$${failed:- none} ($$((SECONDS - start)) s)"; \
-	[ -z "$$failed" ]
+	+@MAKE='$(MAKE)' scripts/test-all.sh $(if $(DRY_RUN),--dry-run)
 
 audit: venv-audit ## Audit the hosts in INVENTORY (default: this machine); reports under reports/
 	ansible-playbook playbooks/audit.yml -i $(INVENTORY)

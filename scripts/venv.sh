@@ -88,8 +88,14 @@ venv_built_for() {
     local script line built
     for script in "$VENV/bin/pip" "$VENV/bin/ansible-playbook"; do
         [[ -f "$script" ]] || continue
-        line="$(head -n 3 "$script" | grep -aoE "/[^\"' ]*/bin/python[0-9.]*" | head -n 1 || true)"
-        [[ -n "$line" ]] || continue
+        line="$(head -n 1 "$script")"
+        if [[ "$line" == "#!/bin/sh"* ]]; then
+            line="$(sed -nE "2,3s/^'''exec' \"([^\"]*)\".*/\\1/p" "$script" | head -n 1)"
+        else
+            line="${line#\#!}"
+            line="${line%% *}"
+        fi
+        [[ "$line" == /*/bin/python* ]] || continue
         built="${line%/bin/python*}"
         if [[ "$(realpath -m "$built")" != "$(realpath -m "$VENV")" ]]; then
             echo "$built"
