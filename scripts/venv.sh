@@ -44,21 +44,22 @@ MIN_MINOR=11
 log() { printf 'venv: %s\n' "$*" >&2; }
 die() { printf 'venv: error: %s\n' "$*" >&2; exit 1; }
 
-# The requirements file and every file it includes with `-r` (relative to the including file), recursively.
+# The requirements file and every file it includes with `-r` (relative to the including file), recursively; a
+# missing one is printed too, for the check below.
 req_files() {
     local file="$1" inc
-    [[ -f "$file" ]] || die "missing $file"
     echo "$file"
+    [[ -f "$file" ]] || return 0
     while IFS= read -r inc; do
-        [[ -f "$(dirname "$file")/$inc" ]] \
-            || die "$(basename "$file") includes $(dirname "$file")/$inc, which does not exist"
         req_files "$(dirname "$file")/$inc"
     done < <(sed -nE 's/^[[:space:]]*(-r|--requirement)[[:space:]=]+([^[:space:]#]+).*/\2/p' "$file")
 }
 # A change to any of them refreshes the venv.
 mapfile -t FILES < <(req_files "$REQS")
+for f in "${FILES[@]}"; do
+    [[ -f "$f" ]] || die "missing $f$([[ "$f" == "$REQS" ]] || echo ", which $(basename "$REQS") includes")"
+done
 want="$(cat "${FILES[@]}" | sha256sum | cut -d' ' -f1)"
-want_audit="$(cat "$ROOT/requirements-audit.txt" | sha256sum | cut -d' ' -f1)"
 
 # Prints "<version> <real executable>" when $1 runs, is new enough and can build a venv.
 probe() {
@@ -279,7 +280,7 @@ fi
 echo "$want" >"$STAMP"
 rm -f "$VENV/.requirements.sha256"  # the one stamp of earlier versions of this script
 if [[ "$LEVEL" == dev ]]; then
-    echo "$want_audit" >"$VENV/.requirements-audit.sha256"
+    cat "$ROOT/requirements-audit.txt" | sha256sum | cut -d' ' -f1 >"$VENV/.requirements-audit.sha256"
 fi
 core="$("$VENV/bin/python" -c 'from ansible.release import __version__ as v; print(v)' 2>/dev/null || echo none)"
 log "ready in $((SECONDS - start)) s: Python $("$VENV/bin/python" -c 'import sys; print(sys.version.split()[0])'), \
