@@ -61,14 +61,16 @@ for f in "${FILES[@]}"; do
 done
 want="$(cat "${FILES[@]}" | sha256sum | cut -d' ' -f1)"
 
-# Prints "<version> <real executable>" when $1 runs, is new enough and can build a venv.
+# Prints "<version> <real executable>" when $1 runs, is new enough and can build a venv. The executable of a venv's
+# Python is its base interpreter's: the Makefile puts .venv/bin first on PATH, and a venv about to be rebuilt
+# (or any other) must not be the one the new venv is made from.
 probe() {
     "$1" -c "
 import sys
 if sys.version_info < ($MIN_MAJOR, $MIN_MINOR):
     sys.exit(1)
 import venv, ensurepip  # Debian splits these into python3-venv
-print('%d.%d.%d' % sys.version_info[:3], sys.executable)
+print('%d.%d.%d' % sys.version_info[:3], sys.executable if sys.prefix == sys.base_prefix else sys._base_executable)
 " 2>/dev/null
 }
 
@@ -78,7 +80,7 @@ probe_version() {
 import sys
 if sys.version_info < ($MIN_MAJOR, $MIN_MINOR):
     sys.exit(1)
-print('%d.%d.%d' % sys.version_info[:3], sys.executable)
+print('%d.%d.%d' % sys.version_info[:3], sys.executable if sys.prefix == sys.base_prefix else sys._base_executable)
 " 2>/dev/null
 }
 

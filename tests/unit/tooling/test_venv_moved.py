@@ -22,9 +22,15 @@ def checkout(path: Path) -> Path:
     return path
 
 
-def venv_sh(path: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("VENV", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV")}
-    env["PYTHON"] = sys.executable
+def venv_sh(path: Path, *, as_make_runs_it: bool = False) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VENV", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV", "PYTHON")}
+    if as_make_runs_it:
+        # The Makefile puts .venv/bin first on PATH: the stale venv's own python3 is the first one found there,
+        # and must not be what the new venv is made from (it is deleted first).
+        env["PATH"] = f"{path}/.venv/bin:{env['PATH']}"
+    else:
+        env["PYTHON"] = sys.executable
     return subprocess.run(["bash", str(path / "scripts" / "venv.sh"), "audit"], capture_output=True, text=True,
                           env=env, timeout=300, check=False)
 
@@ -44,7 +50,7 @@ def test_a_moved_checkout_gets_its_venv_rebuilt(tmp_path):
 
     new = tmp_path / "moved"
     old.rename(new)
-    moved = venv_sh(new)
+    moved = venv_sh(new, as_make_runs_it=True)
     assert moved.returncode == 0, moved.stderr
     told = [line for line in moved.stderr.splitlines() if "moved or copied" in line]
     assert told == [f"venv: {new}/.venv was built as {old}/.venv (a moved or copied checkout): its scripts point "
