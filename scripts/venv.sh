@@ -5,7 +5,7 @@
 #   audit  what `make audit` and `make analyze` need: requirements-audit.txt (ansible-core, nvidia-ml-py;
 #          tens of MB, seconds)
 #   dev    everything: requirements-controller.txt (the run-time set with the `ansible` bundle of
-#          collections, and the development, test and build tools; ~600 MB, a minute or two). The default.
+#          collections, and the development, test and build tools; ~360 MB, a minute or two). The default.
 # One venv serves both: each level has its own stamp, and the dev install holds every audit pin, so after
 # `make test` a `make audit` installs nothing.
 #
