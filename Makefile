@@ -1,5 +1,7 @@
 # GPU host audit and SGLang deployment: developer and CI entry points.
-# `make` alone lists the targets. Everything runs from .venv (scripts/venv.sh makes it).
+# `make` alone lists the targets. Everything runs from .venv (scripts/venv.sh makes it): `make audit` and
+# `make analyze` install only what they need into it (requirements-audit.txt, seconds); the targets that
+# lint, test or build install the rest (requirements-controller.txt) into the same venv.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -33,15 +35,18 @@ INVENTORY ?= inventories/local/hosts.yml
 REPORTS ?= reports
 unexport INPUT REPORTS
 
-.PHONY: help venv torch-venv system-deps image lint unit fuzz alerts fleet docs docs-test collection collection-test sanity ee ee-test molecule test audit analyze bench-audit bench-ee bench-analyze gpu-check time-extension-build quickstart-test clean
+.PHONY: help venv venv-audit torch-venv system-deps image lint unit fuzz alerts fleet docs docs-test collection collection-test sanity ee ee-test molecule test audit analyze bench-audit bench-ee bench-analyze gpu-check time-extension-build quickstart-test clean
 
 help: ## List the targets
 	@echo "Targets:"
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo "Molecule scenarios: $(or $(SCENARIOS),none)"
 
-venv: ## Create or refresh .venv from requirements-controller.txt
-	@scripts/venv.sh
+venv: ## Create or refresh .venv with everything: the run-time set and the development, test and build tools
+	@scripts/venv.sh dev
+
+venv-audit: ## Create or refresh .venv with what make audit and make analyze need (requirements-audit.txt)
+	@scripts/venv.sh audit
 
 torch-venv: ## Create .cache/torch-venv (Python 3.11 + torch CPU) for the collective benchmark tests
 	@scripts/torch-venv.sh
@@ -111,29 +116,16 @@ ee-test: venv ## The capture fleet's audit, bench and gate inside the EE through
 molecule: venv ## Every molecule scenario, MOLECULE_JOBS at a time (SCENARIO=name for one)
 	@$(PYTHON) scripts/molecule_all.py --jobs $(MOLECULE_JOBS) $(SCENARIO)
 
-# Setup steps stop at the first failure; every test step runs, and the last line says which passed.
-# The unit tests run in one process, beside lint, the alert rules, the fleet and the EE test, which keep the
-# second core busy (ansible's workers, podman); their output is printed whole when they end, then molecule
-# runs its scenarios two at a time.
+# scripts/test-all.sh runs the steps and says what each took: setup steps stop at the first failure; every test
+# step runs; the unit tests run in one process beside lint, the alert rules, the fleet and the EE test, which keep
+# the second core busy (ansible's workers, podman); then molecule runs its scenarios two at a time. The last line
+# says which steps passed, the time in all and the slowest step. Under `make -n test` it prints each step's
+# commands and runs none of them (the `+` runs the script under -n; DRY_RUN tells it so).
+DRY_RUN = $(findstring n,$(firstword -$(MAKEFLAGS)))
 test: ## venv, torch-venv, system-deps, image; unit beside lint, alerts, fleet, docs-test, ee-test, collection-test, sanity; then molecule (what CI runs)
-	@start=$$SECONDS; \
-	for t in venv torch-venv system-deps image; do \
-		$(MAKE) $$t || { echo "make test: setup step '$$t' failed; nothing was tested" >&2; exit 1; }; \
-	done; \
-	passed=""; failed=""; logs=.cache/test-logs; mkdir -p $$logs; \
-	( PYTEST_ADDOPTS="-p no:cacheprovider" $(MAKE) unit >$$logs/unit.log 2>&1; echo $$? >$$logs/unit.rc ) & unit=$$!; \
-	for t in lint alerts fleet docs-test ee-test collection-test sanity; do \
-		echo "=== make $$t"; \
-		if $(MAKE) $$t; then passed="$$passed $$t"; else failed="$$failed $$t"; fi; \
-	done; \
-	wait $$unit || true; echo "=== make unit (run beside the steps above)"; cat $$logs/unit.log; \
-	if [ "$$(cat $$logs/unit.rc 2>/dev/null)" = 0 ]; then passed="$$passed unit"; else failed="$$failed unit"; fi; \
-	echo "=== make molecule"; \
-	if $(MAKE) molecule; then passed="$$passed molecule"; else failed="$$failed molecule"; fi; \
-	echo "make test: passed:$${passed:- none}; failed:$${failed:- none} ($$((SECONDS - start)) s)"; \
-	[ -z "$$failed" ]
+	+@MAKE='$(MAKE)' scripts/test-all.sh $(if $(DRY_RUN),--dry-run)
 
-audit: venv ## Audit the hosts in INVENTORY (default: this machine); reports under reports/
+audit: venv-audit ## Audit the hosts in INVENTORY (default: this machine); reports under reports/
 	ansible-playbook playbooks/audit.yml -i $(INVENTORY)
 
 bench-audit: venv ## Time the audit (scripts/bench_audit.py)
@@ -143,7 +135,7 @@ bench-audit: venv ## Time the audit (scripts/bench_audit.py)
 analyze: export GPU_ANALYZE_INPUT = $(value INPUT)
 analyze: export GPU_ANALYZE_DIR = $(if $(value PWD),$(value PWD),$(CURDIR))
 analyze: export GPU_ANALYZE_REPORT_DIR = $(value REPORTS)
-analyze: venv ## Audit support material offline: INPUT="capture.json bug-report.log.gz pastes/ ..." [REPORTS=dir]
+analyze: venv-audit ## Audit support material offline: INPUT="capture.json bug-report.log.gz pastes/ ..." [REPORTS=dir]
 	@[ -n "$${GPU_ANALYZE_INPUT// /}" ] || { echo 'analyze: give INPUT="path ...": captures, nvidia-bug-report.log(.gz) files, directories of pasted outputs' >&2; exit 2; }
 	ansible-playbook playbooks/analyze.yml
 

@@ -9,7 +9,11 @@
 # Python 3.12). The images are built here with debootstrap, from the Debian mirror of this machine's apt
 # sources and the Ubuntu archive, no registry; each is cached (localhost/gpuhost-stock:<release>) and
 # rebuilt when its recipe changes. A run takes minutes per release (apt, the controller venv from the
-# package index, the audit): `make quickstart-test`, not part of `make test`.
+# package index, the audit): `make quickstart-test`, not part of `make test`. The line each release ends with
+# is the measurement of what a newcomer waits for: how long the audit step took (`make audit`, the venv
+# included), how large .venv grew, and the longest the output stood still, with the line it stood on
+# (the whole log, each line stamped with its second: .cache/quickstart/<release>.log). A fresh Debian 12
+# alone: `RELEASES=bookworm make quickstart-test`.
 #
 # Environment: RELEASES (default "bookworm trixie noble"), DEBIAN_MIRROR, UBUNTU_MIRROR, FORCE=1 (rebuild
 # the images), QUICKSTART_CA (a CA bundle the containers' pip trusts, default this machine's: where TLS
@@ -42,8 +46,7 @@ sh_block() {
     ' "$ROOT/README.md"
 }
 
-quickstart_block() {
-    sh_block "$SETUP_MARKER"
+quickstart_audit() {
     sh_block "$MARKER" | grep -v '^[[:space:]]*\(#\|$\)' | head -n 1
 }
 
@@ -166,6 +169,7 @@ print("quickstart-test: report of %s: %s (%s); Python %s, ansible-core %s" % (
     ansible.release.__version__))
 EOF
 grep -q localhost reports/fleet.md || { echo "quickstart-test: reports/fleet.md has no row for localhost" >&2; exit 1; }
+echo "quickstart-test: .venv holds $(du -sm .venv | cut -f1) MB"
 '
 
 run_release() {
@@ -180,9 +184,14 @@ run_release() {
     fi
     log="$LOGS/$release.log"
     start=$SECONDS
+    # Each line of the log starts with the seconds since the container started, so that the longest silence
+    # (a step that says nothing while it works) can be measured.
     podman run --rm -v "$clone/gpuhost:/root/gpuhost" -w /root/gpuhost "${ca_args[@]}" \
-        "localhost/gpuhost-stock:$release" bash -c "set -euo pipefail; PS4='+ [\${SECONDS} s] '; set -x; $BLOCK
-set +x; $CHECKS" >"$log" 2>&1 || rc=$?
+        "localhost/gpuhost-stock:$release" bash -c "set -euo pipefail; PS4='+ '; set -x; $SETUP
+set +x; audit_start=\$SECONDS; set -x
+$AUDIT
+set +x; echo \"quickstart-test: the audit step took \$((SECONDS - audit_start)) s\"
+$CHECKS" 2>&1 | stamp_lines "$start" >"$log" || rc=$?
     elapsed=$((SECONDS - start))
     rm -rf "$clone"
     if ((rc != 0)); then
@@ -190,7 +199,25 @@ set +x; $CHECKS" >"$log" 2>&1 || rc=$?
         log "$release: FAILED (exit $rc) after $elapsed s; whole log: $log"
         return 1
     fi
-    log "$release: passed in $elapsed s ($(grep '^quickstart-test: report' "$log" | cut -d' ' -f2-))"
+    log "$release: passed in $elapsed s: $(measured "$log")"
+    log "$release: $(grep -o 'quickstart-test: report .*' "$log" | cut -d' ' -f2-)"
+}
+
+stamp_lines() {
+    local began="$1" line
+    while IFS= read -r line; do
+        printf '[%4d s] %s\n' "$((SECONDS - began))" "$line"
+    done
+}
+
+# "the audit step took 41 s, .venv holds 71 MB, longest silence 12 s (before: <line>)" from a stamped log.
+measured() {
+    local log="$1" audit venv silence
+    audit="$(grep -o 'the audit step took [0-9]* s' "$log" | head -n 1)"
+    venv="$(grep -o '\.venv holds [0-9]* MB' "$log" | head -n 1)"
+    silence="$(awk -F'[][]' '{ t = $2 + 0; if (NR > 1 && t - last > gap) { gap = t - last; what = prev } last = t; prev = $0 }
+        END { printf "longest silence %d s (before: %s)", gap, substr(what, 1, 100) }' "$log")"
+    echo "${audit:-the audit step did not end}, ${venv:-no .venv}, $silence"
 }
 
 # --- main --------------------------------------------------------------------------------------------
@@ -198,7 +225,8 @@ set +x; $CHECKS" >"$log" 2>&1 || rc=$?
 for cmd in debootstrap podman git; do
     command -v "$cmd" >/dev/null 2>&1 || die "$cmd is missing; run 'make system-deps' first"
 done
-BLOCK="$(quickstart_block)"
+SETUP="$(sh_block "$SETUP_MARKER")"
+AUDIT="$(quickstart_audit)"
 [[ -n "$(sh_block "$SETUP_MARKER")" && -n "$(sh_block "$MARKER")" ]] \
     || die "README.md needs a setup block and a quick-start block: lines starting '$SETUP_MARKER' and '$MARKER', each followed by a \`\`\`sh block"
 CA="${QUICKSTART_CA-}"
@@ -207,7 +235,7 @@ if [[ -z "${QUICKSTART_CA+set}" && -f /etc/ssl/certs/ca-certificates.crt ]]; the
 fi
 mkdir -p "$LOGS"
 log "the README's quick start:"
-sed 's/^/    /' <<<"$BLOCK" >&2
+sed 's/^/    /' <<<"$SETUP"$'\n'"$AUDIT" >&2
 passed=() failed=()
 for release in $RELEASES; do
     family "$release" >/dev/null

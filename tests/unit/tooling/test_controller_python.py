@@ -126,3 +126,30 @@ def test_no_download_step_is_left():
     text = VENV_SH.read_text()
     assert "uv python install" not in text and "uv_python" not in text
     assert os.access(VENV_SH, os.X_OK)
+
+
+AUDIT = ROOT / "requirements-audit.txt"
+
+
+def requirement_lines(path: Path) -> list[str]:
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return [line for line in lines if line]
+
+
+def test_the_audit_install_is_a_subset_of_the_run_time_pins():
+    # `make audit` installs requirements-audit.txt, `make venv` requirements-controller.txt (which includes
+    # requirements-runtime.txt) into the same venv: a pin of its own would fight the other install.
+    runtime = set(requirement_lines(RUNTIME))
+    assert [line for line in requirement_lines(AUDIT) if line not in runtime] == []
+
+
+@pytest.mark.parametrize("python", ["3.11", "3.12", "3.13"])
+def test_the_audit_install_has_ansible_core_without_the_bundle(python):
+    env = {**default_environment(), "python_version": python, "python_full_version": python + ".0"}
+    wanted = {}
+    for line in requirement_lines(AUDIT):
+        req = Requirement(line)
+        if req.marker is None or req.marker.evaluate(env):
+            wanted[req.name.lower()] = str(req.specifier)
+    assert wanted["ansible-core"] == "==" + pins("ansible-core", python)[0]
+    assert "ansible" not in wanted and "nvidia-ml-py" in wanted
