@@ -1,0 +1,35 @@
+"""Where the collection's paths on the controller lie: the one rule for a relative path, and the report directory.
+
+A relative path a user gives (``reports``, ``captures/gpu-node-1.json``) means the directory ansible-playbook was
+started from, as it does on a shell's command line. Left as it is, a module would take it from wherever it runs
+(the playbook's directory, for a local module) and a lookup from the role's or the playbook's directory. The
+shell's ``PWD`` names that directory as the user sees it (through symbolic links, as the paths the reports print);
+the process's working directory stands in when ``PWD`` is not set.
+
+Paths that start with ``/`` or ``~`` are kept as they are: ``~`` is the home of whoever reads the path (the
+module that expands it), not necessarily the controller's user.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+# The variable that says where the reports go, read by every role and playbook that writes or reads them.
+REPORT_DIR_VARIABLE = "gpuhost_report_dir"
+# Its value when unset or empty: reports/ under the directory ansible-playbook runs from.
+REPORT_DIR_DEFAULT = "reports"
+
+
+def launch_dir(environ: Mapping[str, str] | None = None) -> str:
+    """The directory ansible-playbook was started from."""
+    environ = os.environ if environ is None else environ
+    return environ.get("PWD") or os.getcwd()
+
+
+def resolve(path: str, environ: Mapping[str, str] | None = None) -> str:
+    """``path`` taken from the directory ansible-playbook runs from; absolute, ``~`` and empty paths unchanged."""
+    if not path or path[:1] in "/~":
+        return path
+    base = launch_dir(environ)
+    return base + path if base.endswith("/") else f"{base}/{path}"
