@@ -22,6 +22,13 @@ options:
   _terms:
     description: None; the directory comes from C(gpuhost_report_dir).
     required: false
+  base:
+    description:
+      - The directory a relative path is taken from instead of the one C(ansible-playbook) runs from, for a playbook
+        whose user ran it from elsewhere (C(make -C) runs it from the repository, so C(playbooks/analyze.yml) passes
+        the caller's directory). Empty, the directory C(ansible-playbook) runs from.
+    type: str
+    default: ""
 notes:
   - Resolving here, not in each role, is what makes C(-e gpuhost_report_dir=out/reports) mean the same directory to
     the audit, the benchmark, the gate, the deployment and the playbooks; the relative path is never taken from a
@@ -75,4 +82,4 @@ class LookupModule(LookupBase):
             raise AnsibleError(f"{REPORT_DIR_VARIABLE}: expected a directory path on the controller; found "
                                f"{value!r} ({type(value).__name__}). Give one path, such as reports or "
                                "/var/lib/gpuhost/reports")
-        return [resolve(value or REPORT_DIR_DEFAULT)]
+        return [resolve(value or REPORT_DIR_DEFAULT, kwargs.get("base") or "")]

@@ -27,9 +27,10 @@ def launch_dir(environ: Mapping[str, str] | None = None) -> str:
     return environ.get("PWD") or os.getcwd()
 
 
-def resolve(path: str, environ: Mapping[str, str] | None = None) -> str:
-    """``path`` taken from the directory ansible-playbook runs from; absolute, ``~`` and empty paths unchanged."""
+def resolve(path: str, base: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """``path`` taken from ``base``, by default the directory ansible-playbook runs from; absolute, ``~`` and empty
+    paths unchanged."""
     if not path or path[:1] in "/~":
         return path
-    base = launch_dir(environ)
+    base = base or launch_dir(environ)
     return base + path if base.endswith("/") else f"{base}/{path}"

@@ -28,8 +28,9 @@ PLUGINS = {"report_dir": report_dir, "controller_path": controller_path}
 def lookup(name: str, *terms: str, **variables: object) -> list[str]:
     """The lookup run as Ansible runs it: with the play's variables and a templar over them."""
     loader = DataLoader()
+    options = {key: variables.pop(key) for key in ("base",) if key in variables}
     plugin = PLUGINS[name].LookupModule(loader=loader, templar=Templar(loader=loader, variables=variables))
-    return plugin.run(list(terms), variables=variables)
+    return plugin.run(list(terms), variables=variables, **options)
 
 
 @pytest.mark.parametrize(("path", "resolved"), [
@@ -45,7 +46,7 @@ def test_a_relative_path_is_taken_from_the_launch_directory(launched_from, path,
 
 
 def test_the_root_as_launch_directory_and_no_pwd_at_all(monkeypatch):
-    assert controller_paths.resolve("reports", {"PWD": "/"}) == "/reports"
+    assert controller_paths.resolve("reports", environ={"PWD": "/"}) == "/reports"
     monkeypatch.delenv("PWD")
     monkeypatch.chdir("/tmp")
     assert controller_paths.resolve("reports") == str(Path("/tmp").resolve()) + "/reports"
@@ -64,6 +65,13 @@ def test_the_report_dir_is_the_one_variable_templated_and_resolved(launched_from
         ["/inv/example/../../reports/example"]
 
 
+def test_a_playbook_run_from_elsewhere_names_the_users_directory(launched_from):
+    assert lookup("report_dir", base="/home/support") == ["/home/support/reports"]
+    assert lookup("report_dir", base="/home/support", gpuhost_report_dir="/abs") == ["/abs"]
+    assert lookup("controller_path", "a.json", base="/home/support") == ["/home/support/a.json"]
+    assert lookup("controller_path", base="/home/support") == ["/home/support"]
+
+
 def test_the_report_dir_refuses_terms_and_a_value_that_is_not_a_path(launched_from):
     with pytest.raises(AnsibleError, match="takes no terms"):
         lookup("report_dir", "reports")
@@ -71,9 +79,10 @@ def test_the_report_dir_refuses_terms_and_a_value_that_is_not_a_path(launched_fr
         lookup("report_dir", gpuhost_report_dir=["a", "b"])
 
 
-def test_controller_paths_resolve_each_term(launched_from):
+def test_controller_paths_resolve_each_term_and_without_terms_name_the_launch_directory(launched_from):
     assert lookup("controller_path", "captures/gpu-node-1.json", "/abs", "") == \
         ["/srv/gpu/captures/gpu-node-1.json", "/abs", ""]
+    assert lookup("controller_path") == ["/srv/gpu"]
 
 
 @pytest.mark.parametrize("plugin", [report_dir, controller_path], ids=["report_dir", "controller_path"])
