@@ -52,9 +52,10 @@ _raw:
   sample: ["/srv/gpu/captures/gpu-node-1.json"]
 """
 
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.controller_paths import launch_dir, resolve
+
 from ansible.errors import AnsibleError
 from ansible.plugins.lookup import LookupBase
-from ansible_collections.gpuhost.gpu.plugins.plugin_utils.controller_paths import launch_dir, resolve
 
 
 class LookupModule(LookupBase):

@@ -61,13 +61,14 @@ _raw:
   sample: ["/srv/gpu/reports"]
 """
 
-from ansible.errors import AnsibleError
-from ansible.plugins.lookup import LookupBase
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.controller_paths import (
     REPORT_DIR_DEFAULT,
     REPORT_DIR_VARIABLE,
     resolve,
 )
+
+from ansible.errors import AnsibleError
+from ansible.plugins.lookup import LookupBase
 
 
 class LookupModule(LookupBase):

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible.errors import AnsibleError
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
 from ansible_collections.gpuhost.gpu.plugins.lookup import controller_path, report_dir
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import controller_paths
 
+from ansible.errors import AnsibleError
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
 from tests.paths import ROOT
 
 
