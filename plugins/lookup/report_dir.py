@@ -15,6 +15,9 @@ description:
     the directory C(ansible-playbook) was started from (the shell's C(PWD)), as it would be on the command line,
     whichever role, playbook or module reads it. A path starting with C(/) or C(~) is returned as it is.
   - Takes no terms. The directory need not exist; the tasks that write reports create it.
+  - A variable it replaced (C(gpu_audit_report_dir), C(gpu_bench_report_dir), C(deployment_gate_report_dir),
+    C(sglang_serve_report_dir), C(proxmox_vm_gpu_report_dir), C(proxmox_fix_report_dir), C(gpu_analyze_report_dir))
+    is no longer read; where one is set, a warning says so and names the directory used.
 version_added: "1.1.0"
 author:
   - GPU host audit maintainers (@gpuhost)
@@ -64,11 +67,16 @@ _raw:
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.controller_paths import (
     REPORT_DIR_DEFAULT,
     REPORT_DIR_VARIABLE,
+    RETIRED_REPORT_DIR_VARIABLES,
     resolve,
+    retired_report_dir_message,
 )
 
 from ansible.errors import AnsibleError
 from ansible.plugins.lookup import LookupBase
+from ansible.utils.display import Display
+
+display = Display()
 
 
 class LookupModule(LookupBase):
@@ -83,4 +91,9 @@ class LookupModule(LookupBase):
             raise AnsibleError(f"{REPORT_DIR_VARIABLE}: expected a directory path on the controller; found "
                                f"{value!r} ({type(value).__name__}). Give one path, such as reports or "
                                "/var/lib/gpuhost/reports")
-        return [resolve(value or REPORT_DIR_DEFAULT, kwargs.get("base") or "")]
+        report_dir = resolve(value or REPORT_DIR_DEFAULT, kwargs.get("base") or "")
+        # Ansible shows a warning once however many tasks and hosts repeat it.
+        for name in RETIRED_REPORT_DIR_VARIABLES:
+            if name in (variables or {}):
+                display.warning(retired_report_dir_message(name, report_dir))
+        return [report_dir]

@@ -19,6 +19,22 @@ from collections.abc import Mapping
 REPORT_DIR_VARIABLE = "gpuhost_report_dir"
 # Its value when unset or empty: reports/ under the directory ansible-playbook runs from.
 REPORT_DIR_DEFAULT = "reports"
+# The variables it replaced (one per role or playbook), no longer read: a run that sets one is told so, since its
+# reports would otherwise go somewhere else without a word.
+RETIRED_REPORT_DIR_VARIABLES = (
+    "gpu_audit_report_dir",
+    "gpu_bench_report_dir",
+    "deployment_gate_report_dir",
+    "sglang_serve_report_dir",
+    "proxmox_vm_gpu_report_dir",
+    "proxmox_fix_report_dir",
+    "gpu_analyze_report_dir",
+)
+
+
+def retired_report_dir_message(name: str, report_dir: str) -> str:
+    return (f"{name} is no longer read: the collection's one report directory is {REPORT_DIR_VARIABLE}. The "
+            f"reports of this run go to {report_dir}; set {REPORT_DIR_VARIABLE} instead of {name}.")
 
 
 def launch_dir(environ: Mapping[str, str] | None = None) -> str:

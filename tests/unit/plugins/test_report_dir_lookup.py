@@ -72,6 +72,18 @@ def test_a_playbook_run_from_elsewhere_names_the_users_directory(launched_from):
     assert lookup("controller_path", base="/home/support") == ["/home/support"]
 
 
+def test_a_retired_report_dir_variable_is_warned_about_not_read(launched_from, monkeypatch):
+    warned: list[str] = []
+    monkeypatch.setattr(report_dir.display, "warning", warned.append)
+    assert lookup("report_dir", gpu_audit_report_dir="/old", gpuhost_report_dir="new") == ["/srv/gpu/new"]
+    assert warned == ["gpu_audit_report_dir is no longer read: the collection's one report directory is "
+                      "gpuhost_report_dir. The reports of this run go to /srv/gpu/new; set gpuhost_report_dir "
+                      "instead of gpu_audit_report_dir."]
+    warned.clear()
+    lookup("report_dir")
+    assert warned == []
+
+
 def test_the_report_dir_refuses_terms_and_a_value_that_is_not_a_path(launched_from):
     with pytest.raises(AnsibleError, match="takes no terms"):
         lookup("report_dir", "reports")
