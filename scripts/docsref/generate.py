@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from docsref import findings_page, material_page, modules_page, playbooks_page, roles_page
+from docsref import code_page, findings_page, material_page, modules_page, playbooks_page, roles_page
 from docsref.fragments import merge
 from docsref.markdown import FIX_COMMAND
 from docsref.sources import ModuleDoc, read_module
@@ -51,6 +51,7 @@ def expected_pages(root: Path) -> dict[Path, str]:
     pages[OUT / "playbooks.md"] = playbooks_page.page(root, playbook_files(root))
     pages[OUT / "findings.md"] = findings_page.page(root)
     pages[OUT / "support-material.md"] = material_page.page(root)
+    pages[OUT / "code.md"] = code_page.page(root)
     return pages
 
 
