@@ -80,12 +80,12 @@ notes:
 EXAMPLES = r"""
 - name: Audit a customer's pasted outputs (topo -p2p r, topo -m, nccl-tests log ...) in one directory
   gpuhost.gpu.gpu_material_facts:
-    bundle: "{{ lookup('ansible.builtin.env', 'PWD') }}/tickets/4711/pastes"
+    bundle: "{{ lookup('gpuhost.gpu.controller_path', 'tickets/4711/pastes') }}"
   delegate_to: localhost
 
 - name: The same, as gpu_host_facts spells it
   gpuhost.gpu.gpu_host_facts:
-    bundle: "{{ lookup('ansible.builtin.env', 'PWD') }}/tickets/4711/nvidia-bug-report.log.gz"
+    bundle: "{{ lookup('gpuhost.gpu.controller_path', 'tickets/4711/nvidia-bug-report.log.gz') }}"
   delegate_to: localhost
 """
 
