@@ -92,11 +92,11 @@ def main() -> None:
                 reports = tmp / f"reports-{kind}-{n}"
                 if kind == "analyze":
                     argv = ["ansible-playbook", str(ROOT / "playbooks" / "analyze.yml"),
-                            "-e", json.dumps({"gpu_analyze_inputs": paths, "gpu_analyze_report_dir": str(reports)})]
+                            "-e", json.dumps({"gpu_analyze_inputs": paths, "gpuhost_report_dir": str(reports)})]
                     wall, cpu = timed(argv, analyze_env)
                 else:
                     argv = ["ansible-playbook", "-i", str(inventory), str(ROOT / "playbooks" / "audit.yml"),
-                            "-e", f"gpu_audit_report_dir={reports}"]
+                            "-e", f"gpuhost_report_dir={reports}"]
                     wall, cpu = timed(argv, env)
                 walls[kind].append(wall)
                 cpus[kind].append(cpu)

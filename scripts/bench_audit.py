@@ -118,7 +118,7 @@ def fleet(hosts: int, rounds: int, env: dict[str, str], audit_playbook: Path) ->
                 reports = tmp / f"reports-{n}"
                 timing = tmp / f"timing-{kind}-{n}.json"
                 argv = ["ansible-playbook", "-i", str(inventory), str(playbooks[kind]),
-                        "-e", f"gpu_audit_report_dir={reports}"]
+                        "-e", f"gpuhost_report_dir={reports}"]
                 walls[kind].append(run(argv, dict(env, BENCH_AUDIT_TIMING=str(timing))))
                 if kind != "audit":
                     continue

@@ -41,7 +41,7 @@ def timed(command: list[str]) -> float:
 
 
 def outside(reports: str) -> list[str]:
-    return [str(BIN / "ansible-playbook"), str(PLAYBOOK), "-i", str(INVENTORY), "-e", f"gpu_audit_report_dir={reports}"]
+    return [str(BIN / "ansible-playbook"), str(PLAYBOOK), "-i", str(INVENTORY), "-e", f"gpuhost_report_dir={reports}"]
 
 
 def inside(image: str, reports: str, work: str) -> list[str]:
@@ -49,7 +49,7 @@ def inside(image: str, reports: str, work: str) -> list[str]:
             "--execution-environment-image", image, "--mode", "stdout", "--container-engine", "podman",
             "--pull-policy", "never", "--playbook-artifact-enable", "false", "--log-file", f"{work}/navigator.log",
             "--ansible-runner-artifact-dir", f"{work}/runner",
-            "--execution-environment-volume-mounts", f"{reports}:{reports}", "-e", f"gpu_audit_report_dir={reports}"]
+            "--execution-environment-volume-mounts", f"{reports}:{reports}", "-e", f"gpuhost_report_dir={reports}"]
 
 
 def main() -> int:

@@ -36,7 +36,7 @@ options:
       - The gencode targets the build really compiles, for an extension that ignores O(archs) and hard-codes its
         own; counted instead of O(archs). sgl-kernel compiles C(sm_80), C(sm_89), C(sm_90), C(sm_90a), C(sm_100a)
         and C(sm_120a) with CUDA 12.8 on x86_64, whatever C(TORCH_CUDA_ARCH_LIST) says
-        (C(plugins/module_utils/serving/sgl_kernel_build.py) C(gencode_targets), from its C(CMakeLists.txt)).
+        (from its C(CMakeLists.txt); the stack profiles list them as C(gencode_targets)).
     type: list
     elements: str
   mem_per_thread_gib:

@@ -476,7 +476,7 @@ def main() -> None:
     try:
         planned.commit(module.check_mode, create_dirs=True)
     except ReportFileError as exc:
-        module.fail_json(msg=f"cannot write the reports under {dest}: {exc}; set gpu_audit_report_dir to a "
+        module.fail_json(msg=f"cannot write the reports under {dest}: {exc}; set gpuhost_report_dir to a "
                              "writable directory", changed=bool(exc.written), written=sorted(exc.written))
     reports = {host: {"json": os.path.join(dest, f"{host}.json"), "markdown": os.path.join(dest, f"{host}.md")}
                for host in hosts}

@@ -23,7 +23,7 @@ extends_documentation_fragment:
   - gpuhost.gpu.attributes
 options:
   dirs:
-    description: The report directories to merge (each a C(gpu_audit_report_dir) of a run); each must exist.
+    description: The report directories to merge (each a C(gpuhost_report_dir) of a run); each must exist.
     type: list
     elements: path
     required: true
@@ -92,7 +92,7 @@ def main() -> None:
     if not dirs or missing:
         module.fail_json(msg="gpu_fleet_merge: expected existing report directories in dirs; "
                              + (f"not a directory: {', '.join(missing)}" if missing else "found none")
-                             + ". Give the gpu_audit_report_dir of each run (mounted into the execution environment "
+                             + ". Give the gpuhost_report_dir of each run (mounted into the execution environment "
                              "under AWX)")
     fleet = os.path.join(module.params["dest"] or dirs[0], "fleet.md")
     try:

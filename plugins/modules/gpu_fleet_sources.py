@@ -45,7 +45,7 @@ notes:
 EXAMPLES = r"""
 - name: Record where each row of fleet.md comes from
   gpuhost.gpu.gpu_fleet_sources:
-    dest: "{{ gpu_audit_report_dir }}"
+    dest: "{{ lookup('gpuhost.gpu.report_dir') }}"
     sources: "{{ gpu_audit_reports.fleet }}"
     hosts: "{{ ansible_play_hosts_all }}"
   run_once: true
@@ -85,7 +85,7 @@ def main() -> None:
         diffs = planned.diff() if module._diff else []
         changed = planned.commit(module.check_mode, create_dirs=True)
     except ReportFileError as exc:
-        module.fail_json(msg=f"gpu_fleet_sources: {exc}; set gpu_audit_report_dir to a writable directory",
+        module.fail_json(msg=f"gpu_fleet_sources: {exc}; set gpuhost_report_dir to a writable directory",
                          changed=bool(exc.written), written=sorted(exc.written))
     result = {"changed": bool(changed), "written": sorted(changed)}
     if diffs:

@@ -130,11 +130,11 @@ EXAMPLES = r"""
   register: audit
 
 # In a playbook a relative path is taken from the playbook's directory (where the module runs), not from the
-# directory ansible-playbook was started in: build the path from that one (ad hoc, `ansible localhost -m
+# directory ansible-playbook was started in: resolve it against that one (ad hoc, `ansible localhost -m
 # gpu_host_facts -a capture=captures/gpu-node-1.json` runs in it already).
 - name: Replay a capture taken on another host
   gpuhost.gpu.gpu_host_facts:
-    capture: "{{ lookup('ansible.builtin.env', 'PWD') }}/captures/gpu-node-1.json"
+    capture: "{{ lookup('gpuhost.gpu.controller_path', 'captures/gpu-node-1.json') }}"
   delegate_to: localhost
 
 - name: Judge P2P for a TP4 group on the first four GPUs only

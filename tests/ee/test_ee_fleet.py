@@ -88,7 +88,7 @@ def navigator(image: str, work: Path, playbook: str, *args: str, inventory: str 
                "--execution-environment-volume-mounts", f"{reports}:{reports}",
                "--set-environment-variable", "ANSIBLE_STDOUT_CALLBACK=ansible.posix.json",
                "--set-environment-variable", "ANSIBLE_NOCOLOR=1",
-               "-e", f"gpu_audit_report_dir={reports}", *args]
+               "-e", f"gpuhost_report_dir={reports}", *args]
     run = subprocess.run(command, cwd=cwd, env=env(), capture_output=True, text=True, timeout=900)
     text = ANSI.sub("", RUNNER_EVENT.sub("", run.stdout)).replace("\r", "")
     assert run.returncode == 0, f"ansible-navigator failed:\n{text[-6000:]}\n{run.stderr[-3000:]}"

@@ -62,7 +62,7 @@ def test_three_kinds_of_input_give_three_reports(tmp_path: Path) -> None:
 def test_an_input_that_cannot_be_read_fails_the_play_after_the_others_reports(tmp_path: Path) -> None:
     shutil.copy(CAPTURES / "baremetal-8xH100-SXM.json", tmp_path / "node.json")
     run = analyze(tmp_path, "-e", json.dumps({"gpu_analyze_inputs": ["node.json", "nothing-here"],
-                                              "gpu_analyze_report_dir": "out"}))
+                                              "gpuhost_report_dir": "out"}))
     assert run.returncode != 0
     assert (tmp_path / "out" / "node.analysis.json").is_file()
     printed = " ".join(run.stdout.split())  # the callback wraps long lines

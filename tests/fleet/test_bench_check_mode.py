@@ -66,7 +66,7 @@ def bench(tmp: Path, *extra: str) -> tuple[dict[str, Any], dict[str, Path]]:
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
            "ANSIBLE_NOCOLOR": "1"}
     run = subprocess.run([ansible_playbook(), str(playbook(tmp)), "-i", str(inventory(tmp, pythons)),
-                          "-e", f"gpu_bench_report_dir={tmp / 'reports'}", *extra],
+                          "-e", f"gpuhost_report_dir={tmp / 'reports'}", *extra],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, f"{run.stdout[-6000:]}\n{run.stderr[-3000:]}"
     return json.loads(run.stdout), markers

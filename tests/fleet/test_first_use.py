@@ -99,7 +99,7 @@ def test_relative_benchmark_logs_are_read_from_the_working_directory(check_run):
 def test_a_relative_capture_and_report_dir_are_taken_from_the_working_directory(tmp_path, no_config):
     cwd = workdir(tmp_path / "work")
     run = playbook(cwd, "playbooks/audit.yml", "-e", "gpu_audit_capture=caps/host.json",
-                   "-e", "gpu_audit_report_dir=out/reports", config=no_config)
+                   "-e", "gpuhost_report_dir=out/reports", config=no_config)
     assert run.returncode == 0, said(run)[-6000:]
     assert f"Report: {cwd}/out/reports/{HOST}.md" in said(run)
     # fleet.d/: where each row of fleet.md comes from, for playbooks/merge_reports.yml.

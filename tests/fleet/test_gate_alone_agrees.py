@@ -25,7 +25,7 @@ def play(playbook: str, reports: Path, *extra: str) -> dict[str, Any]:
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
            "ANSIBLE_NOCOLOR": "1"}
     run = subprocess.run([ansible_playbook(), "-i", str(INVENTORY), str(ROOT / playbook), "--limit", HOST,
-                          "-e", f"gpu_audit_report_dir={reports}", *extra],
+                          "-e", f"gpuhost_report_dir={reports}", *extra],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-2000:]}"
     return json.loads(run.stdout)

@@ -18,7 +18,7 @@ from tests.fleet.test_site_fleet import INVENTORY, ROOT, ansible_playbook
 def gate(reports: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run([ansible_playbook(), "-i", str(INVENTORY), str(ROOT / "playbooks" / "gate.yml"), "--check",
-                           "--limit", "incident-guest", "-e", f"deployment_gate_report_dir={reports}", *extra],
+                           "--limit", "incident-guest", "-e", f"gpuhost_report_dir={reports}", *extra],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 

@@ -51,7 +51,7 @@ def site(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     reports = tmp_path_factory.mktemp("reports")
-    run = site("-i", str(INVENTORY), "--check", "-e", f"gpu_audit_report_dir={reports}")
+    run = site("-i", str(INVENTORY), "--check", "-e", f"gpuhost_report_dir={reports}")
     assert run.returncode == 0, f"site.yml failed on the fleet:\n{run.stdout[-6000:]}\n{run.stderr[-3000:]}"
     return {"output": json.loads(run.stdout), "reports": reports}
 
@@ -66,8 +66,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "verdict": "fit", "virtualization": "bare metal", "gpu_count": 8, "gpu_models": ["NVIDIA H100 80GB HBM3"],
         "p2p": "ok", "worst_finding": None}, "gpus": {"driver_version": "550.127.05"}}))
     os.utime(last, (LAST_REPORT_MTIME, LAST_REPORT_MTIME))
-    args = ("-i", str(INVENTORY), "-i", str(LOST), "-e", f"gpu_audit_report_dir={reports}",
-            "-e", f"deployment_gate_report_dir={reports}")
+    args = ("-i", str(INVENTORY), "-i", str(LOST), "-e", f"gpuhost_report_dir={reports}")
     runs = []
     for _ in range(2):
         run = site(*args)

@@ -53,7 +53,7 @@ def with_last_report(reports: Path) -> Path:
 
 def audit(workdir: Path, reports: Path, hosts: list[str], *args: str) -> dict[str, Any]:
     code, output = playbook("playbooks/audit.yml", workdir, "-i", str(INVENTORY), "-i", str(LOST),
-                            "--limit", ",".join(hosts), "-e", f"gpu_audit_report_dir={reports}", *args)
+                            "--limit", ",".join(hosts), "-e", f"gpuhost_report_dir={reports}", *args)
     # Each run loses its lost host (unreachable, or failed), after the others' reports were written.
     assert code != 0 and set(output["stats"]) == set(hosts)
     return output
@@ -76,7 +76,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     first = audit(workdir, shared, SLICES[0], "-e", "gpu_audit_fleet_keep=true")
     audit(workdir, shared, SLICES[1], "-e", "gpu_audit_fleet_keep=true")
     shared_before_merge = (shared / "fleet.md").read_text()
-    merged_shared = merge(workdir, "-e", f"gpu_audit_report_dir={shared}")
+    merged_shared = merge(workdir, "-e", f"gpuhost_report_dir={shared}")
     # One directory per slice; fleet.md merged into a third.
     own = [base / "slice1", base / "slice2"]
     for reports, hosts in zip(own, SLICES, strict=True):
@@ -158,7 +158,7 @@ def test_the_benchmark_and_the_gate_publish_their_verdicts(tmp_path: Path):
     workdir.mkdir()
     hosts = ["incident-guest", "incident-guest-accepted", "pve-no-clique"]
     code, output = playbook("site.yml", workdir, "--tags", "audit,bench,gate", "--check", "-i", str(INVENTORY),
-                            "--limit", ",".join(hosts), "-e", f"gpu_audit_report_dir={tmp_path / 'reports'}")
+                            "--limit", ",".join(hosts), "-e", f"gpuhost_report_dir={tmp_path / 'reports'}")
     assert code == 0, json.dumps(output)[-3000:]
     stats = output["global_custom_stats"]
     # The benchmark folds the incident's logs into the guests' verdicts; the hypervisor is not benchmarked.
@@ -174,5 +174,5 @@ def test_the_benchmark_and_the_gate_publish_their_verdicts(tmp_path: Path):
     assert not (tmp_path / "reports").exists() and list(workdir.iterdir()) == []
     # Off when asked (a string from -e, as AWX's extra variables may give it): no artifacts.
     code, output = playbook("playbooks/audit.yml", workdir, "--check", "-i", str(INVENTORY), "--limit", hosts[0],
-                            "-e", f"gpu_audit_report_dir={tmp_path / 'reports'}", "-e", "gpu_audit_stats=false")
+                            "-e", f"gpuhost_report_dir={tmp_path / 'reports'}", "-e", "gpu_audit_stats=false")
     assert code == 0 and output["global_custom_stats"] == {}

@@ -30,7 +30,7 @@ def play(tmp: Path, playbook: str, hosts: dict[str, Any], *args: str) -> dict[st
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
            "ANSIBLE_NOCOLOR": "1"}
     run = subprocess.run([ansible_playbook(), str(ROOT / playbook), "-i", str(inventory), "--check",
-                          "-e", f"gpu_audit_report_dir={tmp}", "-e", f"deployment_gate_report_dir={tmp}", *args],
+                          "-e", f"gpuhost_report_dir={tmp}", *args],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, f"{playbook} failed:\n{run.stdout[-6000:]}\n{run.stderr[-3000:]}"
     return {"output": json.loads(run.stdout), "stderr": run.stderr}

@@ -31,8 +31,7 @@ BASIS_WORD = {"measured_all_reduce": "measured", "estimated_from_pair_latency": 
 def playbook(playbook_path: Path, inventory: Path, reports: Path, *args: str) -> None:
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     run = subprocess.run([ansible_playbook(), str(playbook_path), "-i", str(inventory), *args,
-                          "-e", f"gpu_audit_report_dir={reports}", "-e", f"gpu_bench_report_dir={reports}",
-                          "-e", f"deployment_gate_report_dir={reports}"],
+                          "-e", f"gpuhost_report_dir={reports}"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     # The gate fails the hosts it blocks, after every report is written: that is not a failed run here.
     assert run.stdout.count("PLAY RECAP") == 1 and "unreachable=1" not in run.stdout, \

@@ -39,8 +39,7 @@ def walkthrough(tmp: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str
            "PYTHONPATH": os.pathsep.join([str(trap_dir), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     # The README's command; the reports go to this test's directory.
     command = [ansible_playbook(), "-i", str(INVENTORY), str(ROOT / "site.yml"), "--tags", "audit,bench,gate"]
-    run = subprocess.run([*command, "-e", f"gpu_audit_report_dir={reports}",
-                          "-e", f"deployment_gate_report_dir={reports}", *extra],
+    run = subprocess.run([*command, "-e", f"gpuhost_report_dir={reports}", *extra],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     return run, marker
 

@@ -341,7 +341,7 @@ def role_blocking(facts: dict[str, Any], fail_on: str, capsys: pytest.CaptureFix
     with tempfile.TemporaryDirectory() as empty:
         reports = run_module(gpu_audit_report.main, {"dest": dest or empty, "hosts": {"h": facts}}, capsys)
     variables.update({"gpu_audit_fail_on": fail_on, "ansible_facts": {"gpu_host": facts}, "inventory_hostname": "h",
-                      "gpu_audit_report_dir": "reports", "gpu_audit_guest_link": {}, "gpu_audit_reports": reports})
+                      "gpuhost_report_dir": "reports", "gpu_audit_guest_link": {}, "gpu_audit_reports": reports})
     templar = Templar(loader=DataLoader(), variables=variables)
 
     def holds(conditions: Any) -> bool:

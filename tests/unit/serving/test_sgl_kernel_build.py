@@ -1,16 +1,16 @@
-"""The sgl-kernel build as its CMakeLists.txt and pyproject.toml make it (serving/sgl_kernel_build.py): the
-gencode targets it hard-codes in the memory plan, the nvcc thread count through CMake (CMAKE_ARGS), its build
-backend and CMake in the stack, and an offline build that says which FetchContent sources it lacks."""
+"""The sgl-kernel build as its CMakeLists.txt and pyproject.toml make it, checked against the one place each fact
+lives: the gencode targets it hard-codes in the stack profiles that build it (the memory plan counts them), the
+FetchContent list in the cuda_extension role's vars (an offline build says which sources it lacks), the nvcc thread
+count through CMake (CMAKE_ARGS), its build backend and CMake in the stack."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
 from typing import Any
 
 import cuda_build_jobs
 import pytest
 import yaml
-from ansible_collections.gpuhost.gpu.plugins.module_utils.serving import sgl_kernel_build as skb
 from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.build_jobs import Resources
 
 from tests.paths import ROOT
@@ -18,39 +18,50 @@ from tests.unit.modules import run_module
 
 STACKS = sorted((ROOT / "roles" / "serving_stack" / "vars" / "stacks").glob("*.yml"))
 ROLE = ROOT / "roles" / "cuda_extension"
+KERNEL_NAMES = ("sgl-kernel", "sglang-kernel")
 
 
-@pytest.mark.parametrize(("cuda", "machine", "targets"), [
-    ("12.8", "x86_64", ["sm_90", "sm_80", "sm_89", "sm_100a", "sm_120a", "sm_90a"]),
-    ("13.0", "x86_64", ["sm_90", "sm_80", "sm_89", "sm_100a", "sm_120a", "sm_103a", "sm_90a"]),
-    ("12.4", "x86_64", ["sm_90", "sm_80", "sm_89", "sm_90a"]),
-    ("12.8", "aarch64", ["sm_90", "sm_100a", "sm_120a", "sm_101a", "sm_90a"]),
-    ("13.1", "aarch64", ["sm_90", "sm_100a", "sm_120a", "sm_103a", "sm_110a", "sm_121a", "sm_90a"]),
-])
-def test_the_targets_sgl_kernel_hard_codes(cuda, machine, targets):
-    assert skb.gencode_targets(cuda, machine) == targets
+def cmakelists_targets(cuda_version: str, machine: str = "x86_64") -> list[str]:
+    """What sgl-kernel's CMakeLists.txt puts in SGL_KERNEL_CUDA_FLAGS, in its order, whatever TORCH_CUDA_ARCH_LIST
+    says (clear_cuda_arches), in the releases the stacks pin: sm_90 always; sm_80 and sm_89 with ENABLE_BELOW_SM90
+    (on, off on aarch64); sm_100a and sm_120a from CUDA 12.8; sm_103a from 13.0 (with sm_110a and sm_121a on
+    aarch64; sm_101a on aarch64 before 13.0); sm_90a from CUDA 12.4. The expectation the stacks are held to."""
+    major, minor = (int(part) for part in re.match(r"^(\d+)\.(\d+)", cuda_version).groups())
+    cuda, arm = (major, minor), machine in ("aarch64", "arm64")
+    targets = ["sm_90"] + ([] if arm else ["sm_80", "sm_89"])
+    if cuda >= (12, 8):
+        targets += ["sm_100a", "sm_120a"]
+        targets += (["sm_103a"] + (["sm_110a", "sm_121a"] if arm else [])) if cuda >= (13, 0) else \
+            (["sm_101a"] if arm else [])
+    return targets + (["sm_90a"] if cuda >= (12, 4) else [])
 
 
-def test_a_cuda_version_it_cannot_read_is_refused_clearly():
-    with pytest.raises(ValueError, match=r"expected MAJOR\.MINOR"):
-        skb.gencode_targets("twelve")
+def stack_kernels() -> list[tuple[str, str, dict[str, Any]]]:
+    found = []
+    for stack in STACKS:
+        profile = yaml.safe_load(stack.read_text())["serving_stack"]
+        found += [(stack.stem, profile["cuda"], e) for e in profile["extensions"] if e["name"] in KERNEL_NAMES]
+    return found
 
 
-def test_the_thread_count_goes_to_cmake_and_a_users_own_is_kept():
-    assert skb.cmake_args(2) == "-DSGL_KERNEL_COMPILE_THREADS=2"
-    assert skb.cmake_args(2, "-DFOO=1") == "-DFOO=1 -DSGL_KERNEL_COMPILE_THREADS=2"
-    assert skb.cmake_args(2, "-DSGL_KERNEL_COMPILE_THREADS=8") == "-DSGL_KERNEL_COMPILE_THREADS=8"
+def role_vars() -> dict[str, Any]:
+    return yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
 
 
-def test_offline_sources_all_or_a_clear_list_of_what_is_missing():
-    every = {name: f"/src/{name}" for name, _repo in skb.FETCHCONTENT}
-    args, missing = skb.fetchcontent_args(every)
-    assert missing == [] and args[-1] == "-DFETCHCONTENT_FULLY_DISCONNECTED=ON"
-    assert "-DFETCHCONTENT_SOURCE_DIR_REPO-CUTLASS=/src/repo-cutlass" in args
-    assert skb.offline_problem(every) is None
-    problem = skb.offline_problem({"repo-cutlass": "/src/cutlass"})
-    assert "repo-flashinfer (https://github.com/flashinfer-ai/flashinfer.git)" in problem
-    assert "repo-cutlass" not in problem.split(":", 1)[1]
+def test_some_stack_builds_sgl_kernel():
+    assert stack_kernels(), "no stack profile builds sgl-kernel: the checks below would check nothing"
+
+
+@pytest.mark.parametrize("stack", STACKS, ids=[s.stem for s in STACKS])
+def test_the_stacks_build_sgl_kernel_with_its_backend_and_its_real_targets(stack):
+    profile = yaml.safe_load(stack.read_text())["serving_stack"]
+    kernels = [e for e in profile["extensions"] if e["name"] in KERNEL_NAMES]
+    for entry in kernels:
+        # The stacks are x86_64 builds.
+        assert entry["gencode_targets"] == cmakelists_targets(profile["cuda"])
+    if kernels:
+        names = {p.split(">")[0].split("=")[0] for p in profile["packages"]}
+        assert {"scikit-build-core", "cmake"} <= names
 
 
 # --------------------------------------------------------------------------------------------------
@@ -58,49 +69,67 @@ def test_offline_sources_all_or_a_clear_list_of_what_is_missing():
 
 
 def test_the_memory_plan_counts_the_hard_coded_targets(monkeypatch, capsys):
+    _stack, _cuda, kernel = stack_kernels()[0]
     monkeypatch.setattr(cuda_build_jobs, "read_resources", lambda: Resources(64, 256.0, 240.0, ()))
     archs_only = run_module(cuda_build_jobs.main, {"archs": ["12.0"], "mem_per_thread_gib": 4}, capsys)
     real = run_module(cuda_build_jobs.main, {"archs": ["12.0"], "mem_per_thread_gib": 4,
-                                             "targets": skb.gencode_targets("12.8")}, capsys)
+                                             "targets": kernel["gencode_targets"]}, capsys)
     assert archs_only["nvcc_threads"] == 1
     assert real["inputs"]["targets"] == 6 and real["nvcc_threads"] == 4
     assert real["plan"]["gib_per_job"] == 16.0 and real["max_jobs"] < archs_only["max_jobs"]
 
 
-@pytest.mark.parametrize("stack", STACKS, ids=[s.stem for s in STACKS])
-def test_the_stacks_build_sgl_kernel_with_its_backend_and_its_real_targets(stack):
-    profile = yaml.safe_load(stack.read_text())["serving_stack"]
-    kernels = [e for e in profile["extensions"] if e["name"] in ("sgl-kernel", "sglang-kernel")]
-    for entry in kernels:
-        assert entry["gencode_targets"] == skb.gencode_targets(profile["cuda"])
-    if kernels:
-        names = {p.split(">")[0].split("=")[0] for p in profile["packages"]}
-        assert {"scikit-build-core", "cmake"} <= names
+# --------------------------------------------------------------------------------------------------
+# The FetchContent list: what sgl-kernel's CMakeLists.txt clones from GitHub when CMake configures
 
 
-def test_the_roles_fetchcontent_list_is_sgl_kernels():
-    role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
-    assert [(e["name"], e["repository"]) for e in role_vars["__cuda_extension_sgl_kernel_fetchcontent"]] == \
-        list(skb.FETCHCONTENT)
+def test_the_roles_fetchcontent_list_names_each_repository_once():
+    entries = role_vars()["__cuda_extension_sgl_kernel_fetchcontent"]
+    names = [e["name"] for e in entries]
+    assert len(names) == len(set(names)) and all(re.fullmatch(r"repo-[a-z0-9-]+", n) for n in names)
+    assert all(e["repository"].startswith("https://github.com/") for e in entries)
+    # The ones a build cannot go without, in CMakeLists.txt's FetchContent_Declare names.
+    assert {"repo-cutlass", "repo-deepgemm", "repo-flashinfer", "repo-flash-attention"} <= set(names)
+
+
+def offline_missing(name: str, sources: dict[str, str]) -> list[str]:
+    """The role's offline check (tasks/main.yml), its vars as Ansible renders them: the FetchContent names missing."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    task = next(t for t in tasks if str(t.get("name", "")).startswith("Check that an offline sgl-kernel build"))
+    return render("{{ __cuda_extension_fetchcontent_missing }}", cuda_extension_name=name,
+                  cuda_extension_cmake_sources=sources, **task["vars"])
+
+
+def test_an_offline_build_names_every_source_it_lacks():
+    every = {e["name"]: f"/src/{e['name']}" for e in role_vars()["__cuda_extension_sgl_kernel_fetchcontent"]}
+    assert offline_missing("sgl-kernel", every) == []
+    missing = offline_missing("sgl-kernel", {"repo-cutlass": "/src/cutlass"})
+    assert "repo-flashinfer" in missing and "repo-cutlass" not in missing
+    assert len(missing) == len(every) - 1
+    # Online (no sources given) and another extension: nothing to check.
+    assert offline_missing("sgl-kernel", {}) == [] and offline_missing("flash-attn", {"x": "/y"}) == []
 
 
 # --------------------------------------------------------------------------------------------------
 # The role's build environment, rendered as Ansible renders it
 
 
-def build_env(name: str, **overrides: Any) -> dict[str, str]:
+def render(template: str, **overrides: Any) -> Any:
+    """``template`` over the role's defaults and vars, as Ansible renders them."""
     from ansible.parsing.dataloader import DataLoader
     from ansible.template import Templar, trust_as_template
 
-    def trusted(path: Path) -> dict[str, Any]:
-        loaded = yaml.safe_load(path.read_text())
+    def trusted(loaded: dict[str, Any]) -> dict[str, Any]:
         return {k: trust_as_template(v) if isinstance(v, str) else v for k, v in loaded.items()}
 
-    variables = {**trusted(ROLE / "defaults" / "main.yml"), **trusted(ROLE / "vars" / "main.yml"),
-                 "cuda_extension_name": name, "cuda_extension_venv": "/venv", "cuda_extension_pip_env": {},
-                 "__cuda_extension_jobs": {"max_jobs": 3, "nvcc_threads": 2}, **overrides}
-    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(
-        "{{ __cuda_extension_build_env }}"))
+    variables = {**trusted(yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())), **trusted(role_vars()),
+                 "cuda_extension_venv": "/venv", "cuda_extension_pip_env": {},
+                 "__cuda_extension_jobs": {"max_jobs": 3, "nvcc_threads": 2}, **trusted(overrides)}
+    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(template))
+
+
+def build_env(name: str, **overrides: Any) -> dict[str, str]:
+    return render("{{ __cuda_extension_build_env }}", cuda_extension_name=name, **overrides)
 
 
 def test_sgl_kernel_gets_its_thread_count_as_a_cmake_variable():

@@ -50,6 +50,7 @@ def collection_names() -> set[str]:
     names = {p.stem for p in (ROOT / "plugins" / "modules").glob("*.py")}
     names |= {p.name for p in (ROOT / "roles").iterdir() if p.is_dir()}
     names |= {p.stem for p in (ROOT / "playbooks").glob("*.yml")}
+    names |= {p.stem for p in (ROOT / "plugins" / "lookup").glob("*.py")}
     for plugin in (ROOT / "plugins" / "filter").glob("*.py"):
         names |= set(load_source(plugin, f"doc_links_filter_{plugin.stem}").FilterModule().filters())
     return names

@@ -55,6 +55,12 @@ def test_only_the_roles_asked_for_are_checked_and_the_longest_prefix_owns_a_name
         "a variable of role deployment_gate", "a variable of role gpu_audit", "a variable of role sglang_serve"]
 
 
+def test_the_collection_wide_report_directory_is_checked_as_a_shared_variable(capsys):
+    result = check(capsys, ["gpuhost_report_dri", "gpuhost_report_dir"], roles=["gpu_audit"], shared=["gpuhost_"])
+    assert messages(result) == [
+        "gpuhost_report_dri is not one of the shared gpuhost_* variables; did you mean gpuhost_report_dir?"]
+
+
 def test_variables_of_the_playbooks_and_results_of_the_roles_are_known(capsys):
     # gpu_audit_hosts is the audit playbook's; gpu_audit_result and deployment_gate_result are set by the roles.
     names = ["gpu_audit_hosts", "gpu_audit_result", "gpu_audit_reports", "deployment_gate_result"]
@@ -81,7 +87,7 @@ def test_the_shipped_inventories_raise_no_warning(capsys):
              *sorted((ROOT / "inventories").rglob("*.yml"))]
     names = sorted(set().union(*(inventory_names(p) for p in paths)))
     assert "deploy_model" in names
-    assert check(capsys, names, shared=["deploy_"])["unknown"] == []
+    assert check(capsys, names, shared=["deploy_", "gpuhost_"])["unknown"] == []
 
 
 def test_a_roles_dir_that_is_not_one_fails_with_what_to_pass(capsys, tmp_path):
