@@ -34,7 +34,8 @@ def _text() -> str:
 
 
 def _section(text: str, heading: str) -> str:
-    match = re.search(rf"^{re.escape(heading)}\n(.*?)(?=^#{{1,{heading.count('#')}}} |\Z)", text, re.MULTILINE | re.DOTALL)
+    level = heading.count("#")
+    match = re.search(rf"^{re.escape(heading)}\n(.*?)(?=^#{{1,{level}}} |\Z)", text, re.MULTILINE | re.DOTALL)
     assert match, f"docs/development.md has no section {heading!r}"
     return match.group(1)
 
