@@ -12,36 +12,11 @@ check mode.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fleet.test_site_fleet import FLEET, INVENTORY, ROOT, ansible_playbook, task_results
-
-TRAP = '''import os
-with open(os.environ["GPUHOST_TORCH_TRAP"], "a") as marker:
-    marker.write(str(os.getpid()) + "\\n")
-raise ImportError("this torch only records that a live workload started")
-'''
-
-
-def walkthrough(tmp: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
-    trap_dir, marker = tmp / "trap", tmp / "torch-imported"
-    (trap_dir / "torch").mkdir(parents=True)
-    (trap_dir / "torch" / "__init__.py").write_text(TRAP)
-    reports = tmp / "reports"
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-           "ANSIBLE_NOCOLOR": "1", "GPUHOST_TORCH_TRAP": str(marker),
-           "PYTHONPATH": os.pathsep.join([str(trap_dir), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    # The README's command; the reports go to this test's directory.
-    command = [ansible_playbook(), "-i", str(INVENTORY), str(ROOT / "site.yml"), "--tags", "audit,bench,gate"]
-    run = subprocess.run([*command, "-e", f"gpuhost_report_dir={reports}", *extra],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    return run, marker
+from tests.fleet.test_site_fleet import FLEET, task_results
 
 
 def judged(output: dict[str, Any]) -> dict[str, Any]:
@@ -66,13 +41,10 @@ def failed_tasks(output: dict[str, Any]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    real, real_marker = walkthrough(tmp_path_factory.mktemp("real"))
-    check, _ = walkthrough(tmp_path_factory.mktemp("check"), "--check")
-    for name, run in (("without --check", real), ("--check", check)):
-        assert run.stdout.startswith("{"), f"site.yml {name}:\n{run.stdout[-6000:]}\n{run.stderr[-3000:]}"
-    return {"real": json.loads(real.stdout), "real_rc": real.returncode, "check": json.loads(check.stdout),
-            "torch_imported": real_marker.exists()}
+def runs(site_live: dict[str, Any], site_check: dict[str, Any]) -> dict[str, Any]:
+    """The walkthrough's two runs (tests/fleet/conftest.py)."""
+    return {"real": site_live["output"], "real_rc": site_live["rc"], "check": site_check["output"],
+            "torch_imported": site_live["torch_imported"]}
 
 
 @pytest.mark.slow
