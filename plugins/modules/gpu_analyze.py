@@ -174,7 +174,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.bundle_section i
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import SubsetError, audit, resolve_subsets
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.gunzip import MIB
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError, ReplaySource
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import CommModelError, check_profile
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.from_logs import nccl_from_log, probe_from_log
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.analysis_reports import (
     ANALYSIS_SUFFIX,
@@ -193,6 +192,8 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.files.support_material
     resolve,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import ReportFileError, plan_files
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.ceiling import check_model
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import verdict_line
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import DEFAULT_MIN_BAR1_MIB, RuleOptions
 
@@ -285,10 +286,10 @@ def main() -> None:
                                  "for the default")
     try:
         if params["model_profile"]:
-            check_profile(params["model_profile"])
+            check_model(params["model_profile"])
         dest = resolve(params["dest"], params["base_dir"])
         rows, facts, bench, not_read = analyse_all(params, dest, module.warn)
-    except (CommModelError, SubsetError) as exc:
+    except (ModelError, SubsetError) as exc:
         module.fail_json(msg=str(exc))
     hosts = merged_facts(facts, bench)
     try:

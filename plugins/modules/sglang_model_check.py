@@ -96,7 +96,7 @@ problems:
   elements: str
 collectives:
   description:
-    - The all-reduces per decode step at O(tensor_parallel_size), from C(config.json) (bench/model_config.py
+    - The all-reduces per decode step at O(tensor_parallel_size), from C(config.json) (model/config_json.py
       collectives_per_step) - C(status) C(modelled) with C(allreduces_per_step), C(allreduce_bytes), C(layers),
       C(hidden_size), C(mtp_layers) and C(source); or C(not_modelled) with C(reason) for an architecture or
       setting not modelled.
@@ -114,10 +114,10 @@ import os
 import pwd
 import traceback
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_config import (
-    ModelConfigError,
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.config_json import (
     collectives_per_step,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.model_dir import (
     Listing,
     judge,
@@ -187,7 +187,7 @@ def collectives(listing: Listing, tensor_parallel_size: int | None) -> dict | No
         return None
     try:
         return collectives_per_step(listing.config, tensor_parallel_size)
-    except ModelConfigError as exc:
+    except ModelError as exc:
         return {"status": "not_modelled", "reason": str(exc), "allreduces_per_step": None}
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import format_rate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.ceiling import format_rate
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.prometheus import textfile
 
 from tests.fleet.test_site_fleet import INVENTORY, ROOT, ansible_playbook

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_figure import add_comm_floor
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import CommModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.host_ceiling import add_communication_ceiling
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.nccl_judge import BenchInputError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.nccl_runner import BenchFailure, BenchSkipped, run_bench
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.p2p_runner import ProbeFailure, ProbeSkipped, run_probe
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
 
 
 def _failed(message: str) -> dict[str, Any]:
@@ -30,8 +30,8 @@ def nccl_from_log(path: str, gpu_names: list[str] | None = None, model_profile: 
     try:
         result = run_bench({"log": path, "gpu_names": gpu_names or None}, warn=warn, check_mode=True)
         if model_profile is not None:
-            add_comm_floor(result, model_profile, concurrency, probe)
-    except (BenchFailure, BenchSkipped, BenchInputError, CommModelError) as exc:
+            add_communication_ceiling(result, model_profile, concurrency, probe)
+    except (BenchFailure, BenchSkipped, BenchInputError, ModelError) as exc:
         return _failed(str(exc))
     return {"changed": False, **result}
 

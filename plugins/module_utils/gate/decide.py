@@ -53,8 +53,8 @@ from typing import Any
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.p2p_proof import read_probe
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import text
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import versions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.ceiling import ceiling_basis, communication_ceiling
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.choose_gpus import choose_group
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.comm_ceiling import ceiling_basis, comm_ceiling
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.decision import Decision
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import (
     Host,
@@ -78,7 +78,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.launch import (
     pcie_ipc_plan,
     wants_p2p_check,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.model_collectives import apply_collectives
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.model_shape import apply_collectives
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.p2p_cache import p2p_cache
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.triage import triage_findings
 
@@ -142,7 +142,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
     pcie_ipc = pcie_ipc_plan(out, host, group, p2p, env, version, pcie_ipc_all_reduce is True)
     all_reduce = all_reduce_path(out, host, group, p2p, args, version, env)
     path = (all_reduce or {}).get("path")
-    ceiling, floor = comm_ceiling(out, bench_data, profile, group, probe)
+    ceiling, floor = communication_ceiling(out, bench_data, profile, group, probe)
     verdict = "block" if out.reasons else "pass"
     launch = {
         "tensor_parallel_size": len(group) if group else None,

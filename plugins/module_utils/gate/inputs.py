@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profiles import MODEL_PROFILES
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import versions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.known import KNOWN_MODELS
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.known_names import closest, unknown_keys
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.p2p_evidence import p2p_evidence
 from ansible_collections.gpuhost.gpu.plugins.module_utils.values import as_dict, as_int, as_list, as_number, as_text
@@ -31,7 +31,7 @@ MODEL_KEYS = frozenset({
     "num_attention_heads", "min_compute_capability", "min_driver", "min_cuda", "comm_profile", "layers",
     "hidden_size", "allreduces_per_layer", "dtype_bytes",
 })
-# The keys of a comm_profile mapping, as the communication model reads them (bench/comm_model.py).
+# The keys of a comm_profile mapping, as the communication model reads them (model/ceiling.py).
 COMM_PROFILE_KEYS = frozenset({"name", "layers", "allreduces_per_layer", "hidden_size", "dtype_bytes",
                                "tensor_parallel_size", "notes", "extra_allreduces"})
 
@@ -248,12 +248,12 @@ def read_profile(model: Any, label: str = "model") -> tuple[Profile, list[str]]:
 
 def _comm_profile_problems(value: Any, label: str) -> list[str]:
     """What is wrong with comm_profile: read as absent, a misspelled one would drop the ceiling without a word."""
-    if value is None or (isinstance(value, str) and value.strip().lower() in MODEL_PROFILES):
+    if value is None or (isinstance(value, str) and value.strip().lower() in KNOWN_MODELS):
         return []
     if isinstance(value, dict):
         return unknown_keys(value, COMM_PROFILE_KEYS, f"{label}.comm_profile")
-    shipped = ", ".join(sorted(MODEL_PROFILES))
-    suggestion = closest(value.strip().lower(), MODEL_PROFILES) if isinstance(value, str) else None
+    shipped = ", ".join(sorted(KNOWN_MODELS))
+    suggestion = closest(value.strip().lower(), KNOWN_MODELS) if isinstance(value, str) else None
     return [f"{label}.comm_profile: expected a shipped profile ({shipped}) or a mapping (name, layers, hidden_size, "
             f"allreduces_per_layer, dtype_bytes); found {value!r}"
             + (f"; did you mean {suggestion}?" if suggestion else "")]
@@ -269,8 +269,8 @@ def _comm_fields(model: dict[str, Any], profile: Profile) -> dict[str, Any]:
         source = "the model profile's comm_profile"
     else:
         for candidate in (key, profile.family, profile.name):
-            if isinstance(candidate, str) and candidate.strip().lower() in MODEL_PROFILES:
-                base = dict(MODEL_PROFILES[candidate.strip().lower()])
+            if isinstance(candidate, str) and candidate.strip().lower() in KNOWN_MODELS:
+                base = dict(KNOWN_MODELS[candidate.strip().lower()])
                 source = f"the shipped profile {candidate.strip().lower()}"
                 break
     inline = [name for name in ("layers", "hidden_size", "allreduces_per_layer", "dtype_bytes")

@@ -233,7 +233,7 @@ def _allreduce(families: dict[str, Family], floor: dict[str, Any]) -> None:
         return
     families["gpuhost_allreduce_latency_seconds"].add(latency / 1e6, {"source": source})
     families["gpuhost_allreduce_message_bytes"].add(size)
-    # The figure every report shows (bench/comm_figure.py), its basis as the reports name it.
+    # The figure every report shows (bench/host_ceiling.py), its basis as the reports name it.
     rate = _number(single.get("max_tokens_per_s_single_stream"))
     if rate and rate > 0:
         families["gpuhost_comm_ceiling_tokens_per_second"].add(rate, {"basis": source})

@@ -38,7 +38,7 @@ class Listing:
     # Weight names that are no regular file (a FIFO, a socket, a device): never opened, since
     # opening a FIFO waits for a writer for ever.
     not_regular: list[str] = field(default_factory=list)
-    # The model's config.json (bench/model_config.py counts collectives from it); None when absent or not
+    # The model's config.json (model/config_json.py counts collectives from it); None when absent or not
     # a JSON object, with why in config_problem.
     config: dict[str, Any] | None = None
     config_problem: str | None = None

@@ -24,7 +24,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.findings import catalo
 from ansible_collections.gpuhost.gpu.plugins.module_utils.values import as_dict
 
 # Keys a communication floor may describe its origin with, first found wins; ``basis`` names its kind
-# (``measured_all_reduce`` or ``estimated_from_pair_latency``, bench/comm_model.py).
+# (``measured_all_reduce`` or ``estimated_from_pair_latency``, model/ceiling.py).
 FLOOR_SOURCE_KEYS = ("source", "floor_source", "latency_source")
 
 
@@ -34,7 +34,7 @@ def _positive(value: Any) -> float | None:
     return float(value)
 
 
-def comm_floor(gate: Any) -> dict[str, Any]:
+def measured_ceiling(gate: Any) -> dict[str, Any]:
     """The per-token communication floor the gate priced, in us, with its source; nulls where it has none."""
     launch = as_dict(as_dict(gate).get("launch"))
     floor = launch.get("comm_floor")
@@ -78,7 +78,7 @@ def breakdown(measurement: dict[str, Any], gate: Any) -> dict[str, Any]:
     single = as_dict(measurement.get("single_stream"))
     rate = _positive(single.get("decode_tok_s"))
     measured_ms = 1000 / rate if rate else None
-    floor = comm_floor(gate)
+    floor = measured_ceiling(gate)
     floor_ms = floor["us_per_token"] / 1000 if floor["us_per_token"] else None
     share = min(1.0, floor_ms / measured_ms) if floor_ms and measured_ms else None
     ref = reference(gate)

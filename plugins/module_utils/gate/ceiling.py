@@ -1,6 +1,6 @@
 """The communication ceiling: the most tokens per second a single stream reaches, given all-reduce latency.
 
-The figure for the chosen GPUs and the model comes from bench/comm_figure.py, the one place that decides
+The figure for the chosen GPUs and the model comes from bench/host_ceiling.py, the one place that decides
 what prices the all-reduce (a measured all-reduce over the serving rank count, else an estimate from the
 probe's per-pair copy latency, never a transfer test read as an all-reduce), so that the benchmark's
 report and the gate show the same figure for the same model and tensor-parallel size.
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_figure import communication_figure
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profile import CommModelError, load_profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.host_ceiling import host_ceiling
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.decision import Decision
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import Gpu, Profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import load_model
 from ansible_collections.gpuhost.gpu.plugins.module_utils.values import as_number
 
 
@@ -27,16 +28,16 @@ def _counted_from(profile: Profile, floor: dict[str, Any]) -> dict[str, Any]:
     return floor
 
 
-def comm_ceiling(out: Decision, bench: dict[str, Any], profile: Profile, group: tuple[Gpu, ...] | None,
+def communication_ceiling(out: Decision, bench: dict[str, Any], profile: Profile, group: tuple[Gpu, ...] | None,
                  probe: Any = None) -> tuple[float | None, dict[str, Any] | None]:
     if not group or len(group) == 1:
         return None, None
     floor = None
     if profile.comm:
         try:
-            floor, notes = communication_figure(bench, probe, load_profile(
+            floor, notes = host_ceiling(bench, probe, load_model(
                 {**profile.comm, "tensor_parallel_size": len(group)}), {g.index for g in group})
-        except CommModelError as exc:
+        except ModelError as exc:
             out.notes.append(f"No communication ceiling: {exc}")
             return None, None
         out.notes.extend(notes)

@@ -1,6 +1,6 @@
 """Model profiles shipped with the audit, for the communication floor (comm_model).
 
-Each entry is plain data in the shape ``model_profile.load_profile`` reads, so users can add their own
+Each entry is plain data in the shape ``model_profile.load_model`` reads, so users can add their own
 profiles as variables in the same shape. Where a figure comes from is said next to it; what could not
 be checked against the model's own files is said too.
 """
@@ -9,15 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_config import collectives_per_step, disagreements
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profile import (
-    CommModelError,
-    ModelProfile,
-    load_profile,
-)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.config_json import collectives_per_step, disagreements
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import Model, load_model
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.known_names import closest
 
-MODEL_PROFILES: dict[str, dict[str, Any]] = {
+KNOWN_MODELS: dict[str, dict[str, Any]] = {
     # GLM-5 (zai-org/GLM-5; GLM-5-NVFP4 is the same architecture with 4-bit weights), the model of the
     # incident. Layers and hidden size: NVIDIA's Megatron Bridge notes for GLM-5 ("GlmMoeDsaForCausalLM
     # architecture with 78 transformer layers", docs.nvidia.com/nemo/megatron-bridge/.../models/glm/glm5.html)
@@ -60,18 +57,18 @@ MODEL_PROFILES: dict[str, dict[str, Any]] = {
 def check_against_config(key: str, config: Any) -> list[str]:
     """Where the shipped profile ``key`` and the model's config.json disagree (empty when they agree, or
     when the config's architecture is not modelled)."""
-    shipped = get_profile(key)
+    shipped = known_model(key)
     counted = collectives_per_step(config, shipped.tensor_parallel_size)
-    return disagreements(MODEL_PROFILES[key.strip().lower()], counted)
+    return disagreements(KNOWN_MODELS[key.strip().lower()], counted)
 
 
-def get_profile(name: str) -> ModelProfile:
+def known_model(name: str) -> Model:
     """A shipped profile by its key (``glm-5``, ``llama-3-70b``), checked like a user's one."""
     key = name.strip().lower() if isinstance(name, str) else name
-    if key not in MODEL_PROFILES:
-        suggestion = closest(key, MODEL_PROFILES) if isinstance(key, str) else None
+    if key not in KNOWN_MODELS:
+        suggestion = closest(key, KNOWN_MODELS) if isinstance(key, str) else None
         hint = f"; did you mean {suggestion}?" if suggestion else "."
-        raise CommModelError(f"model profile: expected one of {', '.join(sorted(MODEL_PROFILES))}; found {name!r}"
+        raise ModelError(f"model profile: expected one of {', '.join(sorted(KNOWN_MODELS))}; found {name!r}"
                              f"{hint} Pick a shipped profile or pass your own (name, layers, allreduces_per_layer, "
                              "hidden_size, dtype_bytes, tensor_parallel_size)")
-    return load_profile(MODEL_PROFILES[key])
+    return load_model(KNOWN_MODELS[key])

@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+
 # Architecture names (config.json ``architectures``) whose collectives are modelled, and their kind.
 DENSE = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
 MOE = ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "DeepseekV2ForCausalLM",
@@ -40,8 +42,6 @@ SOURCE = ("SGLang's model code under tensor parallelism: one all-reduce after at
           "the MLP or MoE block (down_proj / experts' sum) per layer, one after the vocab-parallel embedding")
 
 
-class ModelConfigError(ValueError):
-    """A config.json that cannot be read for collectives, with what to fix."""
 
 
 def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -55,7 +55,7 @@ def _whole(config: Mapping[str, Any], key: str, default: int | None = None) -> i
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ModelConfigError(f"config.json: expected {key!r} as a whole number of 0 or more; found {value!r}. "
+        raise ModelError(f"config.json: expected {key!r} as a whole number of 0 or more; found {value!r}. "
                                "Check that the file is the model's own config.json")
     return value
 
@@ -86,14 +86,14 @@ def collectives_per_step(config: Any, tensor_parallel_size: int, dp_attention: b
     ``reason`` and a null ``allreduces_per_step``.
     """
     if not isinstance(config, Mapping):
-        raise ModelConfigError(f"config.json: expected a JSON object; found {type(config).__name__}. "
+        raise ModelError(f"config.json: expected a JSON object; found {type(config).__name__}. "
                                "Read the model directory's config.json")
     architectures = config.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures \
         and isinstance(architectures[0], str) else None
     if isinstance(tensor_parallel_size, bool) or not isinstance(tensor_parallel_size, int) \
             or tensor_parallel_size < 1:
-        raise ModelConfigError(f"tensor parallel size: expected a whole number of 1 or more; found "
+        raise ModelError(f"tensor parallel size: expected a whole number of 1 or more; found "
                                f"{tensor_parallel_size!r}. Pass the --tp the server runs with")
     if architecture not in DENSE + MOE:
         return _not_modelled(architecture, f"architecture {architecture!r} is not modelled (known: "
@@ -102,7 +102,7 @@ def collectives_per_step(config: Any, tensor_parallel_size: int, dp_attention: b
     layers = _whole(text, "num_hidden_layers")
     hidden = _whole(text, "hidden_size")
     if not layers or not hidden:
-        raise ModelConfigError(f"config.json of {architecture}: expected num_hidden_layers and hidden_size above 0; "
+        raise ModelError(f"config.json of {architecture}: expected num_hidden_layers and hidden_size above 0; "
                                f"found {layers!r} and {hidden!r}. Check the file is complete")
     kind = "moe" if architecture in MOE else "dense"
     dense_layers = min(_whole(text, "first_k_dense_replace", 0) or 0, layers) if kind == "moe" else layers
@@ -143,10 +143,10 @@ def collectives_per_step(config: Any, tensor_parallel_size: int, dp_attention: b
     }
 
 
-def profile_fields(name: str, counted: Mapping[str, Any], tensor_parallel_size: int) -> dict[str, Any]:
-    """A model profile (model_profile.load_profile's shape) from a modelled ``collectives_per_step`` result."""
+def model_fields(name: str, counted: Mapping[str, Any], tensor_parallel_size: int) -> dict[str, Any]:
+    """A model profile (model_profile.load_model's shape) from a modelled ``collectives_per_step`` result."""
     if counted.get("status") != "modelled":
-        raise ModelConfigError(f"model {name!r}: {counted.get('reason') or 'not modelled'}")
+        raise ModelError(f"model {name!r}: {counted.get('reason') or 'not modelled'}")
     return {"name": name, "layers": counted["layers"], "allreduces_per_layer": counted["allreduces_per_layer"],
             "hidden_size": counted["hidden_size"], "dtype_bytes": counted["dtype_bytes"],
             "tensor_parallel_size": tensor_parallel_size,

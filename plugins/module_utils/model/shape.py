@@ -1,10 +1,10 @@
 """A model's shape as the communication floor reads it, and how it is read from data.
 
-``load_profile`` checks a mapping (a YAML or JSON document, an Ansible variable, an entry of
+``load_model`` checks a mapping (a YAML or JSON document, an Ansible variable, an entry of
 model_profiles) field by field. Both comm_model, which prices a profile, and model_profiles, the
 built-in entries, import this module, so neither imports the other for the type.
 
-Pure: no Ansible, no I/O. Errors are ``CommModelError`` (a ``ValueError``) saying what was expected,
+Pure: no Ansible, no I/O. Errors are ``ModelError`` (a ``ValueError``) saying what was expected,
 what was found and what to do.
 """
 
@@ -14,15 +14,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.known_names import unknown_keys
 
 
-class CommModelError(ValueError):
-    """A model profile or latency curve that cannot be used, with what to fix."""
-
-
 @dataclass(frozen=True)
-class ModelProfile:
+class Model:
     name: str
     layers: int
     allreduces_per_layer: int
@@ -45,34 +42,34 @@ _INT_FIELDS = ("layers", "allreduces_per_layer", "hidden_size", "dtype_bytes", "
 _FIELDS = ("name", *_INT_FIELDS, "notes", "extra_allreduces")
 
 
-def load_profile(data: Mapping[str, Any]) -> ModelProfile:
-    """A ModelProfile from a mapping (a YAML or JSON document, an Ansible variable), checked field by field."""
+def load_model(data: Mapping[str, Any]) -> Model:
+    """A Model from a mapping (a YAML or JSON document, an Ansible variable), checked field by field."""
     if not isinstance(data, Mapping):
-        raise CommModelError(f"model profile: expected a mapping of {', '.join(_FIELDS)}; found "
+        raise ModelError(f"model profile: expected a mapping of {', '.join(_FIELDS)}; found "
                              f"{type(data).__name__}. Give the profile as a dictionary")
     unknown = unknown_keys(data, _FIELDS, "model profile")
     if unknown:
-        raise CommModelError("; ".join(unknown) + ". Rename or remove " + ("it" if len(unknown) == 1 else "them"))
+        raise ModelError("; ".join(unknown) + ". Rename or remove " + ("it" if len(unknown) == 1 else "them"))
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise CommModelError(f"model profile: expected 'name' as a non-empty string; found {name!r}. Name the model")
+        raise ModelError(f"model profile: expected 'name' as a non-empty string; found {name!r}. Name the model")
     values: dict[str, int] = {}
     for key in _INT_FIELDS:
         if key not in data:
-            raise CommModelError(f"model profile {name!r}: expected the field {key!r}; found it missing. "
+            raise ModelError(f"model profile {name!r}: expected the field {key!r}; found it missing. "
                                  "Take it from the model's config.json (num_hidden_layers, hidden_size, torch_dtype)")
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise CommModelError(f"model profile {name!r}: expected {key!r} as a whole number of 1 or more; "
+            raise ModelError(f"model profile {name!r}: expected {key!r} as a whole number of 1 or more; "
                                  f"found {value!r}. Correct the value")
         values[key] = value
     extra = data.get("extra_allreduces", 0)
     if isinstance(extra, bool) or not isinstance(extra, int) or extra < 0:
-        raise CommModelError(f"model profile {name!r}: expected 'extra_allreduces' as a whole number of 0 or more; "
+        raise ModelError(f"model profile {name!r}: expected 'extra_allreduces' as a whole number of 0 or more; "
                              f"found {extra!r}. Count the all-reduces outside the layers (1 for the embedding)")
     values["extra_allreduces"] = extra
     notes = data.get("notes", "")
     if not isinstance(notes, str):
-        raise CommModelError(f"model profile {name!r}: expected 'notes' as text; found {type(notes).__name__}. "
+        raise ModelError(f"model profile {name!r}: expected 'notes' as text; found {type(notes).__name__}. "
                              "Write the notes as one string")
-    return ModelProfile(name=name.strip(), notes=notes, **values)
+    return Model(name=name.strip(), notes=notes, **values)

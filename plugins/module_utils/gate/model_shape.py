@@ -1,7 +1,7 @@
 """The collectives per decode step counted from the model's own config.json, in place of a shipped profile's.
 
 sglang_model_check reads the model directory on the host and returns ``collectives``
-(bench/model_config.py collectives_per_step). The deployment gate prices its communication floor with
+(model/config_json.py collectives_per_step). The deployment gate prices its communication floor with
 those counts when they are modelled: the file the server loads is better evidence than a profile written
 for the model family. When both exist and disagree, a note names each field. An architecture that is not
 modelled leaves the profile's counts, or no floor at all: the counts are never guessed.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_config import disagreements
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import Profile, as_int, as_text
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.config_json import disagreements
 
 _FIELDS = ("layers", "hidden_size", "allreduces_per_layer", "dtype_bytes", "extra_allreduces",
            "draft_allreduces_per_step")
@@ -52,7 +52,7 @@ def apply_collectives(profile: Profile, collectives: Any, notes: list[str], labe
         "allreduces_per_layer": counts["allreduces_per_layer"],
         "hidden_size": counts["hidden_size"],
         "dtype_bytes": counts["dtype_bytes"],
-        # Multi-token-prediction draft steps run their own all-reduces (model_config.profile_fields).
+        # Multi-token-prediction draft steps run their own all-reduces (model_config.model_fields).
         "extra_allreduces": counts["extra_allreduces"] + counts["draft_allreduces_per_step"],
     }
     profile.comm_source = "the model's config.json" + (f" ({architecture})" if architecture else "")

@@ -8,8 +8,8 @@ import json
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.from_logs import probe_from_log
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_config import collectives_per_step
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.config_json import collectives_per_step
 
 from tests import paths
 from tests.unit.captures import INCIDENT, audited

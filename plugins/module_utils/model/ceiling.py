@@ -10,7 +10,7 @@ what a host-memory fallback (no P2P) makes worse.
 The all-reduce's time comes from one of two kinds of number, and the result says which (``basis``):
 ``measured_all_reduce`` (an all-reduce measured over the serving rank count, ``comm_floor``) or
 ``estimated_from_pair_latency`` (the per-pair copy latency times the step count of the algorithm NCCL
-picks at that rank count, ``estimated_floor``, with its ``assumptions``). A point-to-point figure is
+picks at that rank count, ``estimated_ceiling``, with its ``assumptions``). A point-to-point figure is
 never read as an all-reduce.
 
 The floor's result (what other roles read; ``explained_share`` turns it into a share of a measured
@@ -18,7 +18,7 @@ time per token): ``basis``, ``source`` (one line), ``assumptions`` (list), ``com
 ``max_tokens_per_s_single_stream``, ``allreduces_per_step``, ``allreduce_bytes``,
 ``allreduce_latency_us``, ``tensor_parallel_size``, ``summary``, ``notes``; ``estimate`` when estimated.
 
-Pure functions: no Ansible, no I/O. Errors are ``CommModelError`` (a ``ValueError``) saying what was
+Pure functions: no Ansible, no I/O. Errors are ``ModelError`` (a ``ValueError``) saying what was
 expected, what was found and what to do.
 """
 
@@ -29,16 +29,13 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_estimate import EstimateError, estimate_allreduce
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profile import (
-    CommModelError,
-    ModelProfile,
-    load_profile,
-)
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profiles import get_profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.all_reduce_estimate import estimate_allreduce
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.known import known_model
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import Model, load_model
 
 
-def allreduce_bytes_per_token(profile: ModelProfile, batch: int = 1) -> int:
+def allreduce_bytes_per_token(profile: Model, batch: int = 1) -> int:
     """Bytes of one all-reduce in a decode step: the hidden state of every sequence in the batch."""
     _check_batch(batch)
     return profile.hidden_size * profile.dtype_bytes * batch
@@ -46,27 +43,27 @@ def allreduce_bytes_per_token(profile: ModelProfile, batch: int = 1) -> int:
 
 def _check_batch(batch: int) -> None:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise CommModelError(f"batch: expected a whole number of 1 or more; found {batch!r}. Pass the number of "
+        raise ModelError(f"batch: expected a whole number of 1 or more; found {batch!r}. Pass the number of "
                              "sequences decoded together")
 
 
 def _check_curve(curve: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
     """Sorted (size, time) points; several measurements of one size are averaged."""
     if isinstance(curve, (str, bytes)) or not isinstance(curve, Sequence) or not curve:
-        raise CommModelError("latency curve: expected a list of (size_bytes, time_us) pairs; found "
+        raise ModelError("latency curve: expected a list of (size_bytes, time_us) pairs; found "
                              f"{curve!r}. Measure an all-reduce sweep first (nccl-tests or the torch engine)")
     by_size: dict[int, list[float]] = {}
     for point in curve:
         if not isinstance(point, Sequence) or isinstance(point, (str, bytes)) or len(point) != 2:
-            raise CommModelError(f"latency curve: expected (size_bytes, time_us) pairs; found {point!r}. "
+            raise ModelError(f"latency curve: expected (size_bytes, time_us) pairs; found {point!r}. "
                                  "Give each point as a pair")
         size, time_us = point
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-            raise CommModelError(f"latency curve: expected sizes as whole numbers of bytes above 0; found {size!r}. "
+            raise ModelError(f"latency curve: expected sizes as whole numbers of bytes above 0; found {size!r}. "
                                  "Leave out the zero-byte rows of nccl-tests")
         if isinstance(time_us, bool) or not isinstance(time_us, (int, float)) or not math.isfinite(time_us) \
                 or time_us <= 0:
-            raise CommModelError(f"latency curve: expected times in us above 0; found {time_us!r} for {size} bytes. "
+            raise ModelError(f"latency curve: expected times in us above 0; found {time_us!r} for {size} bytes. "
                                  "Leave out points that were not measured")
         by_size.setdefault(size, []).append(float(time_us))
     return sorted((size, sum(times) / len(times)) for size, times in by_size.items())
@@ -75,7 +72,7 @@ def _check_curve(curve: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
 def _interpolate(curve: Sequence[tuple[int, float]], size: int) -> tuple[float, str]:
     points = _check_curve(curve)
     if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-        raise CommModelError(f"message size: expected a whole number of bytes above 0; found {size!r}")
+        raise ModelError(f"message size: expected a whole number of bytes above 0; found {size!r}")
     first_size, first_time = points[0]
     last_size, last_time = points[-1]
     if size < first_size:
@@ -107,7 +104,7 @@ MEASURED = "measured_all_reduce"
 ESTIMATED = "estimated_from_pair_latency"
 
 
-def _floor(profile: ModelProfile, batch: int, size: int, latency: float, single_latency: float, basis: str,
+def _floor(profile: Model, batch: int, size: int, latency: float, single_latency: float, basis: str,
            latency_basis: str, source: str, assumptions: list[str], notes: list[str]) -> dict[str, Any]:
     """The floor's result, the same shape whichever number priced it (documented in README and RETURN)."""
     allreduces = profile.allreduces_per_step
@@ -142,7 +139,7 @@ def _floor(profile: ModelProfile, batch: int, size: int, latency: float, single_
     return result
 
 
-def _no_floor(profile: ModelProfile, batch: int, basis: str, notes: list[str]) -> dict[str, Any]:
+def _no_floor(profile: Model, batch: int, basis: str, notes: list[str]) -> dict[str, Any]:
     return {
         "model": profile.name, "batch": batch, "tensor_parallel_size": 1, "allreduces_per_step": 0,
         "allreduce_bytes": 0, "allreduce_latency_us": 0.0, "latency_basis": "none", "basis": basis,
@@ -155,17 +152,17 @@ def _no_floor(profile: ModelProfile, batch: int, basis: str, notes: list[str]) -
     }
 
 
-def _check_profile_type(profile: Any) -> None:
-    if not isinstance(profile, ModelProfile):
-        raise CommModelError(f"comm floor: expected a ModelProfile; found {type(profile).__name__}. "
-                             "Load it with load_profile()")
+def _check_model_type(profile: Any) -> None:
+    if not isinstance(profile, Model):
+        raise ModelError(f"comm floor: expected a Model; found {type(profile).__name__}. "
+                             "Load it with load_model()")
 
 
-def comm_floor(profile: ModelProfile, curve: Sequence[tuple[int, float]], batch: int = 1,
+def measured_ceiling(profile: Model, curve: Sequence[tuple[int, float]], batch: int = 1,
                measured_ranks: int | None = None) -> dict[str, Any]:
     """The decode time all-reduce alone takes, and the token rates it allows, at batch 1 and at ``batch``,
     from a measured all-reduce curve (size_bytes, time_us)."""
-    _check_profile_type(profile)
+    _check_model_type(profile)
     _check_batch(batch)
     notes = []
     if measured_ranks is not None and measured_ranks != profile.tensor_parallel_size:
@@ -186,22 +183,19 @@ def comm_floor(profile: ModelProfile, curve: Sequence[tuple[int, float]], batch:
     return _floor(profile, batch, size, latency, single_latency, MEASURED, basis, source, assumptions, notes)
 
 
-def estimated_floor(profile: ModelProfile, hop_latency_us: float, bus_gbps: float | None = None, batch: int = 1,
+def estimated_ceiling(profile: Model, hop_latency_us: float, bus_gbps: float | None = None, batch: int = 1,
                     nodes: int = 1) -> dict[str, Any]:
     """The communication floor when no all-reduce was measured at the serving rank count: each all-reduce
     estimated from the per-pair copy latency and the step count of the algorithm NCCL picks (comm_estimate).
     The result has comm_floor's keys, ``basis`` ``estimated_from_pair_latency`` and the estimate itself."""
-    _check_profile_type(profile)
+    _check_model_type(profile)
     _check_batch(batch)
     if profile.tensor_parallel_size == 1:
         return _no_floor(profile, batch, ESTIMATED, [])
-    try:
-        single = estimate_allreduce(profile.tensor_parallel_size, allreduce_bytes_per_token(profile, 1),
-                                    hop_latency_us, bus_gbps, nodes)
-        loaded = estimate_allreduce(profile.tensor_parallel_size, allreduce_bytes_per_token(profile, batch),
-                                    hop_latency_us, bus_gbps, nodes) if batch > 1 else single
-    except EstimateError as exc:
-        raise CommModelError(str(exc)) from None
+    single = estimate_allreduce(profile.tensor_parallel_size, allreduce_bytes_per_token(profile, 1),
+                                hop_latency_us, bus_gbps, nodes)
+    loaded = estimate_allreduce(profile.tensor_parallel_size, allreduce_bytes_per_token(profile, batch),
+                                hop_latency_us, bus_gbps, nodes) if batch > 1 else single
     source = (f"estimated: {loaded[loaded['nccl_pick']]['steps']} "
               f"{loaded['nccl_pick']} steps at TP {profile.tensor_parallel_size} from the {hop_latency_us:g} us "
               "GPU-to-GPU copy latency")
@@ -239,7 +233,7 @@ def measured_curve(results: Sequence[Mapping[str, Any]]) -> list[tuple[int, floa
     return curve
 
 
-def check_profile(profile_spec: Any) -> ModelProfile:
-    """The profile a name or a mapping gives; CommModelError when it cannot be used. Called before a
+def check_model(profile_spec: Any) -> Model:
+    """The profile a name or a mapping gives; ModelError when it cannot be used. Called before a
     benchmark runs, so that a wrong profile does not fail the run at its end."""
-    return get_profile(profile_spec) if isinstance(profile_spec, str) else load_profile(profile_spec or {})
+    return known_model(profile_spec) if isinstance(profile_spec, str) else load_model(profile_spec or {})
