@@ -121,18 +121,19 @@ options:
         C(deploy_known_good_overrides) when the values came from them.
     type: dict
     default: {}
-  model_collectives:
+  model_dir:
     description:
-      - The all-reduces one decode step runs, counted from the model directory's C(config.json), as the
-        C(collectives) that M(gpuhost.gpu.sglang_model_check) returns when run with C(tensor_parallel_size). When its
-        C(status) is C(modelled), its counts (C(layers), C(hidden_size), C(allreduces_per_layer), C(dtype_bytes),
-        C(extra_allreduces)) price the communication floor instead of the shipped profile's, a note names each field
-        where the two disagree, and the floor's C(source) ends in C(collectives per step from the model's config.json).
-      - C(not_modelled) (an architecture the counts do not cover, or a C(config.json) not read, with C(reason))
-        leaves the shipped profile's counts, with a note; without one the floor is not modelled, never guessed.
-      - Omitted, the counts come from O(model) alone (C(comm_profile), C(family), its own fields), and the floor's
-        C(source) names which.
-    type: raw
+      - The model's directory on the host the gate runs on; the gate reads its C(config.json) and counts the
+        all-reduces one decode step runs (C(plugins/module_utils/model/config_json.py)). Omitted, C(path) of O(model)
+        when it has one; with neither, no C(config.json) is read.
+      - When the counts are modelled, they (C(layers), C(hidden_size), C(allreduces_per_layer), C(dtype_bytes),
+        C(extra_allreduces)) price the communication ceiling instead of the known model's, a note names each field
+        where the two disagree, and the ceiling's C(source) ends in C(collectives per step from the model's
+        config.json).
+      - A C(config.json) that is missing, unreadable, not JSON or of an architecture the counts do not cover leaves
+        the known model's counts, with a note saying why; without one the ceiling is not modelled, never guessed.
+        It never fails the task.
+    type: path
   pcie_ipc_all_reduce:
     description:
       - Launch with SGLang's opt-in FlashInfer PCIe IPC all-reduce (C(SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1), SGLang
@@ -356,7 +357,10 @@ summary:
   sample: "pass: GLM-5-NVFP4 with --tp 8 on GPUs 0,1,2,3,4,5,6,7; custom all-reduce off; NCCL_P2P_DISABLE=1"
 """
 
+import os
+
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.decide import decide
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.model_dir import read_config
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -374,19 +378,30 @@ def get_argument_spec() -> dict:
         "labels": {"type": "dict", "default": {}},
         "sglang_help": {"type": "str"},
         "fail_on_block": {"type": "bool", "default": False},
-        # raw: a value of another shape becomes a note, not a type conversion failure.
-        "model_collectives": {"type": "raw"},
+        "model_dir": {"type": "path"},
         "pcie_ipc_all_reduce": {"type": "bool", "default": False},
     }
+
+
+def model_dir(params: dict) -> str | None:
+    """The directory whose config.json the gate reads: model_dir, else the model's own path."""
+    if params["model_dir"]:
+        return params["model_dir"]
+    path = params["model"].get("path") if isinstance(params["model"], dict) else None
+    # Expanded as a path option is, so that model.path reads the same as model_dir.
+    return os.path.expanduser(os.path.expandvars(path.strip())) if isinstance(path, str) and path.strip() else None
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     params = module.params
+    directory = model_dir(params)
+    # Read-only, so check mode reads it too; a file that cannot be read is a note of the gate, never a failure.
+    config, config_problem = read_config(directory) if directory else (None, None)
     result = decide(params["audit"], params["model"], bench=params["bench"], probe=params["probe"],
                     accept=params["accept"], sglang_version=params["sglang_version"],
                     known_good_overrides=params["known_good_overrides"], sglang_help=params["sglang_help"],
-                    labels=params["labels"], model_collectives=params["model_collectives"],
+                    labels=params["labels"], model_config=config, model_config_problem=config_problem,
                     pcie_ipc_all_reduce=params["pcie_ipc_all_reduce"])
     if params["fail_on_block"] and result["verdict"] == "block":
         module.fail_json(msg=result["summary"] + ": " + " | ".join(r["summary"] for r in result["reasons"]),

@@ -78,19 +78,21 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.launch import (
     pcie_ipc_plan,
     wants_p2p_check,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.model_shape import apply_collectives
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.model_shape import apply_collectives, config_counts
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.p2p_cache import p2p_cache
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.triage import triage_findings
 
 
 def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept: Any = None,
            sglang_version: Any = None, known_good_overrides: Any = None, sglang_help: Any = None,
-           labels: Any = None, model_collectives: Any = None, pcie_ipc_all_reduce: Any = False) -> dict[str, Any]:
+           labels: Any = None, model_config: Any = None, model_config_problem: Any = None,
+           pcie_ipc_all_reduce: Any = False) -> dict[str, Any]:
     """The gate's verdict and launch settings. Never raises on odd input: it blocks and says why.
 
     ``labels`` maps an input (``model``, ``accept``, ``known_good_overrides``) to the name its messages give
-    it, the variable the user wrote (``deploy_model``); by default the input's own name. ``model_collectives``
-    is sglang_model_check's ``collectives`` for the model's directory: its counts price the communication floor.
+    it, the variable the user wrote (``deploy_model``); by default the input's own name. ``model_config``
+    is the model directory's config.json as read on the host (``model_config_problem``: why it could not be read):
+    its collectives per step price the communication ceiling (model_shape.py).
     ``pcie_ipc_all_reduce`` launches with SGLang's PCIe IPC all-reduce where the gate recommends it (launch.py).
     """
     out = Decision()
@@ -111,7 +113,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
     profile, profile_problems = read_profile(model, names["model"])
     for problem in profile_problems:
         out.block("model_profile_invalid", problem)
-    apply_collectives(profile, model_collectives, out.notes)
+    apply_collectives(profile, config_counts(model_config, model_config_problem), out.notes)
 
     if not isinstance(audit, dict) or not audit:
         out.block("audit_missing", "No audit facts were given, so nothing about this host is known.",

@@ -76,9 +76,12 @@ def _not_modelled(architecture: str | None, reason: str, **known: Any) -> dict[s
             "allreduces_per_step": None, **known}
 
 
-def collectives_per_step(config: Any, tensor_parallel_size: int, dp_attention: bool = False,
+def collectives_per_step(config: Any, tensor_parallel_size: int | None = None, dp_attention: bool = False,
                          expert_parallel_size: int = 1, speculative_steps: int = 0) -> dict[str, Any]:
     """The all-reduces one decode step runs, from config.json's contents and the serving settings.
+
+    ``tensor_parallel_size`` None counts them for any size above 1 (the counts per layer do not depend on
+    it): what the deployment gate reads before it chooses the size.
 
     Returns ``{status: modelled|not_modelled, architecture, kind, layers, dense_layers, moe_layers,
     hidden_size, dtype_bytes, allreduce_bytes (batch 1), allreduces_per_layer, extra_allreduces,
@@ -91,13 +94,14 @@ def collectives_per_step(config: Any, tensor_parallel_size: int, dp_attention: b
     architectures = config.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures \
         and isinstance(architectures[0], str) else None
-    if isinstance(tensor_parallel_size, bool) or not isinstance(tensor_parallel_size, int) \
-            or tensor_parallel_size < 1:
+    if tensor_parallel_size is not None and (isinstance(tensor_parallel_size, bool)
+                                             or not isinstance(tensor_parallel_size, int) or tensor_parallel_size < 1):
         raise ModelError(f"tensor parallel size: expected a whole number of 1 or more; found "
                                f"{tensor_parallel_size!r}. Pass the --tp the server runs with")
     if architecture not in DENSE + MOE:
         return _not_modelled(architecture, f"architecture {architecture!r} is not modelled (known: "
-                             f"{', '.join(DENSE + MOE)}): its collectives per step are not guessed")
+                             f"{', '.join(DENSE + MOE)}): its collectives per step are not guessed; give the model's "
+                             "layers and hidden_size to price its communication ceiling")
     text = _text_config(config)
     layers = _whole(text, "num_hidden_layers")
     hidden = _whole(text, "hidden_size")
@@ -108,10 +112,11 @@ def collectives_per_step(config: Any, tensor_parallel_size: int, dp_attention: b
     dense_layers = min(_whole(text, "first_k_dense_replace", 0) or 0, layers) if kind == "moe" else layers
     mtp_layers = _whole(text, "num_nextn_predict_layers", 0) or 0
     known = {"kind": kind, "layers": layers, "hidden_size": hidden, "mtp_layers": mtp_layers}
-    if tensor_parallel_size > 1 and dp_attention:
+    parallel = tensor_parallel_size is None or tensor_parallel_size > 1
+    if parallel and dp_attention:
         return _not_modelled(architecture, "DP attention replaces the attention all-reduce with gathers and "
                              "scatters of the data-parallel groups: not modelled", **known)
-    if tensor_parallel_size > 1 and kind == "moe" and expert_parallel_size > 1:
+    if parallel and kind == "moe" and expert_parallel_size > 1:
         return _not_modelled(architecture, f"expert parallelism ({expert_parallel_size}) moves MoE tokens by "
                              "all-to-all instead of an all-reduce: not modelled", **known)
     notes: list[str] = []
@@ -125,7 +130,7 @@ def collectives_per_step(config: Any, tensor_parallel_size: int, dp_attention: b
             draft = speculative_steps * (mtp_layers * ALLREDUCES_PER_LAYER + EMBEDDING_ALLREDUCES)
             notes.append(f"speculative decoding: {speculative_steps} draft step(s) over {mtp_layers} MTP layer(s) "
                          "per verify step; tokens per step depend on acceptance, which only a measurement gives")
-    per_step = 0 if tensor_parallel_size == 1 else layers * ALLREDUCES_PER_LAYER + EMBEDDING_ALLREDUCES + draft
+    per_step = 0 if not parallel else layers * ALLREDUCES_PER_LAYER + EMBEDDING_ALLREDUCES + draft
     return {
         "status": "modelled",
         "architecture": architecture,

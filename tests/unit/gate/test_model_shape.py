@@ -1,6 +1,7 @@
-"""The communication floor priced on the collectives the model's own config.json gives (sglang_model_check's
-``collectives``, from tests/fixtures/model_configs), before the shipped profile's; an architecture that is not
-modelled leaves the profile's counts or no floor, never a guess. The incident's guest and probe price it."""
+"""The communication ceiling priced on the collectives the model's own config.json gives (as deploy_gate reads
+it, from tests/fixtures/model_configs), before the known model's; an architecture that is not modelled, or a
+config.json that cannot be read, leaves the known model's counts or no ceiling, never a guess. The incident's
+guest and probe price it."""
 
 from __future__ import annotations
 
@@ -21,13 +22,12 @@ HOP_US = 13.9 * 14  # the probe's slowest pair times the ring's 14 steps at TP 8
 
 
 def counted(name: str) -> dict:
-    config = json.loads((paths.FIXTURES / "model_configs" / name).read_text(encoding="utf-8"))
-    return collectives_per_step(config, 8)
+    return json.loads((paths.FIXTURES / "model_configs" / name).read_text(encoding="utf-8"))
 
 
-def decide(model: dict, collectives: object) -> dict:
+def decide(model: dict, config: object, problem: str | None = None) -> dict:
     return gate.decide(audited(INCIDENT), model, probe=probe_from_log(str(PROBE)), accept=["p2p_not_supported"],
-                       model_collectives=collectives)
+                       model_config=config, model_config_problem=problem)
 
 
 def test_without_the_config_the_floor_names_the_shipped_profile() -> None:
@@ -59,11 +59,11 @@ def test_a_config_counts_a_model_without_any_profile() -> None:
     assert "config.json (LlamaForCausalLM)" in floor["source"]
 
 
-UNKNOWN = collectives_per_step({"architectures": ["Gemma3ForCausalLM"]}, 8)
+UNKNOWN = {"architectures": ["Gemma3ForCausalLM"]}
 
 
 def test_not_modelled_keeps_the_shipped_profile_with_a_note() -> None:
-    assert UNKNOWN["status"] == "not_modelled"
+    assert collectives_per_step(UNKNOWN, 8)["status"] == "not_modelled"
     result = decide(GLM5, UNKNOWN)
     assert result["launch"]["comm_floor"]["source"].endswith("from the shipped profile glm-5")
     assert any("'Gemma3ForCausalLM' is not modelled" in n and "uses the shipped profile glm-5" in n
@@ -77,9 +77,65 @@ def test_not_modelled_without_a_profile_is_no_floor_not_a_guess() -> None:
                and "none is guessed" in n for n in result["notes"])
 
 
-@pytest.mark.parametrize("bad", ["78 layers", {"status": "modelled", "layers": "many", "hidden_size": 6144}])
-def test_an_unreadable_value_is_a_note_and_the_profile_stays(bad: object) -> None:
+@pytest.mark.parametrize(("bad", "said"), [
+    ("78 layers", "config.json: expected a JSON object; found str"),
+    ({"status": "modelled", "layers": "many", "hidden_size": 6144}, "architecture None is not modelled"),
+    ({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": "many", "hidden_size": 8192},
+     "expected 'num_hidden_layers' as a whole number of 0 or more; found 'many'"),
+])
+def test_an_unreadable_value_is_a_note_and_the_profile_stays(bad: object, said: str) -> None:
     result = decide(GLM5, bad)
     assert result["launch"]["comm_floor"]["source"].endswith("from the shipped profile glm-5")
-    assert any(n.startswith("model_collectives: expected") and "uses the shipped profile glm-5" in n
+    assert any(n.startswith("The model's config.json gives no collectives per step (") and said in n
+               and "uses the shipped profile glm-5" in n for n in result["notes"])
+
+
+def test_a_config_that_was_not_read_says_why_and_the_profile_stays() -> None:
+    result = decide(GLM5, None, "/models/x/config.json cannot be read (No such file or directory)")
+    assert result["launch"]["comm_floor"]["source"].endswith("from the shipped profile glm-5")
+    assert any("(config.json was not read: /models/x/config.json cannot be read (No such file or directory))" in n
                for n in result["notes"])
+
+
+# deploy_gate reads the model directory's config.json itself: model_dir, else the model's path.
+def gate_module(capsys: pytest.CaptureFixture[str], **args: object) -> dict:
+    import deploy_gate
+
+    from tests.unit.modules import run_module
+
+    return run_module(deploy_gate.main, {"audit": audited(INCIDENT), "probe": probe_from_log(str(PROBE)),
+                                         "accept": ["p2p_not_supported"], **args}, capsys, check_mode=True)
+
+
+def test_the_module_reads_the_models_config_from_its_path(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(counted("DeepSeek-R1_config.json")), encoding="utf-8")
+    result = gate_module(capsys, model={**GLM5, "path": str(tmp_path)})
+    assert "config.json (DeepseekV3ForCausalLM)" in result["launch"]["comm_floor"]["source"]
+    assert result["launch"]["comm_floor"]["comm_us_per_token"] == pytest.approx((61 * 2 + 1) * HOP_US)
+
+
+def test_model_dir_wins_over_the_models_path(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(counted("GLM-5.1_config.json")), encoding="utf-8")
+    result = gate_module(capsys, model={**GLM5, "path": str(tmp_path / "absent")}, model_dir=str(tmp_path))
+    assert "config.json (GlmMoeDsaForCausalLM)" in result["launch"]["comm_floor"]["source"]
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (None, "config.json cannot be read"),
+    ("{not json", "is not valid JSON"),
+    ("[1, 2]", "holds a JSON list; expected an object"),
+    (json.dumps({"architectures": ["Gemma3ForCausalLM"]}), "'Gemma3ForCausalLM' is not modelled"),
+])
+def test_a_bad_config_is_a_note_never_a_failure(tmp_path, capsys: pytest.CaptureFixture[str], content: str | None,
+                                                said: str) -> None:
+    if content is not None:
+        (tmp_path / "config.json").write_text(content, encoding="utf-8")
+    result = gate_module(capsys, model={**GLM5, "path": str(tmp_path)})
+    assert not result.get("failed") and result["verdict"] == "pass"
+    assert result["launch"]["comm_floor"]["source"].endswith("from the shipped profile glm-5")
+    assert any(said in n and "Traceback" not in n for n in result["notes"])
+
+
+def test_without_a_path_no_config_is_read(capsys: pytest.CaptureFixture[str]) -> None:
+    result = gate_module(capsys, model=GLM5)
+    assert not any("config.json" in n for n in result["notes"])
