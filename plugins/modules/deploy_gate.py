@@ -49,7 +49,7 @@ options:
       - The registered result of M(gpuhost.gpu.nccl_bench) on this host. Its C(findings) count like the audit's; its
         C(recommended_env) (or C(tuning.recommended_env)) becomes the serving environment; its all-reduce
         times (C(results), or the recommended candidate's under C(tuning.candidates)) give the communication
-        ceiling, unless it carries a C(comm_floor) for the chosen tensor-parallel size.
+        ceiling at the chosen tensor-parallel size.
     type: dict
   probe:
     description:
@@ -314,10 +314,10 @@ launch:
         SGLang's opt-in PCIe IPC all-reduce: C(available) (0.5.21 on), C(recommended) (PCIe GPUs with P2P proven by
         the probe only), C(applied) (set in C(env)), C(why), C(env); null below 2 GPUs.
       type: dict
-    comm_ceiling_basis:
+    communication_ceiling_basis:
       description: >-
-        What the NCCL-measured ceiling is for the path that runs, C(nccl), C(nccl_lower_bound) (custom all-reduce
-        takes the small messages) or C(nccl_path_unknown); null without a ceiling.
+        What the NCCL-measured communication ceiling is for the path that runs, C(nccl), C(nccl_lower_bound)
+        (custom all-reduce takes the small messages) or C(nccl_path_unknown); null without a ceiling.
       type: str
     p2p:
       description: C(state) (proven, claimed, unknown, absent, partial, n/a) and the count of pairs per level.
@@ -325,18 +325,18 @@ launch:
     memory:
       description: Per GPU of the group, GiB needed (weights, KV cache, headroom) and available.
       type: dict
-    expected_comm_ceiling_tok_s:
+    communication_ceiling_tok_s:
       description: >-
-        The single-stream decode rate all-reduce latency alone allows; null without a benchmark's all-reduce
-        or a probe's GPU-to-GPU copy latency.
+        The communication ceiling: the single-stream decode rate all-reduce latency alone allows; null without a
+        benchmark's all-reduce or a probe's GPU-to-GPU copy latency.
       type: float
       sample: 32.7
-    comm_floor:
+    communication_ceiling:
       description: >-
-        The communication model's full result behind that figure: C(basis) C(measured_all_reduce) (an
+        The communication ceiling's full result (model/ceiling.py): C(basis) C(measured_all_reduce) (an
         all-reduce measured over the serving rank count) or C(estimated_from_pair_latency) (the probe's copy
         latency times the hops of the algorithm NCCL picks, with C(estimate)), C(source), C(assumptions),
-        C(comm_us_per_token) and the rest of comm_model's floor.
+        C(comm_us_per_token), C(max_tokens_per_s_single_stream) and the rest.
       type: dict
     known_good_source:
       description: The known-good entries applied (C(id), C(arch), C(models), C(sglang_versions), C(flags), C(source)).

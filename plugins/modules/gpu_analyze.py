@@ -78,7 +78,7 @@ options:
         O(gpuhost.gpu.nccl_bench#module:model_profile) (a name such as C(glm-5), or a mapping). Empty for none.
     type: raw
   concurrency:
-    description: Concurrent requests the communication floor is computed for, as M(gpuhost.gpu.nccl_bench)'s.
+    description: Concurrent requests the communication ceiling is computed for, as M(gpuhost.gpu.nccl_bench)'s.
     type: int
     default: 64
   tensor_parallel_gpus:

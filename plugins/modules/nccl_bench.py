@@ -345,7 +345,7 @@ findings:
 notes:
   description: >-
     What the reader of the result should know, for example that a log does not name the collective it measured
-    (so no all-reduce threshold and no communication floor apply to it).
+    (so no all-reduce threshold and no communication ceiling apply to it).
   returned: when there is something to say
   type: list
   elements: str

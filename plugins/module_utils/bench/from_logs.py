@@ -2,7 +2,7 @@
 ``gpu_bench_nccl_log`` and ``gpu_bench_probe_log``, for a caller that judges many hosts' logs in one process.
 
 The same readers and judges run (nccl_runner.run_bench and p2p_runner.run_probe with ``log``, then the
-communication floor for a model profile), and the result has the shape the role registers: the module's
+communication ceiling for a model), and the result has the shape the role registers: the module's
 result, or ``{failed: true, msg}`` when the log cannot be judged, which the report shows as
 ``bench_nccl_not_run`` / ``bench_probe_not_run`` with the reason, as it does for the role.
 """

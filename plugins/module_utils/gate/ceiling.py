@@ -21,27 +21,28 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import loa
 from ansible_collections.gpuhost.gpu.plugins.module_utils.values import as_number
 
 
-def _counted_from(profile: Profile, floor: dict[str, Any]) -> dict[str, Any]:
-    """The floor, its source naming where the collectives per step came from (config.json or a profile)."""
+def _counted_from(profile: Profile, ceiling: dict[str, Any]) -> dict[str, Any]:
+    """The ceiling, its source naming where the collectives per step came from (config.json or a known model)."""
     if profile.comm_source:
-        floor["source"] = f"{floor.get('source') or 'source unknown'}; collectives per step from {profile.comm_source}"
-    return floor
+        ceiling["source"] = (f"{ceiling.get('source') or 'source unknown'}; collectives per step from "
+                             f"{profile.comm_source}")
+    return ceiling
 
 
 def communication_ceiling(out: Decision, bench: dict[str, Any], profile: Profile, group: tuple[Gpu, ...] | None,
-                 probe: Any = None) -> tuple[float | None, dict[str, Any] | None]:
+                          probe: Any = None) -> tuple[float | None, dict[str, Any] | None]:
     if not group or len(group) == 1:
         return None, None
-    floor = None
+    ceiling = None
     if profile.comm:
         try:
-            floor, notes = host_ceiling(bench, probe, load_model(
+            ceiling, notes = host_ceiling(bench, probe, load_model(
                 {**profile.comm, "tensor_parallel_size": len(group)}), {g.index for g in group})
         except ModelError as exc:
             out.notes.append(f"No communication ceiling: {exc}")
             return None, None
         out.notes.extend(notes)
-    if floor is None:
+    if ceiling is None:
         out.notes.append("No communication ceiling: " + (
             f"the model's collectives per step are not modelled ({profile.comm_not_modelled}), and none is guessed."
             if profile.comm_not_modelled else
@@ -49,10 +50,10 @@ def communication_ceiling(out: Decision, bench: dict[str, Any], profile: Profile
             "benchmark's latency into tokens per second." if not profile.comm else
             "neither an all-reduce measured by the benchmark nor a GPU-to-GPU copy latency measured by the probe."))
         return None, None
-    floor = _counted_from(profile, floor)
-    out.notes.extend(n for n in floor.get("notes") or [] if n not in out.notes)
-    rate = as_number(floor.get("max_tokens_per_s_single_stream"))
-    return (round(rate, 1) if rate else None), floor
+    ceiling = _counted_from(profile, ceiling)
+    out.notes.extend(n for n in ceiling.get("notes") or [] if n not in out.notes)
+    rate = as_number(ceiling.get("max_tokens_per_s_single_stream"))
+    return (round(rate, 1) if rate else None), ceiling
 
 
 def ceiling_basis(out: Decision, ceiling: float | None, all_reduce: dict[str, Any] | None) -> str | None:

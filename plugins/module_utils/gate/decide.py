@@ -81,6 +81,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.launch import (
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.model_shape import apply_collectives, config_counts
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.p2p_cache import p2p_cache
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.triage import triage_findings
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.ceiling import format_rate
 
 
 def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept: Any = None,
@@ -144,7 +145,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
     pcie_ipc = pcie_ipc_plan(out, host, group, p2p, env, version, pcie_ipc_all_reduce is True)
     all_reduce = all_reduce_path(out, host, group, p2p, args, version, env)
     path = (all_reduce or {}).get("path")
-    ceiling, floor = communication_ceiling(out, bench_data, profile, group, probe)
+    rate, ceiling = communication_ceiling(out, bench_data, profile, group, probe)
     verdict = "block" if out.reasons else "pass"
     launch = {
         "tensor_parallel_size": len(group) if group else None,
@@ -157,9 +158,9 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
         "all_reduce": all_reduce,
         "p2p": p2p,
         "memory": fit.as_dict() if fit else None,
-        "expected_comm_ceiling_tok_s": ceiling,
-        "comm_floor": floor,
-        "comm_ceiling_basis": ceiling_basis(out, ceiling, all_reduce),
+        "communication_ceiling_tok_s": rate,
+        "communication_ceiling": ceiling,
+        "communication_ceiling_basis": ceiling_basis(out, rate, all_reduce),
         "known_good_source": [known_good_source(e) for e in entries],
         "flag_check": flag_check,
         "p2p_cache": p2p_cache(host, group, p2p, args, out.notes),
@@ -200,23 +201,25 @@ def _check_versions(out: Decision, host: Host, profile: Profile, accepted: froze
                       accept=accepted, remedy=text(f"{key}_version_unknown", "not_a_version"))
 
 
-def _floor_text(launch: dict[str, Any]) -> str:
-    """The communication floor per token with what priced it, so that nobody reads it as negligible by mistake."""
-    floor = launch.get("comm_floor") or {}
-    per_token = floor.get("comm_us_per_token")
-    # Priced on NCCL: where SGLang's custom all-reduce takes the small messages the figure is no floor
-    # (comm_ceiling_basis says so), and a summary line would overstate it.
+def _ceiling_text(launch: dict[str, Any]) -> str:
+    """The communication ceiling with the all-reduce time per token and what priced it, so that nobody reads it
+    as negligible by mistake."""
+    ceiling = launch.get("communication_ceiling") or {}
+    per_token = ceiling.get("comm_us_per_token")
+    # Priced on NCCL: where SGLang's custom all-reduce takes the small messages the figure is only a lower bound
+    # (communication_ceiling_basis says so), and a summary line would overstate it.
     if not isinstance(per_token, (int, float)) or per_token <= 0 or (launch.get("all_reduce") or {}).get("path") \
             in ("custom", "pcie_ipc"):
         return ""
-    return f"; communication floor {per_token / 1000:.1f} ms per token ({floor.get('source') or 'source unknown'})"
+    return (f"; communication ceiling {format_rate(1e6 / per_token)} tok/s single stream, {per_token / 1000:.1f} ms "
+            f"of all-reduce per token ({ceiling.get('source') or 'source unknown'})")
 
 
 def _summary(verdict: str, out: Decision, launch: dict[str, Any], profile: Profile) -> str:
     if verdict == "block":
         ids = ", ".join(dict.fromkeys(r["id"] for r in out.reasons))
         return (f"block: {profile.label} must not be deployed here ({len(out.reasons)} reason(s): {ids})"
-                + _floor_text(launch))
+                + _ceiling_text(launch))
     parts = [f"pass: {profile.label} with --tp {launch['tensor_parallel_size']} on GPUs "
              f"{launch['cuda_visible_devices']}"]
     all_reduce = launch["all_reduce"] or {}
@@ -235,4 +238,4 @@ def _summary(verdict: str, out: Decision, launch: dict[str, Any], profile: Profi
         parts.append("NCCL_P2P_DISABLE=1")
     if out.accepted:
         parts.append(f"{len(out.accepted)} finding(s) accepted as risk")
-    return "; ".join(parts) + _floor_text(launch)
+    return "; ".join(parts) + _ceiling_text(launch)

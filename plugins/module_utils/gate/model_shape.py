@@ -39,8 +39,8 @@ def apply_collectives(profile: Profile, collectives: Any, notes: list[str], labe
     """Put the config.json's counts into ``profile.comm`` (and say so in ``comm_source``) when modelled."""
     if collectives is None:
         return
-    kept = f"the communication floor uses {profile.comm_source}" if profile.comm else \
-        "the communication floor is not modelled"
+    kept = f"the communication ceiling uses {profile.comm_source}" if profile.comm else \
+        "the communication ceiling is not modelled"
     if not isinstance(collectives, dict):
         notes.append(f"{label}: expected the collectives mapping collectives_per_step returns; found "
                      f"{type(collectives).__name__}: {kept}.")
@@ -61,7 +61,7 @@ def apply_collectives(profile: Profile, collectives: Any, notes: list[str], labe
         found = disagreements(profile.comm, {**counts, "status": "modelled"})
         if found:
             notes.append(f"The model's config.json and {profile.comm_source} disagree ({'; '.join(found)}): the "
-                         "config.json's counts price the communication floor.")
+                         "config.json's counts price the communication ceiling.")
     architecture = as_text(collectives.get("architecture"))
     profile.comm = {
         "name": profile.label,

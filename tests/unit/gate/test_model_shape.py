@@ -31,13 +31,13 @@ def decide(model: dict, config: object, problem: str | None = None) -> dict:
 
 
 def test_without_the_config_the_floor_names_the_shipped_profile() -> None:
-    floor = decide(GLM5, None)["launch"]["comm_floor"]
+    floor = decide(GLM5, None)["launch"]["communication_ceiling"]
     assert floor["source"].endswith("; collectives per step from the shipped profile glm-5")
 
 
 def test_the_config_prices_the_floor_and_says_so() -> None:
     result = decide(GLM5, counted("GLM-5.1_config.json"))
-    floor = result["launch"]["comm_floor"]
+    floor = result["launch"]["communication_ceiling"]
     assert floor["source"].endswith("; collectives per step from the model's config.json (GlmMoeDsaForCausalLM)")
     assert floor["comm_us_per_token"] == pytest.approx((78 * 2 + 1) * HOP_US)
     assert not any("disagree" in n for n in result["notes"])  # the shipped profile matches GLM-5.1's file
@@ -45,7 +45,7 @@ def test_the_config_prices_the_floor_and_says_so() -> None:
 
 def test_a_config_that_disagrees_with_the_profile_wins_with_a_note() -> None:
     result = decide(GLM5, counted("DeepSeek-R1_config.json"))
-    floor = result["launch"]["comm_floor"]
+    floor = result["launch"]["communication_ceiling"]
     assert floor["comm_us_per_token"] == pytest.approx((61 * 2 + 1) * HOP_US)
     assert "config.json (DeepseekV3ForCausalLM)" in floor["source"]
     note = next(n for n in result["notes"] if "disagree" in n)
@@ -54,7 +54,7 @@ def test_a_config_that_disagrees_with_the_profile_wins_with_a_note() -> None:
 
 def test_a_config_counts_a_model_without_any_profile() -> None:
     model = {"name": "Llama-3.1-70B", "weights_gib": 132, "tensor_parallel_size": 8}
-    floor = decide(model, counted("Llama-3.1-70B_config_excerpt.json"))["launch"]["comm_floor"]
+    floor = decide(model, counted("Llama-3.1-70B_config_excerpt.json"))["launch"]["communication_ceiling"]
     assert floor["comm_us_per_token"] == pytest.approx((80 * 2 + 1) * HOP_US)
     assert "config.json (LlamaForCausalLM)" in floor["source"]
 
@@ -65,14 +65,14 @@ UNKNOWN = {"architectures": ["Gemma3ForCausalLM"]}
 def test_not_modelled_keeps_the_shipped_profile_with_a_note() -> None:
     assert collectives_per_step(UNKNOWN, 8)["status"] == "not_modelled"
     result = decide(GLM5, UNKNOWN)
-    assert result["launch"]["comm_floor"]["source"].endswith("from the shipped profile glm-5")
+    assert result["launch"]["communication_ceiling"]["source"].endswith("from the shipped profile glm-5")
     assert any("'Gemma3ForCausalLM' is not modelled" in n and "uses the shipped profile glm-5" in n
                for n in result["notes"])
 
 
 def test_not_modelled_without_a_profile_is_no_floor_not_a_guess() -> None:
     result = decide({"name": "Gemma-3", "weights_gib": 50, "tensor_parallel_size": 8}, UNKNOWN)
-    assert result["launch"]["comm_floor"] is None and result["launch"]["expected_comm_ceiling_tok_s"] is None
+    assert result["launch"]["communication_ceiling"] is None and result["launch"]["communication_ceiling_tok_s"] is None
     assert any(n.startswith("No communication ceiling: the model's collectives per step are not modelled")
                and "none is guessed" in n for n in result["notes"])
 
@@ -85,14 +85,14 @@ def test_not_modelled_without_a_profile_is_no_floor_not_a_guess() -> None:
 ])
 def test_an_unreadable_value_is_a_note_and_the_profile_stays(bad: object, said: str) -> None:
     result = decide(GLM5, bad)
-    assert result["launch"]["comm_floor"]["source"].endswith("from the shipped profile glm-5")
+    assert result["launch"]["communication_ceiling"]["source"].endswith("from the shipped profile glm-5")
     assert any(n.startswith("The model's config.json gives no collectives per step (") and said in n
                and "uses the shipped profile glm-5" in n for n in result["notes"])
 
 
 def test_a_config_that_was_not_read_says_why_and_the_profile_stays() -> None:
     result = decide(GLM5, None, "/models/x/config.json cannot be read (No such file or directory)")
-    assert result["launch"]["comm_floor"]["source"].endswith("from the shipped profile glm-5")
+    assert result["launch"]["communication_ceiling"]["source"].endswith("from the shipped profile glm-5")
     assert any("(config.json was not read: /models/x/config.json cannot be read (No such file or directory))" in n
                for n in result["notes"])
 
@@ -110,14 +110,14 @@ def gate_module(capsys: pytest.CaptureFixture[str], **args: object) -> dict:
 def test_the_module_reads_the_models_config_from_its_path(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "config.json").write_text(json.dumps(counted("DeepSeek-R1_config.json")), encoding="utf-8")
     result = gate_module(capsys, model={**GLM5, "path": str(tmp_path)})
-    assert "config.json (DeepseekV3ForCausalLM)" in result["launch"]["comm_floor"]["source"]
-    assert result["launch"]["comm_floor"]["comm_us_per_token"] == pytest.approx((61 * 2 + 1) * HOP_US)
+    assert "config.json (DeepseekV3ForCausalLM)" in result["launch"]["communication_ceiling"]["source"]
+    assert result["launch"]["communication_ceiling"]["comm_us_per_token"] == pytest.approx((61 * 2 + 1) * HOP_US)
 
 
 def test_model_dir_wins_over_the_models_path(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "config.json").write_text(json.dumps(counted("GLM-5.1_config.json")), encoding="utf-8")
     result = gate_module(capsys, model={**GLM5, "path": str(tmp_path / "absent")}, model_dir=str(tmp_path))
-    assert "config.json (GlmMoeDsaForCausalLM)" in result["launch"]["comm_floor"]["source"]
+    assert "config.json (GlmMoeDsaForCausalLM)" in result["launch"]["communication_ceiling"]["source"]
 
 
 @pytest.mark.parametrize(("content", "said"), [
@@ -132,7 +132,7 @@ def test_a_bad_config_is_a_note_never_a_failure(tmp_path, capsys: pytest.Capture
         (tmp_path / "config.json").write_text(content, encoding="utf-8")
     result = gate_module(capsys, model={**GLM5, "path": str(tmp_path)})
     assert not result.get("failed") and result["verdict"] == "pass"
-    assert result["launch"]["comm_floor"]["source"].endswith("from the shipped profile glm-5")
+    assert result["launch"]["communication_ceiling"]["source"].endswith("from the shipped profile glm-5")
     assert any(said in n and "Traceback" not in n for n in result["notes"])
 
 
