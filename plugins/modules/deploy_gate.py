@@ -9,7 +9,7 @@ module: deploy_gate
 short_description: Pass or block a model deployment on a GPU host, with every reason and the launch settings
 description:
   - Reads the host's audit (M(gpuhost.gpu.gpu_host_facts)), optionally its NCCL benchmark (M(gpuhost.gpu.nccl_bench))
-    and P2P proof (M(gpuhost.gpu.gpu_p2p_probe)), and a model profile from the inventory, and returns C(pass) or
+    and P2P proof (M(gpuhost.gpu.gpu_p2p_probe)), and the model to deploy from the inventory, and returns C(pass) or
     C(block) with every reason, each naming the finding or the fact behind it.
   - Derives the SGLang launch settings the facts call for, the tensor-parallel size and which GPUs
     (C(CUDA_VISIBLE_DEVICES)), the backend flags the known-good table gives for the GPUs' architecture,
@@ -60,7 +60,7 @@ options:
     type: dict
   model:
     description:
-      - "The model profile, as the inventory gives it. Every key is optional:
+      - "The model to deploy, as the inventory gives it (C(deploy_model)). Every key is optional:
         C(name), C(family) (matched against the known-good table), C(path);
         C(weights_gib) (size of the weights), or C(params_b) with C(bytes_per_param) (default 2) to estimate it;
         C(kv_cache_gib_per_gpu), or C(kv_cache_fraction) of each GPU's memory (default 0.10);
@@ -70,8 +70,8 @@ options:
         C(min_compute_capability) (C('8.0'), C('sm_90')); C(min_driver) (C('570')); C(min_cuda) (C('12.8')), the
         CUDA version the driver supports;
         for the communication ceiling, C(layers), C(hidden_size), C(allreduces_per_layer) (default 2),
-        C(dtype_bytes) (default 2), or C(comm_profile), the name of a shipped profile (C(glm-5),
-        C(llama-3-70b)) or a mapping; a C(family) that names a shipped profile is used as well."
+        C(dtype_bytes) (default 2), or C(comm_profile), the name of a known model (C(glm-5),
+        C(llama-3-70b)) or a mapping; a C(family) that names a known model is used as well."
       - Quote versions in YAML, C('12.10') read unquoted is the number 12.1.
       - "C(notes) is free text. Any other key blocks with C(model_profile_invalid), naming the closest valid key
         (C(model.weight_gib: unknown key; did you mean weights_gib?)): read as absent, a misspelled key would leave

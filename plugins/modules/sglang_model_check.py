@@ -12,7 +12,8 @@ description:
     ACLs and unreadable parent directories count as they will for the server), lists the weight files
     (C(*.safetensors), C(*.bin), C(*.pt), C(*.pth), C(*.gguf), symbolic links followed) and opens each for reading.
     Only regular files are opened; a FIFO, socket or device by such a name is a problem, never waited on.
-  - Compares their total size with O(expected_gib), the model profile's weights size, within O(tolerance).
+  - Compares their total size with O(expected_gib), the model's weights size (C(weights_gib) of the model to
+    deploy), within O(tolerance).
   - Reads only; supports check mode.
 version_added: "1.0.0"
 extends_documentation_fragment:
@@ -31,7 +32,7 @@ options:
     default: ""
   expected_gib:
     description:
-      - The size of the weights the model profile gives, in GiB (2^30 bytes). 0 checks presence only.
+      - The size of the weights the model to deploy gives, in GiB (2^30 bytes). 0 checks presence only.
       - A finite number, 0 or more.
     type: float
     required: true

@@ -15,42 +15,42 @@ from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.host_ceiling import host_ceiling
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.decision import Decision
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import Gpu, Profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import DeployModel, Gpu
 from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import load_model
 from ansible_collections.gpuhost.gpu.plugins.module_utils.values import as_number
 
 
-def _counted_from(profile: Profile, ceiling: dict[str, Any]) -> dict[str, Any]:
+def _counted_from(deploy: DeployModel, ceiling: dict[str, Any]) -> dict[str, Any]:
     """The ceiling, its source naming where the collectives per step came from (config.json or a known model)."""
-    if profile.comm_source:
+    if deploy.shape_source:
         ceiling["source"] = (f"{ceiling.get('source') or 'source unknown'}; collectives per step from "
-                             f"{profile.comm_source}")
+                             f"{deploy.shape_source}")
     return ceiling
 
 
-def communication_ceiling(out: Decision, bench: dict[str, Any], profile: Profile, group: tuple[Gpu, ...] | None,
+def communication_ceiling(out: Decision, bench: dict[str, Any], deploy: DeployModel, group: tuple[Gpu, ...] | None,
                           probe: Any = None) -> tuple[float | None, dict[str, Any] | None]:
     if not group or len(group) == 1:
         return None, None
     ceiling = None
-    if profile.comm:
+    if deploy.shape:
         try:
             ceiling, notes = host_ceiling(bench, probe, load_model(
-                {**profile.comm, "tensor_parallel_size": len(group)}), {g.index for g in group})
+                {**deploy.shape, "tensor_parallel_size": len(group)}), {g.index for g in group})
         except ModelError as exc:
             out.notes.append(f"No communication ceiling: {exc}")
             return None, None
         out.notes.extend(notes)
     if ceiling is None:
         out.notes.append("No communication ceiling: " + (
-            f"the model's collectives per step are not modelled ({profile.comm_not_modelled}), and none is guessed."
-            if profile.comm_not_modelled else
+            f"the model's collectives per step are not modelled ({deploy.shape_not_modelled}), and none is guessed."
+            if deploy.shape_not_modelled else
             "the model profile has no layers/hidden_size (or a family with a shipped comm profile) to turn the "
-            "benchmark's latency into tokens per second." if not profile.comm else
+            "benchmark's latency into tokens per second." if not deploy.shape else
             "neither an all-reduce measured by the benchmark nor a GPU-to-GPU copy latency measured by the probe."))
         return None, None
-    ceiling = _counted_from(profile, ceiling)
+    ceiling = _counted_from(deploy, ceiling)
     out.notes.extend(n for n in ceiling.get("notes") or [] if n not in out.notes)
     rate = as_number(ceiling.get("max_tokens_per_s_single_stream"))
     return (round(rate, 1) if rate else None), ceiling

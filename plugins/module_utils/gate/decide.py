@@ -1,9 +1,9 @@
-"""The deployment gate: audit, benchmark and probe facts plus a model profile in; pass or block out,
+"""The deployment gate: audit, benchmark and probe facts plus the model to deploy in; pass or block out,
 with every reason and the SGLang launch settings the facts call for.
 
 Pure functions over plain data: the ``gpu_host`` facts of gpu_host_facts, the result of nccl_bench,
-the result of gpu_p2p_probe and a model profile from the inventory. Only the audit is needed; the
-benchmark and the probe make the decision better informed. Whatever shape the inputs have, the gate
+the result of gpu_p2p_probe and the model to deploy from the inventory (deploy_model). Only the audit is
+needed; the benchmark and the probe make the decision better informed. Whatever shape the inputs have, the gate
 answers with a verdict: a missing or unreadable fact becomes a reason or a note, never an exception.
 
 Policy, in one place:
@@ -57,13 +57,13 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.ceiling import ce
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.choose_gpus import choose_group
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.decision import Decision
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import (
+    DeployModel,
     Host,
-    Profile,
     as_dict,
     as_list,
     as_text,
+    read_deploy_model,
     read_host,
-    read_profile,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.judge_p2p import judge_p2p
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.known_good import merged_table
@@ -111,10 +111,10 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
     table, table_problems = merged_table(known_good_overrides, names["known_good_overrides"])
     for problem in table_problems:
         out.block("known_good_override_invalid", problem)
-    profile, profile_problems = read_profile(model, names["model"])
-    for problem in profile_problems:
+    deploy, model_problems = read_deploy_model(model, names["model"])
+    for problem in model_problems:
         out.block("model_profile_invalid", problem)
-    apply_collectives(profile, config_counts(model_config, model_config_problem), out.notes)
+    apply_collectives(deploy, config_counts(model_config, model_config_problem), out.notes)
 
     if not isinstance(audit, dict) or not audit:
         out.block("audit_missing", "No audit facts were given, so nothing about this host is known.",
@@ -124,12 +124,12 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
     bench_data = as_dict(bench)
 
     if host.gpus:
-        _check_versions(out, host, profile, accepted_ids)
-    group, fit = choose_group(out, host, profile, proof, accepted_ids) if isinstance(audit, dict) and audit \
+        _check_versions(out, host, deploy, accepted_ids)
+    group, fit = choose_group(out, host, deploy, proof, accepted_ids) if isinstance(audit, dict) and audit \
         else (None, None)
     p2p = judge_p2p(out, host, proof, group, accepted_ids)
     env, custom_allowed = launch_env(out, bench_data, p2p, group)
-    entries = known_good_entries(out, table, group, profile, version)
+    entries = known_good_entries(out, table, group, deploy, version)
     for entry in entries:
         for key, value in as_dict(entry.get("env")).items():
             env.setdefault(str(key), str(value))
@@ -145,7 +145,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
     pcie_ipc = pcie_ipc_plan(out, host, group, p2p, env, version, pcie_ipc_all_reduce is True)
     all_reduce = all_reduce_path(out, host, group, p2p, args, version, env)
     path = (all_reduce or {}).get("path")
-    rate, ceiling = communication_ceiling(out, bench_data, profile, group, probe)
+    rate, ceiling = communication_ceiling(out, bench_data, deploy, group, probe)
     verdict = "block" if out.reasons else "pass"
     launch = {
         "tensor_parallel_size": len(group) if group else None,
@@ -174,18 +174,18 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
         "other_findings": out.other_findings,
         "notes": out.notes,
         "launch": launch,
-        "model": profile.label,
+        "model": deploy.label,
         "sglang_version": version,
-        "summary": _summary(verdict, out, launch, profile),
+        "summary": _summary(verdict, out, launch, deploy),
     }
 
 
-def _check_versions(out: Decision, host: Host, profile: Profile, accepted: frozenset[str]) -> None:
+def _check_versions(out: Decision, host: Host, deploy: DeployModel, accepted: frozenset[str]) -> None:
     for key, found, what in (
         ("driver", host.driver, "NVIDIA driver"),
         ("cuda", host.cuda, "CUDA version the driver supports"),
     ):
-        minimum = getattr(profile, f"min_{key}")
+        minimum = getattr(deploy, f"min_{key}")
         if minimum is None:
             continue
         if found is None:
@@ -215,12 +215,12 @@ def _ceiling_text(launch: dict[str, Any]) -> str:
             f"of all-reduce per token ({ceiling.get('source') or 'source unknown'})")
 
 
-def _summary(verdict: str, out: Decision, launch: dict[str, Any], profile: Profile) -> str:
+def _summary(verdict: str, out: Decision, launch: dict[str, Any], deploy: DeployModel) -> str:
     if verdict == "block":
         ids = ", ".join(dict.fromkeys(r["id"] for r in out.reasons))
-        return (f"block: {profile.label} must not be deployed here ({len(out.reasons)} reason(s): {ids})"
+        return (f"block: {deploy.label} must not be deployed here ({len(out.reasons)} reason(s): {ids})"
                 + _ceiling_text(launch))
-    parts = [f"pass: {profile.label} with --tp {launch['tensor_parallel_size']} on GPUs "
+    parts = [f"pass: {deploy.label} with --tp {launch['tensor_parallel_size']} on GPUs "
              f"{launch['cuda_visible_devices']}"]
     all_reduce = launch["all_reduce"] or {}
     if all_reduce.get("path") == "custom":

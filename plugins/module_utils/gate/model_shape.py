@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import Profile, as_int, as_text
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import DeployModel, as_int, as_text
 from ansible_collections.gpuhost.gpu.plugins.module_utils.model.config_json import collectives_per_step, disagreements
 from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
 
@@ -35,11 +35,11 @@ def config_counts(config: Any, problem: Any = None) -> dict[str, Any] | None:
         return {"status": "not_modelled", "reason": str(exc), "allreduces_per_step": None}
 
 
-def apply_collectives(profile: Profile, collectives: Any, notes: list[str], label: str = "model_config") -> None:
-    """Put the config.json's counts into ``profile.comm`` (and say so in ``comm_source``) when modelled."""
+def apply_collectives(deploy: DeployModel, collectives: Any, notes: list[str], label: str = "model_config") -> None:
+    """Put the config.json's counts into ``deploy.shape`` (and say so in ``shape_source``) when modelled."""
     if collectives is None:
         return
-    kept = f"the communication ceiling uses {profile.comm_source}" if profile.comm else \
+    kept = f"the communication ceiling uses {deploy.shape_source}" if deploy.shape else \
         "the communication ceiling is not modelled"
     if not isinstance(collectives, dict):
         notes.append(f"{label}: expected the collectives mapping collectives_per_step returns; found "
@@ -48,8 +48,8 @@ def apply_collectives(profile: Profile, collectives: Any, notes: list[str], labe
     if collectives.get("status") == "not_modelled":
         reason = as_text(collectives.get("reason")) or "no reason given"
         notes.append(f"The model's config.json gives no collectives per step ({reason}): {kept}.")
-        if not profile.comm:
-            profile.comm_not_modelled = reason
+        if not deploy.shape:
+            deploy.shape_not_modelled = reason
         return
     counts = {name: as_int(collectives.get(name)) for name in _FIELDS}
     if collectives.get("status") != "modelled" or not counts["layers"] or not counts["hidden_size"] \
@@ -57,19 +57,19 @@ def apply_collectives(profile: Profile, collectives: Any, notes: list[str], labe
         notes.append(f"{label}: expected status modelled with whole numbers for {', '.join(_FIELDS)} (layers and "
                      f"hidden_size above 0), as collectives_per_step returns; found {collectives!r}: {kept}.")
         return
-    if profile.comm:
-        found = disagreements(profile.comm, {**counts, "status": "modelled"})
+    if deploy.shape:
+        found = disagreements(deploy.shape, {**counts, "status": "modelled"})
         if found:
-            notes.append(f"The model's config.json and {profile.comm_source} disagree ({'; '.join(found)}): the "
+            notes.append(f"The model's config.json and {deploy.shape_source} disagree ({'; '.join(found)}): the "
                          "config.json's counts price the communication ceiling.")
     architecture = as_text(collectives.get("architecture"))
-    profile.comm = {
-        "name": profile.label,
+    deploy.shape = {
+        "name": deploy.label,
         "layers": counts["layers"],
         "allreduces_per_layer": counts["allreduces_per_layer"],
         "hidden_size": counts["hidden_size"],
         "dtype_bytes": counts["dtype_bytes"],
-        # Multi-token-prediction draft steps run their own all-reduces (model_config.model_fields).
+        # Multi-token-prediction draft steps run their own all-reduces (model/config_json.py model_fields).
         "extra_allreduces": counts["extra_allreduces"] + counts["draft_allreduces_per_step"],
     }
-    profile.comm_source = "the model's config.json" + (f" ({architecture})" if architecture else "")
+    deploy.shape_source = "the model's config.json" + (f" ({architecture})" if architecture else "")

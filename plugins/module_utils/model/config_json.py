@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import Model, load_model
 
 # Architecture names (config.json ``architectures``) whose collectives are modelled, and their kind.
 DENSE = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
@@ -149,7 +150,7 @@ def collectives_per_step(config: Any, tensor_parallel_size: int | None = None, d
 
 
 def model_fields(name: str, counted: Mapping[str, Any], tensor_parallel_size: int) -> dict[str, Any]:
-    """A model profile (model_profile.load_model's shape) from a modelled ``collectives_per_step`` result."""
+    """A model's fields (shape.load_model's mapping) from a modelled ``collectives_per_step`` result."""
     if counted.get("status") != "modelled":
         raise ModelError(f"model {name!r}: {counted.get('reason') or 'not modelled'}")
     return {"name": name, "layers": counted["layers"], "allreduces_per_layer": counted["allreduces_per_layer"],
@@ -159,12 +160,20 @@ def model_fields(name: str, counted: Mapping[str, Any], tensor_parallel_size: in
             "notes": f"from config.json ({counted['architecture']})"}
 
 
-def disagreements(profile: Mapping[str, Any], counted: Mapping[str, Any]) -> list[str]:
-    """Where a shipped profile and a config.json disagree: each '<field>: profile X, config.json Y'."""
+def disagreements(known: Mapping[str, Any], counted: Mapping[str, Any]) -> list[str]:
+    """Where a known model (or a model's own fields) and a config.json disagree: each
+    '<field>: profile X, config.json Y'."""
     if counted.get("status") != "modelled":
         return []
     found = []
     for field in ("layers", "hidden_size", "allreduces_per_layer", "dtype_bytes", "extra_allreduces"):
-        if field in profile and profile[field] != counted.get(field):
-            found.append(f"{field}: profile {profile[field]}, config.json {counted.get(field)}")
+        if field in known and known[field] != counted.get(field):
+            found.append(f"{field}: profile {known[field]}, config.json {counted.get(field)}")
     return found
+
+
+def model_from_config(config: Any, name: str, tensor_parallel_size: int) -> Model:
+    """The Model a config.json (already read) describes, served over ``tensor_parallel_size`` GPUs; ModelError
+    saying what was expected and what to do when the file is not a model's config.json or its architecture's
+    collectives are not modelled."""
+    return load_model(model_fields(name, collectives_per_step(config, tensor_parallel_size), tensor_parallel_size))

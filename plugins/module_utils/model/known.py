@@ -1,7 +1,8 @@
-"""Model profiles shipped with the audit, for the communication floor (comm_model).
+"""The known models: the models whose shape ships with the collection, for their communication ceiling.
 
-Each entry is plain data in the shape ``model_profile.load_model`` reads, so users can add their own
-profiles as variables in the same shape. Where a figure comes from is said next to it; what could not
+Each entry is plain data in the shape ``shape.load_model`` reads, so users can give their own models as
+variables in the same shape (nccl_bench's model_profile, deploy_model's comm_profile; those option names
+keep the older word). Where a figure comes from is said next to it; what could not
 be checked against the model's own files is said too.
 """
 
@@ -55,20 +56,20 @@ KNOWN_MODELS: dict[str, dict[str, Any]] = {
 
 
 def check_against_config(key: str, config: Any) -> list[str]:
-    """Where the shipped profile ``key`` and the model's config.json disagree (empty when they agree, or
+    """Where the known model ``key`` and the model's config.json disagree (empty when they agree, or
     when the config's architecture is not modelled)."""
-    shipped = known_model(key)
-    counted = collectives_per_step(config, shipped.tensor_parallel_size)
+    known = known_model(key)
+    counted = collectives_per_step(config, known.tensor_parallel_size)
     return disagreements(KNOWN_MODELS[key.strip().lower()], counted)
 
 
 def known_model(name: str) -> Model:
-    """A shipped profile by its key (``glm-5``, ``llama-3-70b``), checked like a user's one."""
+    """A known model by its key (``glm-5``, ``llama-3-70b``), checked like a user's one."""
     key = name.strip().lower() if isinstance(name, str) else name
     if key not in KNOWN_MODELS:
         suggestion = closest(key, KNOWN_MODELS) if isinstance(key, str) else None
         hint = f"; did you mean {suggestion}?" if suggestion else "."
         raise ModelError(f"model profile: expected one of {', '.join(sorted(KNOWN_MODELS))}; found {name!r}"
-                             f"{hint} Pick a shipped profile or pass your own (name, layers, allreduces_per_layer, "
-                             "hidden_size, dtype_bytes, tensor_parallel_size)")
+                         f"{hint} Pick a shipped profile or pass your own (name, layers, allreduces_per_layer, "
+                         "hidden_size, dtype_bytes, tensor_parallel_size)")
     return load_model(KNOWN_MODELS[key])

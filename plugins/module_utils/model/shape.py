@@ -1,8 +1,10 @@
-"""A model's shape as the communication floor reads it, and how it is read from data.
+"""The model type: a model's shape (layers, hidden size, all-reduces per layer and outside them, the
+activations' bytes) at a tensor-parallel size, its all-reduces per decoded token, and how it is read.
 
-``load_model`` checks a mapping (a YAML or JSON document, an Ansible variable, an entry of
-model_profiles) field by field. Both comm_model, which prices a profile, and model_profiles, the
-built-in entries, import this module, so neither imports the other for the type.
+The ways in, all to ``Model``: ``load_model`` checks a mapping (a YAML or JSON document, an Ansible variable
+such as nccl_bench's model_profile option, an entry of known.py) field by field; known.py ``known_model``
+takes a known model by its key; config_json.py ``model_from_config`` reads a model's own config.json.
+ceiling.py prices a Model's communication ceiling.
 
 Pure: no Ansible, no I/O. Errors are ``ModelError`` (a ``ValueError``) saying what was expected,
 what was found and what to do.
@@ -11,7 +13,7 @@ what was found and what to do.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
@@ -20,6 +22,8 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.known_names im
 
 @dataclass(frozen=True)
 class Model:
+    """A model's shape at the tensor-parallel size it is served with."""
+
     name: str
     layers: int
     allreduces_per_layer: int
@@ -32,7 +36,15 @@ class Model:
 
     @property
     def allreduces_per_step(self) -> int:
+        """All-reduces one decode step runs under tensor parallelism (above size 1): one token per stream."""
         return self.layers * self.allreduces_per_layer + self.extra_allreduces
+
+    def at_tensor_parallel_size(self, size: int) -> Model:
+        """The same model served over ``size`` GPUs."""
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ModelError(f"model {self.name!r}: expected a tensor-parallel size as a whole number of 1 or more; "
+                             f"found {size!r}. Pass the --tp the server runs with")
+        return replace(self, tensor_parallel_size=size)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
