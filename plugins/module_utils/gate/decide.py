@@ -43,7 +43,7 @@ decide() runs the steps in this order, each writing its reasons and notes into o
 P2P between its GPUs (judge_p2p.py), the launch's environment and known-good entries (launch.py),
 the findings of the audit, the benchmark and the probe (triage.py), the launch's arguments, checked
 against SGLang's --help, and the all-reduce SGLang will run with them (launch.py), and the communication
-ceiling (comm_ceiling.py).
+ceiling (ceiling.py).
 """
 
 from __future__ import annotations

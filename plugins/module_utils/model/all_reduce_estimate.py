@@ -41,7 +41,7 @@ def _positive(name: str, value: Any, whole: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value) or value <= 0:
         kind = "a whole number above 0" if whole else "a number above 0"
         raise ModelError(f"all-reduce estimate: expected {name} as {kind}; found {value!r}. "
-                            "Pass the measured value, or no estimate can be made")
+                         "Pass the measured value, or no estimate can be made")
 
 
 def ring_steps(ranks: int) -> int:
@@ -80,7 +80,7 @@ def estimate_allreduce(ranks: int, message_bytes: int, hop_latency_us: float, bu
         _positive("the bus bandwidth in GB/s", bus_gbps)
     if ranks % nodes:
         raise ModelError(f"all-reduce estimate: expected the ranks ({ranks}) spread evenly over the nodes "
-                            f"({nodes}); found a remainder. Give the GPUs per node times the nodes")
+                         f"({nodes}); found a remainder. Give the GPUs per node times the nodes")
     if ranks == 1:
         ring = tree = {"algorithm": "none", "steps": 0, "step_us": 0.0, "data_us": 0.0, "time_us": 0.0}
         pick = ring

@@ -46,27 +46,27 @@ def allreduce_bytes_per_token(model: Model, batch: int = 1) -> int:
 def _check_batch(batch: int) -> None:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ModelError(f"batch: expected a whole number of 1 or more; found {batch!r}. Pass the number of "
-                             "sequences decoded together")
+                         "sequences decoded together")
 
 
 def _check_curve(curve: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
     """Sorted (size, time) points; several measurements of one size are averaged."""
     if isinstance(curve, (str, bytes)) or not isinstance(curve, Sequence) or not curve:
         raise ModelError("latency curve: expected a list of (size_bytes, time_us) pairs; found "
-                             f"{curve!r}. Measure an all-reduce sweep first (nccl-tests or the torch engine)")
+                         f"{curve!r}. Measure an all-reduce sweep first (nccl-tests or the torch engine)")
     by_size: dict[int, list[float]] = {}
     for point in curve:
         if not isinstance(point, Sequence) or isinstance(point, (str, bytes)) or len(point) != 2:
             raise ModelError(f"latency curve: expected (size_bytes, time_us) pairs; found {point!r}. "
-                                 "Give each point as a pair")
+                             "Give each point as a pair")
         size, time_us = point
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise ModelError(f"latency curve: expected sizes as whole numbers of bytes above 0; found {size!r}. "
-                                 "Leave out the zero-byte rows of nccl-tests")
+                             "Leave out the zero-byte rows of nccl-tests")
         if isinstance(time_us, bool) or not isinstance(time_us, (int, float)) or not math.isfinite(time_us) \
                 or time_us <= 0:
             raise ModelError(f"latency curve: expected times in us above 0; found {time_us!r} for {size} bytes. "
-                                 "Leave out points that were not measured")
+                             "Leave out points that were not measured")
         by_size.setdefault(size, []).append(float(time_us))
     return sorted((size, sum(times) / len(times)) for size, times in by_size.items())
 
@@ -157,7 +157,7 @@ def _no_ceiling(model: Model, batch: int, basis: str, notes: list[str]) -> dict[
 def _check_model_type(model: Any) -> None:
     if not isinstance(model, Model):
         raise ModelError(f"communication ceiling: expected a Model; found {type(model).__name__}. "
-                             "Load it with load_model()")
+                         "Load it with load_model()")
 
 
 def measured_ceiling(model: Model, curve: Sequence[tuple[int, float]], batch: int = 1,

@@ -57,7 +57,7 @@ def _whole(config: Mapping[str, Any], key: str, default: int | None = None) -> i
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ModelError(f"config.json: expected {key!r} as a whole number of 0 or more; found {value!r}. "
-                               "Check that the file is the model's own config.json")
+                         "Check that the file is the model's own config.json")
     return value
 
 
@@ -91,14 +91,14 @@ def collectives_per_step(config: Any, tensor_parallel_size: int | None = None, d
     """
     if not isinstance(config, Mapping):
         raise ModelError(f"config.json: expected a JSON object; found {type(config).__name__}. "
-                               "Read the model directory's config.json")
+                         "Read the model directory's config.json")
     architectures = config.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures \
         and isinstance(architectures[0], str) else None
     if tensor_parallel_size is not None and (isinstance(tensor_parallel_size, bool)
                                              or not isinstance(tensor_parallel_size, int) or tensor_parallel_size < 1):
         raise ModelError(f"tensor parallel size: expected a whole number of 1 or more; found "
-                               f"{tensor_parallel_size!r}. Pass the --tp the server runs with")
+                         f"{tensor_parallel_size!r}. Pass the --tp the server runs with")
     if architecture not in DENSE + MOE:
         return _not_modelled(architecture, f"architecture {architecture!r} is not modelled (known: "
                              f"{', '.join(DENSE + MOE)}): its collectives per step are not guessed; give the model's "
@@ -108,7 +108,7 @@ def collectives_per_step(config: Any, tensor_parallel_size: int | None = None, d
     hidden = _whole(text, "hidden_size")
     if not layers or not hidden:
         raise ModelError(f"config.json of {architecture}: expected num_hidden_layers and hidden_size above 0; "
-                               f"found {layers!r} and {hidden!r}. Check the file is complete")
+                         f"found {layers!r} and {hidden!r}. Check the file is complete")
     kind = "moe" if architecture in MOE else "dense"
     dense_layers = min(_whole(text, "first_k_dense_replace", 0) or 0, layers) if kind == "moe" else layers
     mtp_layers = _whole(text, "num_nextn_predict_layers", 0) or 0

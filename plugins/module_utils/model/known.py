@@ -23,9 +23,9 @@ KNOWN_MODELS: dict[str, dict[str, Any]] = {
     # the values quoted from the model's config.json (model_type glm_moe_dsa, torch_dtype bfloat16) in
     # public serving projects. The Hugging Face file itself was not read. The multi-token-prediction layer
     # (num_nextn_predict_layers 1) only runs with speculative decoding and is not counted. Two all-reduces
-    # per layer plus one for the vocab-parallel embedding is what SGLang runs under TP (model_config.py
-    # says where in its code); the profile agrees with tests/fixtures/model_configs (a test checks it).
-    # Collectives around the sparse-attention indexer, if any, would raise the floor, not lower it. The
+    # per layer plus one for the vocab-parallel embedding is what SGLang runs under TP (config_json.py
+    # says where in its code); the entry agrees with tests/fixtures/model_configs (a test checks it).
+    # Collectives around the sparse-attention indexer, if any, would lower the ceiling, not raise it. The
     # all-reduced activations stay bf16 (2 bytes) in the NVFP4 checkpoint too: only the weights are 4-bit.
     "glm-5": {
         "name": "GLM-5",

@@ -18,7 +18,7 @@ from tests.unit.captures import INCIDENT, audited
 PROBE = paths.FIXTURES / "p2p" / "p2p-probe_8xRTXPRO6000-vm-no-p2p_constructed.jsonl"
 GLM5 = {"name": "GLM-5-NVFP4", "family": "glm-5", "weights_gib": 403, "tensor_parallel_size": "auto",
         "attention_heads": 64}
-HOP_US = 13.9 * 14  # the probe's slowest pair times the ring's 14 steps at TP 8 (test_comm_ceiling.py)
+HOP_US = 13.9 * 14  # the probe's slowest pair times the ring's 14 steps at TP 8 (test_ceiling.py)
 
 
 def counted(name: str) -> dict:

@@ -42,7 +42,7 @@ def test_the_transfer_figures_read_as_an_all_reduce_are_labelled_measured() -> N
     run = incident_run()
     floor = measured_ceiling(profile, run.latency_curve(), batch=1, measured_ranks=run.nranks)
 
-    # Independent of comm_model: the message is one token's hidden state, and the curve has a point at that
+    # Independent of model/ceiling.py: the message is one token's hidden state, and the curve has a point at that
     # very size, so the step time is that point's time once per all-reduce of every layer and the embedding.
     message = profile.hidden_size * profile.dtype_bytes
     measured = {r.size_bytes: r.out_of_place.time_us for r in run.results}
