@@ -360,7 +360,7 @@ summary:
 import os
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.decide import decide
-from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.model_dir import read_config
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.model_dir import read_model_config
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -397,7 +397,7 @@ def main() -> None:
     params = module.params
     directory = model_dir(params)
     # Read-only, so check mode reads it too; a file that cannot be read is a note of the gate, never a failure.
-    config, config_problem = read_config(directory) if directory else (None, None)
+    config, config_problem = read_model_config(directory) if directory else (None, None)
     result = decide(params["audit"], params["model"], bench=params["bench"], probe=params["probe"],
                     accept=params["accept"], sglang_version=params["sglang_version"],
                     known_good_overrides=params["known_good_overrides"], sglang_help=params["sglang_help"],

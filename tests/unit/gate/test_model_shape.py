@@ -139,3 +139,13 @@ def test_a_bad_config_is_a_note_never_a_failure(tmp_path, capsys: pytest.Capture
 def test_without_a_path_no_config_is_read(capsys: pytest.CaptureFixture[str]) -> None:
     result = gate_module(capsys, model=GLM5)
     assert not any("config.json" in n for n in result["notes"])
+
+
+def test_a_model_directory_that_is_not_there_says_what_to_do(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    # As sglang_model_check says it for the same directory: what was expected there and what to do.
+    result = gate_module(capsys, model={**GLM5, "path": str(tmp_path / "GLM-5-NVFP4")})
+    assert f"(config.json was not read: {tmp_path / 'GLM-5-NVFP4'} does not exist; expected the model's directory " \
+           "there. Download or copy the model first, or correct the model path.)" in " ".join(result["notes"])
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    result = gate_module(capsys, model={**GLM5, "path": str(tmp_path / "file")})
+    assert any("is a file, not a directory" in n for n in result["notes"])
