@@ -104,6 +104,14 @@ collectives:
     - Null without O(tensor_parallel_size) or without a readable C(config.json) (RV(config_problem) says why).
   returned: always
   type: dict
+model:
+  description:
+    - The model C(config.json) describes, served over O(tensor_parallel_size) GPUs, as the collection's one model
+      type (model/shape.py Model) - C(name) (the directory's name), C(layers), C(allreduces_per_layer),
+      C(hidden_size), C(dtype_bytes), C(tensor_parallel_size), C(extra_allreduces), C(notes).
+    - Null where RV(collectives) is null or not modelled.
+  returned: always
+  type: dict
 config_problem:
   description: Why C(config.json) could not be read; null when it was.
   returned: always
@@ -117,8 +125,10 @@ import traceback
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.model.config_json import (
     collectives_per_step,
+    model_fields,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import load_model
 from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.model_dir import (
     Listing,
     judge,
@@ -182,6 +192,14 @@ def walk_as(module: AnsibleModule, path: str, user: str) -> Listing:
     raise AssertionError("unreachable")
 
 
+def model(listing: Listing, counted: dict | None, tensor_parallel_size: int | None) -> dict | None:
+    """The Model the counted config.json describes at that TP; None where nothing was counted."""
+    if not counted or counted.get("status") != "modelled" or tensor_parallel_size is None:
+        return None
+    name = os.path.basename(os.path.normpath(listing.path)) or listing.path
+    return load_model(model_fields(name, counted, tensor_parallel_size)).as_dict()
+
+
 def collectives(listing: Listing, tensor_parallel_size: int | None) -> dict | None:
     """What config.json says one decode step all-reduces at that TP; a config that cannot be read says why."""
     if tensor_parallel_size is None or listing.config is None:
@@ -201,6 +219,7 @@ def main() -> None:
     user = params["user"]
     listing = walk_as(module, params["path"], user) if user else walk(params["path"])
     verdict = judge(listing, params["expected_gib"], params["tolerance"], user)
+    counted = collectives(listing, params["tensor_parallel_size"])
     result = {
         "changed": False,
         "ok": verdict.ok,
@@ -210,7 +229,8 @@ def main() -> None:
         "unreadable": listing.unreadable,
         "not_regular": listing.not_regular,
         "problems": verdict.problems,
-        "collectives": collectives(listing, params["tensor_parallel_size"]),
+        "collectives": counted,
+        "model": model(listing, counted, params["tensor_parallel_size"]),
         "config_problem": listing.config_problem,
     }
     if verdict.ok:
