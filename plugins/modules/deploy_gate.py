@@ -9,7 +9,7 @@ module: deploy_gate
 short_description: Pass or block a model deployment on a GPU host, with every reason and the launch settings
 description:
   - Reads the host's audit (M(gpuhost.gpu.gpu_host_facts)), optionally its NCCL benchmark (M(gpuhost.gpu.nccl_bench))
-    and P2P proof (M(gpuhost.gpu.gpu_p2p_probe)), and a model profile from the inventory, and returns C(pass) or
+    and P2P proof (M(gpuhost.gpu.gpu_p2p_probe)), and the model to deploy from the inventory, and returns C(pass) or
     C(block) with every reason, each naming the finding or the fact behind it.
   - Derives the SGLang launch settings the facts call for, the tensor-parallel size and which GPUs
     (C(CUDA_VISIBLE_DEVICES)), the backend flags the known-good table gives for the GPUs' architecture,
@@ -49,7 +49,7 @@ options:
       - The registered result of M(gpuhost.gpu.nccl_bench) on this host. Its C(findings) count like the audit's; its
         C(recommended_env) (or C(tuning.recommended_env)) becomes the serving environment; its all-reduce
         times (C(results), or the recommended candidate's under C(tuning.candidates)) give the communication
-        ceiling, unless it carries a C(comm_floor) for the chosen tensor-parallel size.
+        ceiling at the chosen tensor-parallel size.
     type: dict
   probe:
     description:
@@ -60,7 +60,7 @@ options:
     type: dict
   model:
     description:
-      - "The model profile, as the inventory gives it. Every key is optional:
+      - "The model to deploy, as the inventory gives it (C(deploy_model)). Every key is optional:
         C(name), C(family) (matched against the known-good table), C(path);
         C(weights_gib) (size of the weights), or C(params_b) with C(bytes_per_param) (default 2) to estimate it;
         C(kv_cache_gib_per_gpu), or C(kv_cache_fraction) of each GPU's memory (default 0.10);
@@ -70,8 +70,8 @@ options:
         C(min_compute_capability) (C('8.0'), C('sm_90')); C(min_driver) (C('570')); C(min_cuda) (C('12.8')), the
         CUDA version the driver supports;
         for the communication ceiling, C(layers), C(hidden_size), C(allreduces_per_layer) (default 2),
-        C(dtype_bytes) (default 2), or C(comm_profile), the name of a shipped profile (C(glm-5),
-        C(llama-3-70b)) or a mapping; a C(family) that names a shipped profile is used as well."
+        C(dtype_bytes) (default 2), or C(comm_profile), the name of a known model (C(glm-5),
+        C(llama-3-70b)) or a mapping; a C(family) that names a known model is used as well."
       - Quote versions in YAML, C('12.10') read unquoted is the number 12.1.
       - "C(notes) is free text. Any other key blocks with C(model_profile_invalid), naming the closest valid key
         (C(model.weight_gib: unknown key; did you mean weights_gib?)): read as absent, a misspelled key would leave
@@ -121,18 +121,19 @@ options:
         C(deploy_known_good_overrides) when the values came from them.
     type: dict
     default: {}
-  model_collectives:
+  model_dir:
     description:
-      - The all-reduces one decode step runs, counted from the model directory's C(config.json), as the
-        C(collectives) that M(gpuhost.gpu.sglang_model_check) returns when run with C(tensor_parallel_size). When its
-        C(status) is C(modelled), its counts (C(layers), C(hidden_size), C(allreduces_per_layer), C(dtype_bytes),
-        C(extra_allreduces)) price the communication floor instead of the shipped profile's, a note names each field
-        where the two disagree, and the floor's C(source) ends in C(collectives per step from the model's config.json).
-      - C(not_modelled) (an architecture the counts do not cover, or a C(config.json) not read, with C(reason))
-        leaves the shipped profile's counts, with a note; without one the floor is not modelled, never guessed.
-      - Omitted, the counts come from O(model) alone (C(comm_profile), C(family), its own fields), and the floor's
-        C(source) names which.
-    type: raw
+      - The model's directory on the host the gate runs on; the gate reads its C(config.json) and counts the
+        all-reduces one decode step runs (C(plugins/module_utils/model/config_json.py)). Omitted, C(path) of O(model)
+        when it has one; with neither, no C(config.json) is read.
+      - When the counts are modelled, they (C(layers), C(hidden_size), C(allreduces_per_layer), C(dtype_bytes),
+        C(extra_allreduces)) price the communication ceiling instead of the known model's, a note names each field
+        where the two disagree, and the ceiling's C(source) ends in C(collectives per step from the model's
+        config.json).
+      - A C(config.json) that is missing, unreadable, not JSON or of an architecture the counts do not cover leaves
+        the known model's counts, with a note saying why; without one the ceiling is not modelled, never guessed.
+        It never fails the task.
+    type: path
   pcie_ipc_all_reduce:
     description:
       - Launch with SGLang's opt-in FlashInfer PCIe IPC all-reduce (C(SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1), SGLang
@@ -313,10 +314,10 @@ launch:
         SGLang's opt-in PCIe IPC all-reduce: C(available) (0.5.21 on), C(recommended) (PCIe GPUs with P2P proven by
         the probe only), C(applied) (set in C(env)), C(why), C(env); null below 2 GPUs.
       type: dict
-    comm_ceiling_basis:
+    communication_ceiling_basis:
       description: >-
-        What the NCCL-measured ceiling is for the path that runs, C(nccl), C(nccl_lower_bound) (custom all-reduce
-        takes the small messages) or C(nccl_path_unknown); null without a ceiling.
+        What the NCCL-measured communication ceiling is for the path that runs, C(nccl), C(nccl_lower_bound)
+        (custom all-reduce takes the small messages) or C(nccl_path_unknown); null without a ceiling.
       type: str
     p2p:
       description: C(state) (proven, claimed, unknown, absent, partial, n/a) and the count of pairs per level.
@@ -324,18 +325,18 @@ launch:
     memory:
       description: Per GPU of the group, GiB needed (weights, KV cache, headroom) and available.
       type: dict
-    expected_comm_ceiling_tok_s:
+    communication_ceiling_tok_s:
       description: >-
-        The single-stream decode rate all-reduce latency alone allows; null without a benchmark's all-reduce
-        or a probe's GPU-to-GPU copy latency.
+        The communication ceiling: the single-stream decode rate all-reduce latency alone allows; null without a
+        benchmark's all-reduce or a probe's GPU-to-GPU copy latency.
       type: float
       sample: 32.7
-    comm_floor:
+    communication_ceiling:
       description: >-
-        The communication model's full result behind that figure: C(basis) C(measured_all_reduce) (an
+        The communication ceiling's full result (model/ceiling.py): C(basis) C(measured_all_reduce) (an
         all-reduce measured over the serving rank count) or C(estimated_from_pair_latency) (the probe's copy
         latency times the hops of the algorithm NCCL picks, with C(estimate)), C(source), C(assumptions),
-        C(comm_us_per_token) and the rest of comm_model's floor.
+        C(comm_us_per_token), C(max_tokens_per_s_single_stream) and the rest.
       type: dict
     known_good_source:
       description: The known-good entries applied (C(id), C(arch), C(models), C(sglang_versions), C(flags), C(source)).
@@ -356,7 +357,10 @@ summary:
   sample: "pass: GLM-5-NVFP4 with --tp 8 on GPUs 0,1,2,3,4,5,6,7; custom all-reduce off; NCCL_P2P_DISABLE=1"
 """
 
+import os
+
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.decide import decide
+from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.model_dir import read_model_config
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -374,19 +378,30 @@ def get_argument_spec() -> dict:
         "labels": {"type": "dict", "default": {}},
         "sglang_help": {"type": "str"},
         "fail_on_block": {"type": "bool", "default": False},
-        # raw: a value of another shape becomes a note, not a type conversion failure.
-        "model_collectives": {"type": "raw"},
+        "model_dir": {"type": "path"},
         "pcie_ipc_all_reduce": {"type": "bool", "default": False},
     }
+
+
+def model_dir(params: dict) -> str | None:
+    """The directory whose config.json the gate reads: model_dir, else the model's own path."""
+    if params["model_dir"]:
+        return params["model_dir"]
+    path = params["model"].get("path") if isinstance(params["model"], dict) else None
+    # Expanded as a path option is, so that model.path reads the same as model_dir.
+    return os.path.expanduser(os.path.expandvars(path.strip())) if isinstance(path, str) and path.strip() else None
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     params = module.params
+    directory = model_dir(params)
+    # Read-only, so check mode reads it too; a file that cannot be read is a note of the gate, never a failure.
+    config, config_problem = read_model_config(directory) if directory else (None, None)
     result = decide(params["audit"], params["model"], bench=params["bench"], probe=params["probe"],
                     accept=params["accept"], sglang_version=params["sglang_version"],
                     known_good_overrides=params["known_good_overrides"], sglang_help=params["sglang_help"],
-                    labels=params["labels"], model_collectives=params["model_collectives"],
+                    labels=params["labels"], model_config=config, model_config_problem=config_problem,
                     pcie_ipc_all_reduce=params["pcie_ipc_all_reduce"])
     if params["fail_on_block"] and result["verdict"] == "block":
         module.fail_json(msg=result["summary"] + ": " + " | ".join(r["summary"] for r in result["reasons"]),

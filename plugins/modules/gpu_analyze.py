@@ -78,7 +78,7 @@ options:
         O(gpuhost.gpu.nccl_bench#module:model_profile) (a name such as C(glm-5), or a mapping). Empty for none.
     type: raw
   concurrency:
-    description: Concurrent requests the communication floor is computed for, as M(gpuhost.gpu.nccl_bench)'s.
+    description: Concurrent requests the communication ceiling is computed for, as M(gpuhost.gpu.nccl_bench)'s.
     type: int
     default: 64
   tensor_parallel_gpus:
@@ -172,7 +172,6 @@ import os
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import SubsetError, audit, resolve_subsets
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import CommModelError, check_profile
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.from_logs import nccl_from_log, probe_from_log
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.report_files import REPORT_MODE, check_host_names
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import ReportFileError, plan_files
@@ -188,6 +187,8 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import
     resolve,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_material
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.ceiling import check_model
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.files_plan import (
     ANALYSIS_INDEX,
     ANALYSIS_RESERVED,
@@ -289,10 +290,10 @@ def main() -> None:
                                  "for the default")
     try:
         if params["model_profile"]:
-            check_profile(params["model_profile"])
+            check_model(params["model_profile"])
         dest = resolve(params["dest"], params["base_dir"])
         rows, facts, bench, not_read = analyse_all(params, dest, module.warn)
-    except (CommModelError, SubsetError) as exc:
+    except (ModelError, SubsetError) as exc:
         module.fail_json(msg=str(exc))
     hosts = merged_facts(facts, bench)
     absent = {host: {"status": "failed", "msg": msg, "report": None, "report_date": None}

@@ -345,7 +345,7 @@ findings:
 notes:
   description: >-
     What the reader of the result should know, for example that a log does not name the collective it measured
-    (so no all-reduce threshold and no communication floor apply to it).
+    (so no all-reduce threshold and no communication ceiling apply to it).
   returned: when there is something to say
   type: list
   elements: str
@@ -360,7 +360,7 @@ startup_s:
 comm_floor:
   description: >-
     The decode rate that all-reduce latency alone allows for O(model_profile) (the figure of
-    bench/comm_figure.py, the same the deployment gate shows): C(batch_1) and C(batch_<concurrency>)
+    bench/host_ceiling.py, the same the deployment gate shows): C(batch_1) and C(batch_<concurrency>)
     (O(concurrency) streams), each with C(model), C(batch), C(tensor_parallel_size), C(allreduces_per_step),
     C(allreduce_bytes), C(allreduce_latency_us), C(latency_basis), C(basis) (C(measured_all_reduce), or
     C(estimated_from_pair_latency) where O(probe) shows the measured figure is no all-reduce at the profile's
@@ -373,8 +373,7 @@ comm_floor:
     summary: all-reduce alone limits single-stream decode to 465 tok/s on this host (measured all-reduce over 8 GPUs)
 """
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_figure import add_comm_floor
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import CommModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.host_ceiling import add_communication_ceiling
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.nccl_judge import COLLECTIVES, ENGINES, BenchInputError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.nccl_runner import (
     DEFAULT_STARTUP_TIMEOUT_S,
@@ -383,6 +382,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.nccl_runner impo
     BenchSkipped,
     run_bench,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -421,13 +421,13 @@ def main() -> None:
     try:
         result = run_bench(module.params, tmpdir=module.tmpdir, warn=module.warn, check_mode=module.check_mode)
         if module.params["model_profile"] is not None:
-            add_comm_floor(result, module.params["model_profile"], module.params["concurrency"],
+            add_communication_ceiling(result, module.params["model_profile"], module.params["concurrency"],
                            module.params["probe"])
     except BenchSkipped as exc:
         module.exit_json(changed=False, skipped=True, msg=str(exc))
     except BenchFailure as exc:
         module.fail_json(msg=str(exc), **exc.details)
-    except (BenchInputError, CommModelError) as exc:
+    except (BenchInputError, ModelError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **result)
 

@@ -12,7 +12,8 @@ description:
     ACLs and unreadable parent directories count as they will for the server), lists the weight files
     (C(*.safetensors), C(*.bin), C(*.pt), C(*.pth), C(*.gguf), symbolic links followed) and opens each for reading.
     Only regular files are opened; a FIFO, socket or device by such a name is a problem, never waited on.
-  - Compares their total size with O(expected_gib), the model profile's weights size, within O(tolerance).
+  - Compares their total size with O(expected_gib), the model's weights size (C(weights_gib) of the model to
+    deploy), within O(tolerance).
   - Reads only; supports check mode.
 version_added: "1.0.0"
 extends_documentation_fragment:
@@ -31,7 +32,7 @@ options:
     default: ""
   expected_gib:
     description:
-      - The size of the weights the model profile gives, in GiB (2^30 bytes). 0 checks presence only.
+      - The size of the weights the model to deploy gives, in GiB (2^30 bytes). 0 checks presence only.
       - A finite number, 0 or more.
     type: float
     required: true
@@ -96,11 +97,19 @@ problems:
   elements: str
 collectives:
   description:
-    - The all-reduces per decode step at O(tensor_parallel_size), from C(config.json) (bench/model_config.py
+    - The all-reduces per decode step at O(tensor_parallel_size), from C(config.json) (model/config_json.py
       collectives_per_step) - C(status) C(modelled) with C(allreduces_per_step), C(allreduce_bytes), C(layers),
       C(hidden_size), C(mtp_layers) and C(source); or C(not_modelled) with C(reason) for an architecture or
       setting not modelled.
     - Null without O(tensor_parallel_size) or without a readable C(config.json) (RV(config_problem) says why).
+  returned: always
+  type: dict
+model:
+  description:
+    - The model C(config.json) describes, served over O(tensor_parallel_size) GPUs, as the collection's one model
+      type (model/shape.py Model) - C(name) (the directory's name), C(layers), C(allreduces_per_layer),
+      C(hidden_size), C(dtype_bytes), C(tensor_parallel_size), C(extra_allreduces), C(notes).
+    - Null where RV(collectives) is null or not modelled.
   returned: always
   type: dict
 config_problem:
@@ -114,10 +123,12 @@ import os
 import pwd
 import traceback
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_config import (
-    ModelConfigError,
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.config_json import (
     collectives_per_step,
+    model_fields,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import load_model
 from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.model_dir import (
     Listing,
     judge,
@@ -181,13 +192,21 @@ def walk_as(module: AnsibleModule, path: str, user: str) -> Listing:
     raise AssertionError("unreachable")
 
 
+def model(listing: Listing, counted: dict | None, tensor_parallel_size: int | None) -> dict | None:
+    """The Model the counted config.json describes at that TP; None where nothing was counted."""
+    if not counted or counted.get("status") != "modelled" or tensor_parallel_size is None:
+        return None
+    name = os.path.basename(os.path.normpath(listing.path)) or listing.path
+    return load_model(model_fields(name, counted, tensor_parallel_size)).as_dict()
+
+
 def collectives(listing: Listing, tensor_parallel_size: int | None) -> dict | None:
     """What config.json says one decode step all-reduces at that TP; a config that cannot be read says why."""
     if tensor_parallel_size is None or listing.config is None:
         return None
     try:
         return collectives_per_step(listing.config, tensor_parallel_size)
-    except ModelConfigError as exc:
+    except ModelError as exc:
         return {"status": "not_modelled", "reason": str(exc), "allreduces_per_step": None}
 
 
@@ -200,6 +219,7 @@ def main() -> None:
     user = params["user"]
     listing = walk_as(module, params["path"], user) if user else walk(params["path"])
     verdict = judge(listing, params["expected_gib"], params["tolerance"], user)
+    counted = collectives(listing, params["tensor_parallel_size"])
     result = {
         "changed": False,
         "ok": verdict.ok,
@@ -209,7 +229,8 @@ def main() -> None:
         "unreadable": listing.unreadable,
         "not_regular": listing.not_regular,
         "problems": verdict.problems,
-        "collectives": collectives(listing, params["tensor_parallel_size"]),
+        "collectives": counted,
+        "model": model(listing, counted, params["tensor_parallel_size"]),
         "config_problem": listing.config_problem,
     }
     if verdict.ok:

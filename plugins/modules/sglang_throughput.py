@@ -16,9 +16,10 @@ description:
     random-ids)) when O(python) can import it and O(tokenizer) is given; otherwise with a small client of its own
     (standard library, streaming, so that the first token is timed). RV(tool) says which ran, RV(tool_reason)
     why. The API key goes to bench_serving in its environment (C(OPENAI_API_KEY)), never on its command line.
-  - Sets the measured time per token against the communication floor per token the deployment gate priced
-    (O(gate), C(launch.comm_floor) or C(launch.expected_comm_ceiling_tok_s)), with the floor's source where the
-    gate states it and the share of the time it explains; "floor unknown" when the gate priced none. A reference
+  - Sets the measured time per token against the communication ceiling the deployment gate priced, as
+    all-reduce time per token (O(gate), C(launch.communication_ceiling) or C(launch.communication_ceiling_tok_s)),
+    with the ceiling's source where the gate states it and the share of the time it explains; "communication
+    ceiling unknown" when the gate priced none. A reference
     rate comes from the gate's matching known-good entries when one carries C(reference_decode_tok_s).
   - With O(min_decode_tok_s), a single-stream rate below it (or none measured) is the finding
     C(serving_decode_slow) and RV(slow) is true; the module itself does not fail for it.
@@ -82,7 +83,7 @@ options:
     type: int
     default: 120
   gate:
-    description: The registered C(deploy_gate) result of the deployment, for the communication floor.
+    description: The registered C(deploy_gate) result of the deployment, for the communication ceiling.
     type: dict
   min_decode_tok_s:
     description: The slowest single-stream decode rate, tokens per second, that is not a finding.
@@ -126,10 +127,12 @@ aggregate:
   type: dict
 breakdown:
   description:
-    - C(measured_ms_per_token), C(comm_floor_ms_per_token), C(comm_floor_kind) (the gate's floor C(basis),
-      C(measured_all_reduce) or C(estimated_from_pair_latency)), C(comm_floor_source), C(comm_floor_assumptions),
-      C(comm_floor_from), C(comm_ceiling_basis), C(comm_share), C(other_ms_per_token), C(reference_decode_tok_s),
-      C(reference_source), C(reference_entry), C(measured_vs_reference); null where unknown.
+    - C(measured_ms_per_token), C(communication_ceiling_ms_per_token) (all-reduce time per token),
+      C(communication_ceiling_kind) (the gate's ceiling C(basis), C(measured_all_reduce) or
+      C(estimated_from_pair_latency)), C(communication_ceiling_source), C(communication_ceiling_assumptions),
+      C(communication_ceiling_from), C(communication_ceiling_basis), C(comm_share), C(other_ms_per_token),
+      C(reference_decode_tok_s), C(reference_source), C(reference_entry), C(measured_vs_reference); null where
+      unknown.
   returned: always
   type: dict
 findings:

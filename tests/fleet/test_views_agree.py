@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import format_rate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.ceiling import format_rate
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.prometheus import textfile
 
 from tests.fleet.test_site_fleet import INVENTORY, ROOT, ansible_playbook
@@ -148,7 +148,7 @@ def metrics_view(report: dict[str, Any]) -> dict[str, Any]:
         "read_pairs": [value for labels, value in labelled("gpuhost_p2p_status") if labels["capability"] == "read"],
         "allreduce_source": [labels["source"] for labels, _value in labelled("gpuhost_allreduce_latency_seconds")],
         "ceiling": [(format_rate(float(value)), labels["basis"])
-                    for labels, value in labelled("gpuhost_comm_ceiling_tokens_per_second")],
+                    for labels, value in labelled("gpuhost_communication_ceiling_tokens_per_second")],
     }
 
 
@@ -244,8 +244,8 @@ def test_the_gate_shows_the_hosts_communication_figure(host: str, reports: dict[
     decision, gate_md = gate
     report, markdown = load(host, reports)
     launch = decision["launch"]
-    floor = launch.get("comm_floor")
-    rate = launch.get("expected_comm_ceiling_tok_s")
+    floor = launch.get("communication_ceiling")
+    rate = launch.get("communication_ceiling_tok_s")
     shown = re.search(r"^- Communication ceiling: (.*)$", gate_md, re.MULTILINE)
     assert shown, f"{host}: the gate Markdown has no communication ceiling line"
     if rate is None:
@@ -270,5 +270,5 @@ def test_the_incidents_copy_test_is_never_shown_as_an_all_reduce(reports: dict[s
     decision, gate_md = gate_of("incident-guest", reports)
     for view in (markdown, json.dumps(report), gate_md, json.dumps(decision)):
         assert "465 tok/s" not in view and "measured all-reduce over 8" not in view
-    assert json_view(report)["ceiling"] == (format_rate(decision["launch"]["expected_comm_ceiling_tok_s"]),
+    assert json_view(report)["ceiling"] == (format_rate(decision["launch"]["communication_ceiling_tok_s"]),
                                             "estimated")

@@ -13,8 +13,8 @@ is such a file, else the package. The rules:
 - **parsers/** turn a tool's output into data: they import the standard library and other
   parsers/ modules only (shared helpers such as parsers/_common, or another parser's types).
 - **Pure code** never touches the system, so that it runs anywhere and is tested without a
-  host: parsers/, findings/, rules/, gate/, report/, the pure bench files (``PURE_BENCH``: the
-  judges, the communication model, the model profiles, the units), every package ``__init__`` (it
+  host: parsers/, findings/, model/, rules/, gate/, report/, the pure bench files (``PURE_BENCH``: the
+  judges, the host's communication ceiling, the units), every package ``__init__`` (it
   runs whenever any module of its package is imported), and the modules of other packages or of
   the root listed in ``PURE_ELSEWHERE`` with the reason they are pure. Pure code imports only pure gpuhost modules
   (so nothing of audit/, the Source seam and the gatherers; not bench/harness_runner, the
@@ -22,7 +22,7 @@ is such a file, else the package. The rules:
   processes, sockets, signals, threads or touches files (``IO_STDLIB``), and nothing outside the
   standard library. Because pure code may only import pure code, and each pure module is checked
   itself, nothing pure reaches I/O through a chain of imports either.
-- parsers/, findings/, rules/, gate/ and report/ do not import ``os`` at all (``os.path`` alone is
+- parsers/, findings/, model/, rules/, gate/ and report/ do not import ``os`` at all (``os.path`` alone is
   hard to tell apart from ``os``'s I/O); ``OS_ALLOWED`` lists exceptions with their reason (none
   today).
 - Nothing under module_utils imports ``ansible.module_utils.basic``: the modules in library/ are
@@ -60,6 +60,7 @@ LAYERS = (
     "gpu_pairs",  # how GPU pairs are counted in every text
     "parsers",  # tool output to typed data
     "findings",  # the findings catalog, the Finding type, the remedy texts and limits the catalog quotes
+    "model",  # a model's shape, its collectives per token and its communication ceiling; bench and gate read it
     "rules",  # gpu_host facts to findings
     "process",  # a command under a deadline, for the audit's commands and the benchmark's runs
     "audit",  # reading a host (the Source seam and the gatherers), and the facts built from it
@@ -73,7 +74,7 @@ LAYERS = (
     "serving",  # provisioning and serving helpers
 )
 # Packages whose every module is pure; parsers/ is the strictest of them.
-PURE_PACKAGES = ("parsers", "findings", "rules", "gate", "report")
+PURE_PACKAGES = ("parsers", "findings", "model", "rules", "gate", "report")
 # The pure files of bench/ (the rest of bench/ runs processes: the harnesses and their runners).
 PURE_BENCH = {
     "bench.nccl_judge": "the NCCL benchmark's result rows and its harness output read back",
@@ -81,13 +82,8 @@ PURE_BENCH = {
     "bench.nccl_tuning": "the NCCL environments tried and the one recommended",
     "bench.nccl_findings": "what an NCCL benchmark sweep and its tuning say about the host",
     "bench.p2p_judge": "what the P2P probe's measurements mean",
-    "bench.comm_model": "the communication floor computed from a model profile",
-    "bench.comm_estimate": "an all-reduce's time estimated from a GPU-to-GPU copy and the algorithm's steps",
-    "bench.model_config": "collectives per decode step counted from a config.json already read",
-    "bench.model_profiles": "the built-in model profiles, data",
-    "bench.model_profile": "a model's shape for the communication floor, checked from a mapping",
     "bench.p2p_proof": "what the P2P probe proved per GPU pair, read back from its result",
-    "bench.comm_figure": "the one communication figure of a host for a model, from results already read",
+    "bench.host_ceiling": "the one communication ceiling of a host for a model, from results already read",
     "bench.units": "byte units and their display",
     "bench.arguments": "the benchmark modules' options, checked before anything runs",
     "bench.nccl_known_issues": "NCCL versions with known bugs per GPU, data, and the finding they make",
@@ -113,7 +109,7 @@ IO_STDLIB = {
     "multiprocessing", "concurrent", "asyncio", "select", "selectors", "pty",
 }
 # Packages where even ``import os`` is refused.
-NO_OS_PACKAGES = ("parsers", "findings", "rules", "gate", "report")
+NO_OS_PACKAGES = ("parsers", "findings", "model", "rules", "gate", "report")
 # Modules of those packages that may import os, each with its reason.
 OS_ALLOWED: dict[str, str] = {}
 MAX_LINES = 500

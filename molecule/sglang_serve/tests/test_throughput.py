@@ -45,16 +45,16 @@ def test_aggregate_is_held_by_the_decode_slots(report: dict) -> None:
     assert BELOW * SLOTS / DELAY <= aggregate["tok_s"] <= ABOVE * SLOTS / DELAY, aggregate
 
 
-def test_breakdown_sets_the_time_per_token_against_the_floor(report: dict) -> None:
+def test_breakdown_sets_the_time_per_token_against_the_ceiling(report: dict) -> None:
     parts = report["breakdown"]
     assert parts["measured_ms_per_token"] == pytest.approx(1000 / report["single_stream"]["decode_tok_s"])
-    if parts["comm_floor_ms_per_token"] is None:
+    if parts["communication_ceiling_ms_per_token"] is None:
         assert parts["comm_share"] is None
-        assert "communication floor unknown" in report["summary"]
+        assert "communication ceiling unknown" in report["summary"]
     else:
         assert parts["comm_share"] == pytest.approx(
-            min(1.0, parts["comm_floor_ms_per_token"] / parts["measured_ms_per_token"]))
-        assert "communication floor" in report["summary"] and "% of it" in report["summary"]
+            min(1.0, parts["communication_ceiling_ms_per_token"] / parts["measured_ms_per_token"]))
+        assert "communication ceiling" in report["summary"] and "% of it" in report["summary"]
     assert parts["reference_decode_tok_s"] is None and "no reference figure" in report["summary"]
 
 

@@ -2,7 +2,7 @@
 ``gpu_bench_nccl_log`` and ``gpu_bench_probe_log``, for a caller that judges many hosts' logs in one process.
 
 The same readers and judges run (nccl_runner.run_bench and p2p_runner.run_probe with ``log``, then the
-communication floor for a model profile), and the result has the shape the role registers: the module's
+communication ceiling for a model), and the result has the shape the role registers: the module's
 result, or ``{failed: true, msg}`` when the log cannot be judged, which the report shows as
 ``bench_nccl_not_run`` / ``bench_probe_not_run`` with the reason, as it does for the role.
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_figure import add_comm_floor
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import CommModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.host_ceiling import add_communication_ceiling
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.nccl_judge import BenchInputError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.nccl_runner import BenchFailure, BenchSkipped, run_bench
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.p2p_runner import ProbeFailure, ProbeSkipped, run_probe
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
 
 
 def _failed(message: str) -> dict[str, Any]:
@@ -30,8 +30,8 @@ def nccl_from_log(path: str, gpu_names: list[str] | None = None, model_profile: 
     try:
         result = run_bench({"log": path, "gpu_names": gpu_names or None}, warn=warn, check_mode=True)
         if model_profile is not None:
-            add_comm_floor(result, model_profile, concurrency, probe)
-    except (BenchFailure, BenchSkipped, BenchInputError, CommModelError) as exc:
+            add_communication_ceiling(result, model_profile, concurrency, probe)
+    except (BenchFailure, BenchSkipped, BenchInputError, ModelError) as exc:
         return _failed(str(exc))
     return {"changed": False, **result}
 

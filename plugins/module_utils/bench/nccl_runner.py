@@ -25,7 +25,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.arguments import
     environment,
     nccl_bench_options,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import CommModelError, check_profile
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.harness_runner import python_problem
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.log_gpus import gpu_name_mismatch
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.nccl_findings import (
@@ -60,6 +59,8 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.serving_env impo
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.serving_env import as_served
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import make
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import Finding
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.ceiling import check_model
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_debug import parse_nccl_debug
 
 GLOO_DEFAULT_NRANKS = 2
@@ -107,12 +108,12 @@ def checked(params: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
     try:
         nccl_bench_options(params)
         if params.get("model_profile") is not None:
-            check_profile(params["model_profile"])
+            check_model(params["model_profile"])
         thresholds = normalize_thresholds(params["thresholds"]) if params.get("thresholds") is not None else None
         candidates = (normalize_candidates(params.get("candidates")) if params.get("tune")
                       else [{"name": "as-is", "env": {}}])
         return resolve_options(params), thresholds, candidates
-    except (ArgumentError, logic.BenchInputError, CommModelError) as exc:
+    except (ArgumentError, logic.BenchInputError, ModelError) as exc:
         raise BenchFailure(str(exc)) from None
 
 

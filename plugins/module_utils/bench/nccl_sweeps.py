@@ -228,7 +228,7 @@ def log_sweep(path: str) -> Sweep:
         could = f" (its columns fit {' or '.join(candidates)})" if 1 < len(candidates) < 6 else ""
         sweep.notes.append(
             f"{path} does not say which collective it measured{could}: no all-reduce threshold was applied and no "
-            "communication floor computed. Keep the command line (./build/all_reduce_perf ...) or the "
+            "communication ceiling computed. Keep the command line (./build/all_reduce_perf ...) or the "
             "'# Collective test starting' line in the log.")
     return sweep
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_figure import probe_host_index
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.host_ceiling import probe_host_index
 from ansible_collections.gpuhost.gpu.plugins.module_utils.values import as_dict, as_int, as_list
 
 

@@ -589,7 +589,7 @@ CATALOG = _entries(
           "measured proof."),
     Entry("serving_decode_slow", "bench", "warning",
           "the deployed server decodes one stream slower than the minimum set for it",
-          "Read the throughput breakdown: when the communication floor explains most of each token's time, lower "
+          "Read the throughput breakdown: when the communication ceiling explains most of each token's time, lower "
           "the all-reduce latency (GPU P2P, see the P2P findings; NVLink; fewer GPUs per tensor-parallel group); "
           "when it explains little, look at the server's settings (the gate's launch flags, attention and MoE "
           "backends, CUDA graphs) and at the GPUs' clocks and power. sglang_serve_rollback_on_slow refuses such "

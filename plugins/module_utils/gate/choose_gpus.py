@@ -13,7 +13,7 @@ from typing import Any
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import text
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import versions
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.decision import Decision
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import Gpu, Host, Profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import DeployModel, Gpu, Host
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.placement import (
     Fit,
     candidate_groups,
@@ -22,11 +22,11 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.placement import 
 )
 
 
-def _eligible(host: Host, profile: Profile, accepted: frozenset[str]) -> tuple[list[Gpu], dict[str, Any]]:
+def _eligible(host: Host, deploy: DeployModel, accepted: frozenset[str]) -> tuple[list[Gpu], dict[str, Any]]:
     """GPUs the model can run on, and the ones left out with why."""
-    if profile.min_compute_capability is None:
+    if deploy.min_compute_capability is None:
         return list(host.gpus), {}
-    minimum = profile.min_compute_capability
+    minimum = deploy.min_compute_capability
     too_old = [g for g in host.gpus if g.cc is not None and g.cc < minimum]
     unknown = [g for g in host.gpus if g.cc is None]
     eligible = [g for g in host.gpus if g.cc is not None and g.cc >= minimum]
@@ -39,20 +39,20 @@ def _eligible(host: Host, profile: Profile, accepted: frozenset[str]) -> tuple[l
     return eligible, excluded if too_old or unknown else {}
 
 
-def _tp_sizes(profile: Profile, count: int) -> list[int]:
+def _tp_sizes(deploy: DeployModel, count: int) -> list[int]:
     """Tensor-parallel sizes to try, smallest first."""
-    if profile.tensor_parallel_size is not None:
-        return [profile.tensor_parallel_size]
+    if deploy.tensor_parallel_size is not None:
+        return [deploy.tensor_parallel_size]
     sizes = []
     size = 1
     while size <= count:
-        if size >= profile.min_gpus and (profile.attention_heads is None or profile.attention_heads % size == 0):
+        if size >= deploy.min_gpus and (deploy.attention_heads is None or deploy.attention_heads % size == 0):
             sizes.append(size)
         size *= 2
     return sizes
 
 
-def choose_group(out: Decision, host: Host, profile: Profile, proof: dict[tuple[int, int], bool],
+def choose_group(out: Decision, host: Host, deploy: DeployModel, proof: dict[tuple[int, int], bool],
                  accepted: frozenset[str]) -> tuple[tuple[Gpu, ...] | None, Fit | None]:
     if not host.gpus:
         detail = (f"{host.vfio_bound} NVIDIA GPU(s) are bound to vfio-pci (a hypervisor passing them to VMs)"
@@ -63,61 +63,61 @@ def choose_group(out: Decision, host: Host, profile: Profile, proof: dict[tuple[
                   {"pci_nvidia_gpus": host.pci_gpu_count, "vfio_bound": host.vfio_bound,
                    "virtualization": host.virtualization})
         return None, None
-    eligible, excluded = _eligible(host, profile, accepted)
-    wanted = profile.tensor_parallel_size or profile.min_gpus
+    eligible, excluded = _eligible(host, deploy, accepted)
+    wanted = deploy.tensor_parallel_size or deploy.min_gpus
     if len(eligible) < wanted:
         if excluded.get("too_old"):
             out.block("compute_capability_too_low",
-                      f"{profile.label} needs compute capability {excluded['minimum']} or higher on {wanted} GPU(s); "
+                      f"{deploy.label} needs compute capability {excluded['minimum']} or higher on {wanted} GPU(s); "
                       f"{len(eligible)} of this host's {len(host.gpus)} GPUs have it.", excluded)
         if excluded.get("unknown"):
             out.block("compute_capability_unknown",
                       f"The compute capability of {', '.join(excluded['unknown'])} is unknown, so the gate cannot "
                       f"tell whether they meet {excluded['minimum']}.", excluded)
         if len(host.gpus) < wanted:
-            key = "tensor_parallel_unsatisfiable" if profile.tensor_parallel_size else "not_enough_gpus"
-            ask = (f"tensor_parallel_size {profile.tensor_parallel_size}" if profile.tensor_parallel_size
-                   else f"min_gpus {profile.min_gpus}")
-            out.block(key, f"{profile.label} asks for {ask}; this host has {len(eligible)} usable GPU(s).",
+            key = "tensor_parallel_unsatisfiable" if deploy.tensor_parallel_size else "not_enough_gpus"
+            ask = (f"tensor_parallel_size {deploy.tensor_parallel_size}" if deploy.tensor_parallel_size
+                   else f"min_gpus {deploy.min_gpus}")
+            out.block(key, f"{deploy.label} asks for {ask}; this host has {len(eligible)} usable GPU(s).",
                       {"requested": wanted, "usable_gpus": [g.index for g in eligible]})
         return None, None
-    if profile.tensor_parallel_size is not None:
-        size = profile.tensor_parallel_size
-        if size < profile.min_gpus:
+    if deploy.tensor_parallel_size is not None:
+        size = deploy.tensor_parallel_size
+        if size < deploy.min_gpus:
             out.block("tensor_parallel_unsatisfiable",
-                      f"tensor_parallel_size {size} is below the model's min_gpus {profile.min_gpus}.",
-                      {"tensor_parallel_size": size, "min_gpus": profile.min_gpus},
+                      f"tensor_parallel_size {size} is below the model's min_gpus {deploy.min_gpus}.",
+                      {"tensor_parallel_size": size, "min_gpus": deploy.min_gpus},
                       remedy=text("tensor_parallel_unsatisfiable", "below_min_gpus"))
             return None, None
-        if profile.attention_heads is not None and profile.attention_heads % size:
+        if deploy.attention_heads is not None and deploy.attention_heads % size:
             out.block("tensor_parallel_unsatisfiable",
-                      f"tensor_parallel_size {size} does not divide the model's {profile.attention_heads} attention "
+                      f"tensor_parallel_size {size} does not divide the model's {deploy.attention_heads} attention "
                       "heads; SGLang refuses to start.",
-                      {"tensor_parallel_size": size, "attention_heads": profile.attention_heads},
+                      {"tensor_parallel_size": size, "attention_heads": deploy.attention_heads},
                       remedy=text("tensor_parallel_unsatisfiable", "heads"))
             return None, None
-    sizes = _tp_sizes(profile, len(eligible))
+    sizes = _tp_sizes(deploy, len(eligible))
     if not sizes:
         out.block("tensor_parallel_unsatisfiable",
-                  f"No power-of-two tensor-parallel size between min_gpus {profile.min_gpus} and the "
-                  f"{len(eligible)} usable GPUs" + (f" divides the {profile.attention_heads} attention heads"
-                                                    if profile.attention_heads else "") + ".",
-                  {"min_gpus": profile.min_gpus, "usable_gpus": len(eligible),
-                   "attention_heads": profile.attention_heads},
+                  f"No power-of-two tensor-parallel size between min_gpus {deploy.min_gpus} and the "
+                  f"{len(eligible)} usable GPUs" + (f" divides the {deploy.attention_heads} attention heads"
+                                                    if deploy.attention_heads else "") + ".",
+                  {"min_gpus": deploy.min_gpus, "usable_gpus": len(eligible),
+                   "attention_heads": deploy.attention_heads},
                   remedy=text("tensor_parallel_unsatisfiable", "no_size"))
         return None, None
-    if profile.weights_gib is None:
+    if deploy.weights_gib is None:
         sizes = sizes[-1:]
-        out.notes.append(f"{profile.label} gives neither weights_gib nor params_b, so memory could not be checked: "
+        out.notes.append(f"{deploy.label} gives neither weights_gib nor params_b, so memory could not be checked: "
                          f"tensor-parallel size {sizes[0]}, the largest that suits the host, leaves the most room.")
-    elif profile.weights_estimated:
-        out.notes.append(f"weights estimated from params_b at {profile.bytes_per_param:g} bytes per parameter "
-                         f"(bytes_per_param): {profile.weights_gib:.1f} GiB; give weights_gib (the size of the "
+    elif deploy.weights_estimated:
+        out.notes.append(f"weights estimated from params_b at {deploy.bytes_per_param:g} bytes per parameter "
+                         f"(bytes_per_param): {deploy.weights_gib:.1f} GiB; give weights_gib (the size of the "
                          "checkpoint) for a measured figure.")
     tried: tuple[tuple[Gpu, ...], Fit] | None = None
     for size in sizes:
         groups = candidate_groups(eligible, size, host, proof)
-        fitting = [(g, memory_fit(profile, g)) for g in groups]
+        fitting = [(g, memory_fit(deploy, g)) for g in groups]
         fitting = [(g, f) for g, f in fitting if f.fits]
         if fitting:
             group, fit = min(fitting, key=lambda gf: group_key(host, proof, gf[0]))
@@ -126,15 +126,15 @@ def choose_group(out: Decision, host: Host, profile: Profile, proof: dict[tuple[
             return group, fit
         best = min(groups, key=lambda g: group_key(host, proof, g)) if groups else None
         if best is not None:
-            tried = (best, memory_fit(profile, best))
-    evidence: dict[str, Any] = {"weights_gib": round(profile.weights_gib or 0, 2), "sizes_tried": sizes,
-                                "weights_estimated": profile.weights_estimated}
+            tried = (best, memory_fit(deploy, best))
+    evidence: dict[str, Any] = {"weights_gib": round(deploy.weights_gib or 0, 2), "sizes_tried": sizes,
+                                "weights_estimated": deploy.weights_estimated}
     if tried:
         evidence.update({"largest_group": [g.index for g in tried[0]], **tried[1].as_dict()})
     need = evidence.get("need_gib_per_gpu")
     have = evidence.get("have_gib_per_gpu")
     out.block("not_enough_gpu_memory",
-              f"{profile.label} does not fit: at tensor-parallel size {sizes[-1]} each GPU would need "
+              f"{deploy.label} does not fit: at tensor-parallel size {sizes[-1]} each GPU would need "
               f"{need if need is not None else 'an unknown amount of'} GiB (weights, KV cache, headroom) and has "
               f"{have if have is not None else 'an unknown amount of'} GiB.",
               evidence)

@@ -1,9 +1,9 @@
-"""The deployment gate: audit, benchmark and probe facts plus a model profile in; pass or block out,
+"""The deployment gate: audit, benchmark and probe facts plus the model to deploy in; pass or block out,
 with every reason and the SGLang launch settings the facts call for.
 
 Pure functions over plain data: the ``gpu_host`` facts of gpu_host_facts, the result of nccl_bench,
-the result of gpu_p2p_probe and a model profile from the inventory. Only the audit is needed; the
-benchmark and the probe make the decision better informed. Whatever shape the inputs have, the gate
+the result of gpu_p2p_probe and the model to deploy from the inventory (deploy_model). Only the audit is
+needed; the benchmark and the probe make the decision better informed. Whatever shape the inputs have, the gate
 answers with a verdict: a missing or unreadable fact becomes a reason or a note, never an exception.
 
 Policy, in one place:
@@ -43,7 +43,7 @@ decide() runs the steps in this order, each writing its reasons and notes into o
 P2P between its GPUs (judge_p2p.py), the launch's environment and known-good entries (launch.py),
 the findings of the audit, the benchmark and the probe (triage.py), the launch's arguments, checked
 against SGLang's --help, and the all-reduce SGLang will run with them (launch.py), and the communication
-ceiling (comm_ceiling.py).
+ceiling (ceiling.py).
 """
 
 from __future__ import annotations
@@ -53,17 +53,17 @@ from typing import Any
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.p2p_proof import read_probe
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import text
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import versions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.ceiling import ceiling_basis, communication_ceiling
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.choose_gpus import choose_group
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.comm_ceiling import ceiling_basis, comm_ceiling
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.decision import Decision
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import (
+    DeployModel,
     Host,
-    Profile,
     as_dict,
     as_list,
     as_text,
+    read_deploy_model,
     read_host,
-    read_profile,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.judge_p2p import judge_p2p
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.known_good import merged_table
@@ -78,19 +78,22 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.launch import (
     pcie_ipc_plan,
     wants_p2p_check,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.model_collectives import apply_collectives
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.model_shape import apply_collectives, config_counts
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.p2p_cache import p2p_cache
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.triage import triage_findings
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.ceiling import format_rate
 
 
 def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept: Any = None,
            sglang_version: Any = None, known_good_overrides: Any = None, sglang_help: Any = None,
-           labels: Any = None, model_collectives: Any = None, pcie_ipc_all_reduce: Any = False) -> dict[str, Any]:
+           labels: Any = None, model_config: Any = None, model_config_problem: Any = None,
+           pcie_ipc_all_reduce: Any = False) -> dict[str, Any]:
     """The gate's verdict and launch settings. Never raises on odd input: it blocks and says why.
 
     ``labels`` maps an input (``model``, ``accept``, ``known_good_overrides``) to the name its messages give
-    it, the variable the user wrote (``deploy_model``); by default the input's own name. ``model_collectives``
-    is sglang_model_check's ``collectives`` for the model's directory: its counts price the communication floor.
+    it, the variable the user wrote (``deploy_model``); by default the input's own name. ``model_config``
+    is the model directory's config.json as read on the host (``model_config_problem``: why it could not be read):
+    its collectives per step price the communication ceiling (model_shape.py).
     ``pcie_ipc_all_reduce`` launches with SGLang's PCIe IPC all-reduce where the gate recommends it (launch.py).
     """
     out = Decision()
@@ -108,10 +111,10 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
     table, table_problems = merged_table(known_good_overrides, names["known_good_overrides"])
     for problem in table_problems:
         out.block("known_good_override_invalid", problem)
-    profile, profile_problems = read_profile(model, names["model"])
-    for problem in profile_problems:
+    deploy, model_problems = read_deploy_model(model, names["model"])
+    for problem in model_problems:
         out.block("model_profile_invalid", problem)
-    apply_collectives(profile, model_collectives, out.notes)
+    apply_collectives(deploy, config_counts(model_config, model_config_problem), out.notes)
 
     if not isinstance(audit, dict) or not audit:
         out.block("audit_missing", "No audit facts were given, so nothing about this host is known.",
@@ -121,12 +124,12 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
     bench_data = as_dict(bench)
 
     if host.gpus:
-        _check_versions(out, host, profile, accepted_ids)
-    group, fit = choose_group(out, host, profile, proof, accepted_ids) if isinstance(audit, dict) and audit \
+        _check_versions(out, host, deploy, accepted_ids)
+    group, fit = choose_group(out, host, deploy, proof, accepted_ids) if isinstance(audit, dict) and audit \
         else (None, None)
     p2p = judge_p2p(out, host, proof, group, accepted_ids)
     env, custom_allowed = launch_env(out, bench_data, p2p, group)
-    entries = known_good_entries(out, table, group, profile, version)
+    entries = known_good_entries(out, table, group, deploy, version)
     for entry in entries:
         for key, value in as_dict(entry.get("env")).items():
             env.setdefault(str(key), str(value))
@@ -142,7 +145,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
     pcie_ipc = pcie_ipc_plan(out, host, group, p2p, env, version, pcie_ipc_all_reduce is True)
     all_reduce = all_reduce_path(out, host, group, p2p, args, version, env)
     path = (all_reduce or {}).get("path")
-    ceiling, floor = comm_ceiling(out, bench_data, profile, group, probe)
+    rate, ceiling = communication_ceiling(out, bench_data, deploy, group, probe)
     verdict = "block" if out.reasons else "pass"
     launch = {
         "tensor_parallel_size": len(group) if group else None,
@@ -155,9 +158,9 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
         "all_reduce": all_reduce,
         "p2p": p2p,
         "memory": fit.as_dict() if fit else None,
-        "expected_comm_ceiling_tok_s": ceiling,
-        "comm_floor": floor,
-        "comm_ceiling_basis": ceiling_basis(out, ceiling, all_reduce),
+        "communication_ceiling_tok_s": rate,
+        "communication_ceiling": ceiling,
+        "communication_ceiling_basis": ceiling_basis(out, rate, all_reduce),
         "known_good_source": [known_good_source(e) for e in entries],
         "flag_check": flag_check,
         "p2p_cache": p2p_cache(host, group, p2p, args, out.notes),
@@ -171,18 +174,18 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
         "other_findings": out.other_findings,
         "notes": out.notes,
         "launch": launch,
-        "model": profile.label,
+        "model": deploy.label,
         "sglang_version": version,
-        "summary": _summary(verdict, out, launch, profile),
+        "summary": _summary(verdict, out, launch, deploy),
     }
 
 
-def _check_versions(out: Decision, host: Host, profile: Profile, accepted: frozenset[str]) -> None:
+def _check_versions(out: Decision, host: Host, deploy: DeployModel, accepted: frozenset[str]) -> None:
     for key, found, what in (
         ("driver", host.driver, "NVIDIA driver"),
         ("cuda", host.cuda, "CUDA version the driver supports"),
     ):
-        minimum = getattr(profile, f"min_{key}")
+        minimum = getattr(deploy, f"min_{key}")
         if minimum is None:
             continue
         if found is None:
@@ -198,24 +201,26 @@ def _check_versions(out: Decision, host: Host, profile: Profile, accepted: froze
                       accept=accepted, remedy=text(f"{key}_version_unknown", "not_a_version"))
 
 
-def _floor_text(launch: dict[str, Any]) -> str:
-    """The communication floor per token with what priced it, so that nobody reads it as negligible by mistake."""
-    floor = launch.get("comm_floor") or {}
-    per_token = floor.get("comm_us_per_token")
-    # Priced on NCCL: where SGLang's custom all-reduce takes the small messages the figure is no floor
-    # (comm_ceiling_basis says so), and a summary line would overstate it.
+def _ceiling_text(launch: dict[str, Any]) -> str:
+    """The communication ceiling with the all-reduce time per token and what priced it, so that nobody reads it
+    as negligible by mistake."""
+    ceiling = launch.get("communication_ceiling") or {}
+    per_token = ceiling.get("comm_us_per_token")
+    # Priced on NCCL: where SGLang's custom all-reduce takes the small messages the figure is only a lower bound
+    # (communication_ceiling_basis says so), and a summary line would overstate it.
     if not isinstance(per_token, (int, float)) or per_token <= 0 or (launch.get("all_reduce") or {}).get("path") \
             in ("custom", "pcie_ipc"):
         return ""
-    return f"; communication floor {per_token / 1000:.1f} ms per token ({floor.get('source') or 'source unknown'})"
+    return (f"; communication ceiling {format_rate(1e6 / per_token)} tok/s single stream, {per_token / 1000:.1f} ms "
+            f"of all-reduce per token ({ceiling.get('source') or 'source unknown'})")
 
 
-def _summary(verdict: str, out: Decision, launch: dict[str, Any], profile: Profile) -> str:
+def _summary(verdict: str, out: Decision, launch: dict[str, Any], deploy: DeployModel) -> str:
     if verdict == "block":
         ids = ", ".join(dict.fromkeys(r["id"] for r in out.reasons))
-        return (f"block: {profile.label} must not be deployed here ({len(out.reasons)} reason(s): {ids})"
-                + _floor_text(launch))
-    parts = [f"pass: {profile.label} with --tp {launch['tensor_parallel_size']} on GPUs "
+        return (f"block: {deploy.label} must not be deployed here ({len(out.reasons)} reason(s): {ids})"
+                + _ceiling_text(launch))
+    parts = [f"pass: {deploy.label} with --tp {launch['tensor_parallel_size']} on GPUs "
              f"{launch['cuda_visible_devices']}"]
     all_reduce = launch["all_reduce"] or {}
     if all_reduce.get("path") == "custom":
@@ -233,4 +238,4 @@ def _summary(verdict: str, out: Decision, launch: dict[str, Any], profile: Profi
         parts.append("NCCL_P2P_DISABLE=1")
     if out.accepted:
         parts.append(f"{len(out.accepted)} finding(s) accepted as risk")
-    return "; ".join(parts) + _floor_text(launch)
+    return "; ".join(parts) + _ceiling_text(launch)

@@ -1,8 +1,8 @@
 """The deployment gate's inputs, read whatever their shape.
 
 The gate takes plain data that other modules and the inventory produce: the ``gpu_host`` facts of
-gpu_host_facts, the result of gpu_p2p_probe and a model profile. A missing key, a wrong type or an
-unreadable value becomes ``None`` (or a problem in the profile's case), never an exception, so that
+gpu_host_facts, the result of gpu_p2p_probe and the model to deploy. A missing key, a wrong type or an
+unreadable value becomes ``None`` (or a problem in the model's case), never an exception, so that
 the gate can always answer with a verdict and say what it could not read.
 """
 
@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profiles import MODEL_PROFILES
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import versions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.known import KNOWN_MODELS
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.known_names import closest, unknown_keys
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.p2p_evidence import p2p_evidence
 from ansible_collections.gpuhost.gpu.plugins.module_utils.values import as_dict, as_int, as_list, as_number, as_text
@@ -23,15 +23,16 @@ DEFAULT_KV_CACHE_FRACTION = 0.10
 # Activations, CUDA graphs, NCCL and custom all-reduce buffers live outside weights and KV cache.
 DEFAULT_HEADROOM_FRACTION = 0.10
 DEFAULT_BYTES_PER_PARAM = 2.0  # bf16/fp16 weights, when only the parameter count is given
-# Every key a model profile may have (deploy_gate's model option). Any other is a typo until proven otherwise:
-# read as absent it would leave its default in place (a misspelled weights_gib skips the memory check).
+# Every key the model to deploy may have (deploy_gate's model option, the inventory's deploy_model). Any other
+# is a typo until proven otherwise: read as absent it would leave its default in place (a misspelled weights_gib
+# skips the memory check).
 MODEL_KEYS = frozenset({
     "name", "family", "path", "notes", "weights_gib", "params_b", "bytes_per_param", "kv_cache_gib_per_gpu",
     "kv_cache_fraction", "memory_headroom_fraction", "min_gpus", "tensor_parallel_size", "attention_heads",
     "num_attention_heads", "min_compute_capability", "min_driver", "min_cuda", "comm_profile", "layers",
     "hidden_size", "allreduces_per_layer", "dtype_bytes",
 })
-# The keys of a comm_profile mapping, as the communication model reads them (bench/comm_model.py).
+# The keys of a comm_profile mapping, as model/shape.py load_model reads them.
 COMM_PROFILE_KEYS = frozenset({"name", "layers", "allreduces_per_layer", "hidden_size", "dtype_bytes",
                                "tensor_parallel_size", "notes", "extra_allreduces"})
 
@@ -140,7 +141,11 @@ def cell(matrix: list[list[Any]], i: int, j: int) -> str | None:
 
 
 @dataclass
-class Profile:
+class DeployModel:
+    """The model to deploy as the inventory describes it (deploy_model): what the gate checks the host against.
+    Its all-reduce shape (``shape``, the fields of model/shape.py Model but the tensor-parallel size) comes from
+    the model's config.json, its own fields, or a known model (model/known.py)."""
+
     name: str | None = None
     family: str | None = None
     path: str | None = None
@@ -156,27 +161,27 @@ class Profile:
     min_compute_capability: tuple[int, int] | None = None
     min_driver: str | None = None
     min_cuda: str | None = None
-    comm: dict[str, Any] = field(default_factory=dict)
-    # Where comm's collectives per step come from ("the shipped profile glm-5", "the model's config.json"), and
-    # why they are not modelled when the model's config.json names an architecture the counts do not cover.
-    comm_source: str | None = None
-    comm_not_modelled: str | None = None
+    shape: dict[str, Any] = field(default_factory=dict)
+    # Where the shape's collectives per step come from ("the shipped profile glm-5", "the model's config.json"),
+    # and why they are not modelled when the model's config.json names an architecture the counts do not cover.
+    shape_source: str | None = None
+    shape_not_modelled: str | None = None
 
     @property
     def label(self) -> str:
         return self.name or self.family or self.path or "the model"
 
 
-def read_profile(model: Any, label: str = "model") -> tuple[Profile, list[str]]:
-    """The model profile with defaults filled in, and what is wrong with it.
+def read_deploy_model(model: Any, label: str = "model") -> tuple[DeployModel, list[str]]:
+    """The model to deploy with defaults filled in, and what is wrong with it.
 
-    ``label`` is what the messages call the profile: the variable the user wrote (``deploy_model``).
+    ``label`` is what the messages call the model: the variable the user wrote (``deploy_model``).
     """
     if not isinstance(model, dict):
-        return Profile(), [f"{label}: expected a mapping (name, weights_gib, tensor_parallel_size, ...); found "
+        return DeployModel(), [f"{label}: expected a mapping (name, weights_gib, tensor_parallel_size, ...); found "
                            f"{type(model).__name__}"]
     problems = unknown_keys(model, MODEL_KEYS, label)
-    profile = Profile(name=as_text(model.get("name")), family=as_text(model.get("family")),
+    deploy = DeployModel(name=as_text(model.get("name")), family=as_text(model.get("family")),
                       path=as_text(model.get("path")))
 
     def number(key: str, low: float, high: float | None = None, inclusive_low: bool = True) -> float | None:
@@ -201,35 +206,35 @@ def read_profile(model: Any, label: str = "model") -> tuple[Profile, list[str]]:
 
     tp = model.get("tensor_parallel_size")
     if tp is None or (isinstance(tp, str) and tp.strip().lower() == "auto"):
-        profile.tensor_parallel_size = None
+        deploy.tensor_parallel_size = None
     else:
-        profile.tensor_parallel_size = whole("tensor_parallel_size", None)
-        if profile.tensor_parallel_size is None and not any(".tensor_parallel_size:" in p for p in problems):
+        deploy.tensor_parallel_size = whole("tensor_parallel_size", None)
+        if deploy.tensor_parallel_size is None and not any(".tensor_parallel_size:" in p for p in problems):
             problems.append(f"{label}.tensor_parallel_size: expected a whole number or 'auto'; found {tp!r}")
-    profile.min_gpus = whole("min_gpus", 1) or 1
+    deploy.min_gpus = whole("min_gpus", 1) or 1
     heads_key = "attention_heads" if model.get("attention_heads") is not None else "num_attention_heads"
-    profile.attention_heads = whole(heads_key, None)
+    deploy.attention_heads = whole(heads_key, None)
 
     weights = number("weights_gib", 0, inclusive_low=False)
     params = number("params_b", 0, inclusive_low=False)
-    profile.bytes_per_param = number("bytes_per_param", 0, inclusive_low=False) or DEFAULT_BYTES_PER_PARAM
+    deploy.bytes_per_param = number("bytes_per_param", 0, inclusive_low=False) or DEFAULT_BYTES_PER_PARAM
     if weights is not None:
-        profile.weights_gib = weights
+        deploy.weights_gib = weights
     elif params is not None:
-        profile.weights_gib = params * 1e9 * profile.bytes_per_param / 2**30
-        profile.weights_estimated = True
-    profile.kv_cache_gib_per_gpu = number("kv_cache_gib_per_gpu", 0)
-    profile.kv_cache_fraction = number("kv_cache_fraction", 0, 1)
+        deploy.weights_gib = params * 1e9 * deploy.bytes_per_param / 2**30
+        deploy.weights_estimated = True
+    deploy.kv_cache_gib_per_gpu = number("kv_cache_gib_per_gpu", 0)
+    deploy.kv_cache_fraction = number("kv_cache_fraction", 0, 1)
     headroom = number("memory_headroom_fraction", 0, 1)
-    profile.headroom_fraction = DEFAULT_HEADROOM_FRACTION if headroom is None else headroom
-    kv_fraction = profile.kv_cache_fraction if profile.kv_cache_fraction is not None else DEFAULT_KV_CACHE_FRACTION
-    if profile.kv_cache_gib_per_gpu is None and kv_fraction + profile.headroom_fraction >= 1:
+    deploy.headroom_fraction = DEFAULT_HEADROOM_FRACTION if headroom is None else headroom
+    kv_fraction = deploy.kv_cache_fraction if deploy.kv_cache_fraction is not None else DEFAULT_KV_CACHE_FRACTION
+    if deploy.kv_cache_gib_per_gpu is None and kv_fraction + deploy.headroom_fraction >= 1:
         problems.append(f"{label}: kv_cache_fraction ({kv_fraction:g}) plus memory_headroom_fraction "
-                        f"({profile.headroom_fraction:g}) leave nothing for the weights; lower them")
+                        f"({deploy.headroom_fraction:g}) leave nothing for the weights; lower them")
 
     if model.get("min_compute_capability") is not None:
-        profile.min_compute_capability = versions.compute_capability(model["min_compute_capability"])
-        if profile.min_compute_capability is None:
+        deploy.min_compute_capability = versions.compute_capability(model["min_compute_capability"])
+        if deploy.min_compute_capability is None:
             problems.append(f"{label}.min_compute_capability: expected a compute capability such as '8.0' or "
                             f"'sm_90'; found {model['min_compute_capability']!r}")
     for key in ("min_driver", "min_cuda"):
@@ -240,27 +245,27 @@ def read_profile(model: Any, label: str = "model") -> tuple[Profile, list[str]]:
             problems.append(f"{label}.{key}: expected a version such as '570' or '12.8' (quote it in YAML); "
                             f"found {value!r}")
         else:
-            setattr(profile, key, str(value) if not isinstance(value, float) else repr(value))
+            setattr(deploy, key, str(value) if not isinstance(value, float) else repr(value))
     problems.extend(_comm_profile_problems(model.get("comm_profile"), label))
-    profile.comm = _comm_fields(model, profile)
-    return profile, problems
+    deploy.shape = _shape_fields(model, deploy)
+    return deploy, problems
 
 
 def _comm_profile_problems(value: Any, label: str) -> list[str]:
     """What is wrong with comm_profile: read as absent, a misspelled one would drop the ceiling without a word."""
-    if value is None or (isinstance(value, str) and value.strip().lower() in MODEL_PROFILES):
+    if value is None or (isinstance(value, str) and value.strip().lower() in KNOWN_MODELS):
         return []
     if isinstance(value, dict):
         return unknown_keys(value, COMM_PROFILE_KEYS, f"{label}.comm_profile")
-    shipped = ", ".join(sorted(MODEL_PROFILES))
-    suggestion = closest(value.strip().lower(), MODEL_PROFILES) if isinstance(value, str) else None
+    shipped = ", ".join(sorted(KNOWN_MODELS))
+    suggestion = closest(value.strip().lower(), KNOWN_MODELS) if isinstance(value, str) else None
     return [f"{label}.comm_profile: expected a shipped profile ({shipped}) or a mapping (name, layers, hidden_size, "
             f"allreduces_per_layer, dtype_bytes); found {value!r}"
             + (f"; did you mean {suggestion}?" if suggestion else "")]
 
 
-def _comm_fields(model: dict[str, Any], profile: Profile) -> dict[str, Any]:
-    """What the communication model needs: inline fields, a shipped profile by key, or the family's."""
+def _shape_fields(model: dict[str, Any], deploy: DeployModel) -> dict[str, Any]:
+    """The model's all-reduce shape: its own fields, a known model by key (comm_profile), or the family's."""
     base: dict[str, Any] = {}
     source = None
     key = model.get("comm_profile")
@@ -268,9 +273,9 @@ def _comm_fields(model: dict[str, Any], profile: Profile) -> dict[str, Any]:
         base = dict(key)
         source = "the model profile's comm_profile"
     else:
-        for candidate in (key, profile.family, profile.name):
-            if isinstance(candidate, str) and candidate.strip().lower() in MODEL_PROFILES:
-                base = dict(MODEL_PROFILES[candidate.strip().lower()])
+        for candidate in (key, deploy.family, deploy.name):
+            if isinstance(candidate, str) and candidate.strip().lower() in KNOWN_MODELS:
+                base = dict(KNOWN_MODELS[candidate.strip().lower()])
                 source = f"the shipped profile {candidate.strip().lower()}"
                 break
     inline = [name for name in ("layers", "hidden_size", "allreduces_per_layer", "dtype_bytes")
@@ -281,9 +286,9 @@ def _comm_fields(model: dict[str, Any], profile: Profile) -> dict[str, Any]:
         source = "the model profile's own fields" + (f" over {source}" if source else "")
     if not base.get("layers") or not base.get("hidden_size"):
         return {}
-    profile.comm_source = source
+    deploy.shape_source = source
     base.setdefault("allreduces_per_layer", 2)
     base.setdefault("dtype_bytes", 2)
-    base.setdefault("name", profile.label)
+    base.setdefault("name", deploy.label)
     return {k: base[k] for k in ("name", "layers", "allreduces_per_layer", "hidden_size", "dtype_bytes",
                                  "extra_allreduces") if k in base}

@@ -54,8 +54,8 @@ def judge_p2p(out: Decision, host: Host, proof: dict[tuple[int, int], bool], gro
     if (counts["absent"] or counts["failed"]) and any(a["id"] == "p2p_not_supported" for a in out.accepted):
         out.notes.append("Missing P2P is accepted as a risk: NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce make "
                          "the lack explicit, and every all-reduce pays the host-memory latency (see "
-                         "expected_comm_ceiling_tok_s). Fewer GPUs per group, or P2P fixed at the hypervisor, "
-                         "lift that floor.")
+                         "communication_ceiling_tok_s). Fewer GPUs per group, or P2P fixed at the hypervisor, "
+                         "raise that ceiling.")
     elif state == "claimed" and len(group) > 2 and nvlink_mesh(host, [g.index for g in group])[0] is not True:
         # Two GPUs, and an NVLink mesh of any size, get SGLang's own P2P check instead (launch.py says so).
         out.notes.append("P2P is claimed by the driver between every pair of the chosen GPUs but not proven: custom "

@@ -32,9 +32,9 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.flag_check import
     group_options,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import (
+    DeployModel,
     Gpu,
     Host,
-    Profile,
     as_dict,
     as_int,
     as_list,
@@ -90,10 +90,10 @@ def launch_env(out: Decision, bench: dict[str, Any], p2p: dict[str, Any],
     return env, custom
 
 
-def _model_keys(profile: Profile) -> list[str]:
-    keys = [profile.family, profile.name]
-    if profile.path:
-        keys.append(profile.path.rstrip("/").rsplit("/", 1)[-1])
+def _model_keys(deploy: DeployModel) -> list[str]:
+    keys = [deploy.family, deploy.name]
+    if deploy.path:
+        keys.append(deploy.path.rstrip("/").rsplit("/", 1)[-1])
     return [k.lower() for k in keys if k]
 
 
@@ -103,7 +103,7 @@ def _as_list(value: Any) -> list[str]:
     return [v for v in as_list(value) if isinstance(v, str)]
 
 
-def known_good_entries(out: Decision, table: list[dict[str, Any]], group: tuple[Gpu, ...] | None, profile: Profile,
+def known_good_entries(out: Decision, table: list[dict[str, Any]], group: tuple[Gpu, ...] | None, deploy: DeployModel,
                        version: str | None) -> list[dict[str, Any]]:
     """Table entries that apply to this architecture, model and SGLang version."""
     if not group:
@@ -112,7 +112,7 @@ def known_good_entries(out: Decision, table: list[dict[str, Any]], group: tuple[
     if None in archs:
         out.notes.append("The architecture of the chosen GPUs is unknown: no known-good backend flags added.")
         return []
-    keys = _model_keys(profile)
+    keys = _model_keys(deploy)
     arch_text = "/".join(sorted(a for a in archs if a))
     applied = []
     matched_other_versions = []
@@ -137,7 +137,7 @@ def known_good_entries(out: Decision, table: list[dict[str, Any]], group: tuple[
                          f"for SGLang {entry.get('sglang_versions')}, not {version}: not applied. Check the output "
                          "with the smoke test and record what works in known_good_overrides.")
     if not applied and not matched_other_versions:
-        family = profile.family or profile.name or "this model"
+        family = deploy.family or deploy.name or "this model"
         out.notes.append(f"No known-good entry for {family} on {arch_text}: no backend flags added; SGLang picks its "
                          "defaults and the smoke test judges them.")
     return applied

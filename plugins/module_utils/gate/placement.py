@@ -15,9 +15,9 @@ from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import (
     DEFAULT_KV_CACHE_FRACTION,
+    DeployModel,
     Gpu,
     Host,
-    Profile,
     cell,
 )
 
@@ -106,23 +106,23 @@ class Fit:
                 "headroom_gib_per_gpu": r(self.headroom_gib_per_gpu)}
 
 
-def memory_fit(profile: Profile, group: tuple[Gpu, ...]) -> Fit:
+def memory_fit(deploy: DeployModel, group: tuple[Gpu, ...]) -> Fit:
     """Whether each GPU of the group holds its share of the weights, its KV cache and the headroom.
 
     Weights are taken as evenly sharded over the tensor-parallel group; the smallest GPU decides.
     """
     memories = [g.memory_gib for g in group]
-    if profile.weights_gib is None:
+    if deploy.weights_gib is None:
         known = [m for m in memories if m is not None]
         return Fit(True, None, min(known) if known and len(known) == len(memories) else None, None, None, None)
     if not group or not all(memories):
-        return Fit(False, None, None, profile.weights_gib / max(len(group), 1), None, None)
+        return Fit(False, None, None, deploy.weights_gib / max(len(group), 1), None, None)
     have = min(m for m in memories if m is not None)
-    weights = profile.weights_gib / len(group)
-    if profile.kv_cache_gib_per_gpu is not None:
-        kv = profile.kv_cache_gib_per_gpu
+    weights = deploy.weights_gib / len(group)
+    if deploy.kv_cache_gib_per_gpu is not None:
+        kv = deploy.kv_cache_gib_per_gpu
     else:
-        kv = have * (profile.kv_cache_fraction if profile.kv_cache_fraction is not None else DEFAULT_KV_CACHE_FRACTION)
-    headroom = have * profile.headroom_fraction
+        kv = have * (deploy.kv_cache_fraction if deploy.kv_cache_fraction is not None else DEFAULT_KV_CACHE_FRACTION)
+    headroom = have * deploy.headroom_fraction
     need = weights + kv + headroom
     return Fit(need <= have, need, have, weights, kv, headroom)

@@ -26,8 +26,9 @@ The series (``SERIES`` gives each its help text, written into the file):
   message size one decode step of the benchmarked model sends (batch 1): ``measured`` when the NCCL benchmark
   measured that size (or sizes on both sides of it), ``predicted_ceiling`` when it was estimated from the
   GPU-to-GPU copy latency.
-- ``gpuhost_comm_ceiling_tokens_per_second{basis}``: the single-stream decode rate that all-reduce alone allows
-  the benchmarked model (the communication ceiling every report shows), ``basis`` as ``source`` above.
+- ``gpuhost_communication_ceiling_tokens_per_second{basis}``: the single-stream decode rate that all-reduce
+  alone allows the benchmarked model (the communication ceiling every report shows), ``basis`` as ``source``
+  above.
 - ``gpuhost_gpu_pcie_link_width``, ``_max_width``, ``gpuhost_gpu_pcie_link_speed_transfers_per_second``,
   ``gpuhost_gpu_pcie_link_max_speed_transfers_per_second`` per GPU ``{gpu,bus_id}``, from sysfs (NVML's PCIe
   generation where sysfs was not read).
@@ -75,7 +76,7 @@ SERIES = {
     "gpuhost_p2p_proven": "1 when the P2P probe saw data cross every GPU pair intact over peer access, 0 when not.",
     "gpuhost_allreduce_latency_seconds": "All-reduce time at the message size of one decode step (batch 1).",
     "gpuhost_allreduce_message_bytes": "All-reduce message size of one decode step of the benchmarked model.",
-    "gpuhost_comm_ceiling_tokens_per_second": "Single-stream decode rate that all-reduce alone allows.",
+    "gpuhost_communication_ceiling_tokens_per_second": "Single-stream decode rate that all-reduce alone allows.",
     "gpuhost_gpu_pcie_link_width": "PCIe link width of the GPU now, in lanes.",
     "gpuhost_gpu_pcie_link_max_width": "Widest PCIe link the GPU and its slot support, in lanes.",
     "gpuhost_gpu_pcie_link_speed_transfers_per_second": "PCIe link speed of the GPU now, per lane.",
@@ -160,7 +161,7 @@ def _findings(families: dict[str, Family], report: dict[str, Any]) -> None:
 def tensor_parallel_size(report: dict[str, Any]) -> int | None:
     """The tensor-parallel size the host is judged for.
 
-    The model's, when the benchmark priced one (its communication floor); else the group the audit judged the
+    The model's, when the benchmark priced one (its communication ceiling); else the group the audit judged the
     P2P and NUMA rules on, as a finding about that group names it; else every GPU the driver lists (the audit's
     default group), 1 with one GPU or none. None when the audit was given a group that no finding names
     (a report does not record gpu_audit_tensor_parallel_gpus), or when the GPU list was not seen.
@@ -233,10 +234,10 @@ def _allreduce(families: dict[str, Family], floor: dict[str, Any]) -> None:
         return
     families["gpuhost_allreduce_latency_seconds"].add(latency / 1e6, {"source": source})
     families["gpuhost_allreduce_message_bytes"].add(size)
-    # The figure every report shows (bench/comm_figure.py), its basis as the reports name it.
+    # The figure every report shows (bench/host_ceiling.py), its basis as the reports name it.
     rate = _number(single.get("max_tokens_per_s_single_stream"))
     if rate and rate > 0:
-        families["gpuhost_comm_ceiling_tokens_per_second"].add(rate, {"basis": source})
+        families["gpuhost_communication_ceiling_tokens_per_second"].add(rate, {"basis": source})
 
 
 def _links(families: dict[str, Family], report: dict[str, Any], warn: Callable[[str], None]) -> None:

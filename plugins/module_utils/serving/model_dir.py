@@ -38,7 +38,7 @@ class Listing:
     # Weight names that are no regular file (a FIFO, a socket, a device): never opened, since
     # opening a FIFO waits for a writer for ever.
     not_regular: list[str] = field(default_factory=list)
-    # The model's config.json (bench/model_config.py counts collectives from it); None when absent or not
+    # The model's config.json (model/config_json.py counts collectives from it); None when absent or not
     # a JSON object, with why in config_problem.
     config: dict[str, Any] | None = None
     config_problem: str | None = None
@@ -96,6 +96,29 @@ def read_config(path: str) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(data, dict):
         return None, f"{name} holds a JSON {type(data).__name__}; expected an object"
     return data, None
+
+
+def directory_problem(path: str, exists: bool, is_dir: bool, readable: bool, who: str = "this user") -> str | None:
+    """What keeps the model directory from being read at all, with what to do; None when it can be listed."""
+    if not exists:
+        return (f"{path} does not exist; expected the model's directory there. Download or copy the model first, "
+                "or correct the model path.")
+    if not is_dir:
+        return (f"{path} is a file, not a directory; SGLang's --model-path takes the directory that holds "
+                "config.json and the weights.")
+    if not readable:
+        return (f"{who} cannot list {path}; give it read and execute permission on the directory (and on the "
+                "directories above it).")
+    return None
+
+
+def read_model_config(path: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The model directory's config.json as a mapping, or None and why not: the directory's own state first
+    (missing, a file, not listable), as sglang_model_check says it, then the file's (read_config)."""
+    exists = os.path.lexists(path)
+    is_dir = exists and os.path.isdir(path)
+    problem = directory_problem(path, exists, is_dir, is_dir and os.access(path, os.R_OK | os.X_OK))
+    return (None, problem) if problem else read_config(path)
 
 
 def walk(path: str) -> Listing:
@@ -161,15 +184,9 @@ def judge(listing: Listing, expected_gib: float, tolerance: float, user: str = "
     problems: list[str] = setting_problems(expected_gib, tolerance)
     if problems:
         return Judgement(ok=False, found_gib=round(found, 3), expected_gib=expected_gib, problems=problems)
-    if not listing.exists:
-        problems.append(f"{listing.path} does not exist; expected the model's directory there. Download or "
-                        "copy the model first, or correct the model path.")
-    elif not listing.is_dir:
-        problems.append(f"{listing.path} is a file, not a directory; SGLang's --model-path takes the directory "
-                        "that holds config.json and the weights.")
-    elif not listing.readable:
-        problems.append(f"{who} cannot list {listing.path}; give it read and execute permission on the "
-                        "directory (and on the directories above it).")
+    unlisted = directory_problem(listing.path, listing.exists, listing.is_dir, listing.readable, who)
+    if unlisted:
+        problems.append(unlisted)
     else:
         if listing.unreadable:
             shown = ", ".join(listing.unreadable[:5]) + (" ..." if len(listing.unreadable) > 5 else "")

@@ -1,15 +1,15 @@
-"""Where a deployed server's time per token goes: the measured decode rate set against the communication floor.
+"""Where a deployed server's time per token goes: the measured decode rate set against the communication ceiling.
 
 Pure functions over plain data: the measurement (throughput_client.py or bench_serving.py), the deployment
 gate's result (deploy_gate), a threshold. No I/O.
 
 - measured time per token: 1000 / single-stream decode tok/s, in ms;
-- the communication floor per token: the time all-reduce alone takes per decode step, from the gate's
-  ``launch.comm_floor`` (``comm_us_per_token``, also under ``batch_1``), else from its
-  ``launch.expected_comm_ceiling_tok_s`` (1 / ceiling). Its source (a measured all-reduce, or an estimate)
-  is read from the floor where it says so; where nothing is given the floor is "unknown", never guessed;
-- the share of the measured time the floor explains (floor / measured, at most what was measured: a floor
-  above the measurement means the floor was priced on a slower path than the one that runs);
+- the communication ceiling per token: the time all-reduce alone takes per decode step, from the gate's
+  ``launch.communication_ceiling`` (``comm_us_per_token``, also under ``batch_1``), else from its
+  ``launch.communication_ceiling_tok_s`` (1 / rate). Its source (a measured all-reduce, or an estimate)
+  is read from the ceiling where it says so; where nothing is given the ceiling is "unknown", never guessed;
+- the share of the measured time all-reduce alone explains (its time / measured, at most what was measured: a
+  larger time means the ceiling was priced on a slower path than the one that runs);
 - a reference rate where the gate's known-good entries for this GPU and model carry one
   (``reference_decode_tok_s`` with its ``reference_source``), else null;
 - ``serving_decode_slow`` when a minimum decode rate is set and the measurement is below it.
@@ -23,9 +23,9 @@ from typing import Any
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings import catalog
 from ansible_collections.gpuhost.gpu.plugins.module_utils.values import as_dict
 
-# Keys a communication floor may describe its origin with, first found wins; ``basis`` names its kind
-# (``measured_all_reduce`` or ``estimated_from_pair_latency``, bench/comm_model.py).
-FLOOR_SOURCE_KEYS = ("source", "floor_source", "latency_source")
+# Keys a communication ceiling may describe its origin with, first found wins; ``basis`` names its kind
+# (``measured_all_reduce`` or ``estimated_from_pair_latency``, model/ceiling.py).
+CEILING_SOURCE_KEYS = ("source", "floor_source", "latency_source")
 
 
 def _positive(value: Any) -> float | None:
@@ -34,31 +34,32 @@ def _positive(value: Any) -> float | None:
     return float(value)
 
 
-def comm_floor(gate: Any) -> dict[str, Any]:
-    """The per-token communication floor the gate priced, in us, with its source; nulls where it has none."""
+def gate_ceiling(gate: Any) -> dict[str, Any]:
+    """The communication ceiling the gate priced, as all-reduce time per token in us, with its source; nulls
+    where it has none."""
     launch = as_dict(as_dict(gate).get("launch"))
-    floor = launch.get("comm_floor")
-    floors = floor if isinstance(floor, list) else [floor]
+    ceiling = launch.get("communication_ceiling")
+    ceilings = ceiling if isinstance(ceiling, list) else [ceiling]
     tp = launch.get("tensor_parallel_size")
-    for item in (as_dict(f) for f in floors):
+    for item in (as_dict(c) for c in ceilings):
         for candidate in (item, as_dict(item.get("batch_1"))):
             us = _positive(candidate.get("comm_us_per_token"))
             if us is None or (isinstance(tp, int) and candidate.get("tensor_parallel_size") not in (None, tp)):
                 continue
-            source = next((candidate.get(k) or item.get(k) for k in FLOOR_SOURCE_KEYS
+            source = next((candidate.get(k) or item.get(k) for k in CEILING_SOURCE_KEYS
                            if isinstance(candidate.get(k) or item.get(k), str)), None)
             kind = candidate.get("basis") or item.get("basis")
             kind = kind if isinstance(kind, str) else None
             if kind is None and (candidate.get("assumptions") or item.get("assumptions")):
                 kind = "estimated"
             assumptions = candidate.get("assumptions") or item.get("assumptions")
-            return {"us_per_token": us, "source": source, "kind": kind, "from": "launch.comm_floor",
+            return {"us_per_token": us, "source": source, "kind": kind, "from": "launch.communication_ceiling",
                     "assumptions": [str(a) for a in assumptions] if isinstance(assumptions, list) else [],
-                    "basis": launch.get("comm_ceiling_basis")}
-    ceiling = _positive(launch.get("expected_comm_ceiling_tok_s"))
-    if ceiling is not None:
-        return {"us_per_token": 1e6 / ceiling, "source": None, "kind": None, "assumptions": [],
-                "from": "launch.expected_comm_ceiling_tok_s", "basis": launch.get("comm_ceiling_basis")}
+                    "basis": launch.get("communication_ceiling_basis")}
+    rate = _positive(launch.get("communication_ceiling_tok_s"))
+    if rate is not None:
+        return {"us_per_token": 1e6 / rate, "source": None, "kind": None, "assumptions": [],
+                "from": "launch.communication_ceiling_tok_s", "basis": launch.get("communication_ceiling_basis")}
     return {"us_per_token": None, "source": None, "kind": None, "assumptions": [], "from": None, "basis": None}
 
 
@@ -78,20 +79,20 @@ def breakdown(measurement: dict[str, Any], gate: Any) -> dict[str, Any]:
     single = as_dict(measurement.get("single_stream"))
     rate = _positive(single.get("decode_tok_s"))
     measured_ms = 1000 / rate if rate else None
-    floor = comm_floor(gate)
-    floor_ms = floor["us_per_token"] / 1000 if floor["us_per_token"] else None
-    share = min(1.0, floor_ms / measured_ms) if floor_ms and measured_ms else None
+    ceiling = gate_ceiling(gate)
+    comm_ms = ceiling["us_per_token"] / 1000 if ceiling["us_per_token"] else None
+    share = min(1.0, comm_ms / measured_ms) if comm_ms and measured_ms else None
     ref = reference(gate)
     return {
         "measured_ms_per_token": measured_ms,
-        "comm_floor_ms_per_token": floor_ms,
-        "comm_floor_source": floor["source"],
-        "comm_floor_kind": floor["kind"],
-        "comm_floor_assumptions": floor["assumptions"],
-        "comm_floor_from": floor["from"],
-        "comm_ceiling_basis": floor["basis"],
+        "communication_ceiling_ms_per_token": comm_ms,
+        "communication_ceiling_source": ceiling["source"],
+        "communication_ceiling_kind": ceiling["kind"],
+        "communication_ceiling_assumptions": ceiling["assumptions"],
+        "communication_ceiling_from": ceiling["from"],
+        "communication_ceiling_basis": ceiling["basis"],
         "comm_share": share,
-        "other_ms_per_token": (measured_ms - floor_ms) if floor_ms and measured_ms and floor_ms <= measured_ms
+        "other_ms_per_token": (measured_ms - comm_ms) if comm_ms and measured_ms and comm_ms <= measured_ms
         else None,
         "reference_decode_tok_s": ref["decode_tok_s"],
         "reference_source": ref["source"],
@@ -105,16 +106,19 @@ def _fmt(value: float | None, digits: int = 1, unit: str = "") -> str:
 
 
 def breakdown_text(parts: dict[str, Any]) -> str:
-    """The breakdown in one line: per token measured, the floor and its source, the share, the reference."""
+    """The breakdown in one line: per token measured, the communication ceiling and its source, the share, the
+    reference."""
     if parts["measured_ms_per_token"] is None:
         return "no decode rate measured"
     text = f"{_fmt(parts['measured_ms_per_token'])} ms per token"
-    if parts["comm_floor_ms_per_token"] is None:
-        text += "; communication floor unknown (the gate priced none)"
+    if parts["communication_ceiling_ms_per_token"] is None:
+        text += "; communication ceiling unknown (the gate priced none)"
     else:
-        said = [part for part in (parts.get("comm_floor_kind"), parts["comm_floor_source"]) if part]
+        said = [part for part in (parts.get("communication_ceiling_kind"), parts["communication_ceiling_source"])
+                if part]
         source = ": ".join(said) or "source not stated"
-        text += (f"; communication floor {_fmt(parts['comm_floor_ms_per_token'], 2)} ms per token ({source}), "
+        comm_ms = _fmt(parts["communication_ceiling_ms_per_token"], 2)
+        text += (f"; communication ceiling {comm_ms} ms per token ({source}), "
                  f"{_fmt(parts['comm_share'] * 100 if parts['comm_share'] is not None else None, 0)}% of it")
     if parts["reference_decode_tok_s"] is not None:
         text += (f"; reference {_fmt(parts['reference_decode_tok_s'])} tok/s ({parts['reference_source']}), "

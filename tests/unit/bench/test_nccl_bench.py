@@ -228,7 +228,7 @@ def test_log_of_another_collective_is_not_judged_as_all_reduce(capsys):
     assert (result["collective"], list(result["per_collective"])) == ("broadcast", ["broadcast"])
     assert result["violations"] == []
     assert all(u["reason"].startswith("the results are of broadcast") for u in result["unjudged_thresholds"])
-    assert result["notes"] == ["No communication floor for GLM-5: the benchmark measured broadcast, not all-reduce."]
+    assert result["notes"] == ["No communication ceiling for GLM-5: the benchmark measured broadcast, not all-reduce."]
 
 
 def test_log_of_a_healthy_pcie_host_passes(capsys):

@@ -209,12 +209,12 @@ def test_an_unknown_nvlink_mesh_is_said_not_assumed():
 def test_the_communication_ceiling_says_which_path_it_prices():
     bench = bench_result(INCIDENT_BENCH)
     nccl = gate.decide(audited(INCIDENT), GLM5, bench=bench, accept=["p2p_not_supported"])["launch"]
-    assert nccl["expected_comm_ceiling_tok_s"] == 464.9 and nccl["comm_ceiling_basis"] == "nccl"
+    assert nccl["communication_ceiling_tok_s"] == 464.9 and nccl["communication_ceiling_basis"] == "nccl"
     h100_bench = bench_result([("as-is", {}, "ok", [row(8192, 8.0), row(16384, 8.0)])], nranks=4)
     custom = gate.decide(audited(H100), LLAMA70, bench=h100_bench, probe=probe_result(8))
-    assert custom["launch"]["comm_ceiling_basis"] == "nccl_lower_bound"
+    assert custom["launch"]["communication_ceiling_basis"] == "nccl_lower_bound"
     assert any("lower bound" in note for note in custom["notes"])
-    assert gate.decide(audited(H100), LLAMA70, probe=probe_result(8))["launch"]["comm_ceiling_basis"] is None
+    assert gate.decide(audited(H100), LLAMA70, probe=probe_result(8))["launch"]["communication_ceiling_basis"] is None
 
 
 @pytest.mark.parametrize("capture", ALL)

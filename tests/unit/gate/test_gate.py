@@ -188,11 +188,11 @@ def test_incident_with_its_benchmark_takes_the_tuned_environment_and_its_ceiling
     # GLM-5: 78 layers x 2 all-reduces of 12 KiB plus the embedding's; the p2p-disabled candidate (the
     # tuning's choice) measured 13.7 us for an 8-GPU all-reduce of that size, so decode cannot beat
     # 1e6 / (157 x 13.7 us) tokens per second. (With no probe, nothing says that 13.7 us is one copy's time:
-    # test_comm_ceiling.py has the incident's real reading.)
-    assert launch["expected_comm_ceiling_tok_s"] == 464.9
-    assert launch["comm_floor"]["allreduce_bytes"] == 12288
-    assert launch["comm_floor"]["allreduces_per_step"] == 157
-    assert launch["comm_floor"]["basis"] == "measured_all_reduce"
+    # test_ceiling.py has the incident's real reading.)
+    assert launch["communication_ceiling_tok_s"] == 464.9
+    assert launch["communication_ceiling"]["allreduce_bytes"] == 12288
+    assert launch["communication_ceiling"]["allreduces_per_step"] == 157
+    assert launch["communication_ceiling"]["basis"] == "measured_all_reduce"
     assert [(w["id"], w["source"], w["severity"]) for w in result["other_findings"]] == [
         ("nccl_tuning_recommendation", "bench", "info")]
 

@@ -42,7 +42,7 @@ def test_recommended_for_pcie_gpus_with_proven_p2p_and_applied_only_when_asked()
     assert applied["launch"]["pcie_ipc"]["applied"] is True
     assert applied["launch"]["env"][PCIE_IPC_ENV] == "1"
     assert applied["launch"]["all_reduce"]["path"] == "pcie_ipc"
-    assert applied["launch"]["comm_ceiling_basis"] in (None, "nccl_lower_bound")
+    assert applied["launch"]["communication_ceiling_basis"] in (None, "nccl_lower_bound")
     assert "PCIe IPC all-reduce" in applied["summary"]
 
 

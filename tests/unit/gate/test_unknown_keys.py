@@ -10,7 +10,7 @@ from typing import Any
 
 import deploy_gate
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import read_profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import read_deploy_model
 
 from tests.unit.captures import H100, audited
 from tests.unit.modules import run_module
@@ -44,7 +44,7 @@ def test_labels_name_the_variable_the_user_wrote():
 
 
 def test_notes_are_free_text_and_every_documented_key_is_read():
-    profile, problems = read_profile({**LLAMA70_TP8, "notes": "bf16", "num_attention_heads": 64, "params_b": 70,
+    profile, problems = read_deploy_model({**LLAMA70_TP8, "notes": "bf16", "num_attention_heads": 64, "params_b": 70,
                                       "bytes_per_param": 2, "kv_cache_gib_per_gpu": 4, "memory_headroom_fraction": 0.1,
                                       "min_gpus": 2, "min_compute_capability": "9.0", "min_driver": "550",
                                       "min_cuda": "12.2", "path": "/m", "comm_profile": "llama-3-70b"})
@@ -53,11 +53,11 @@ def test_notes_are_free_text_and_every_documented_key_is_read():
 
 
 def test_a_comm_profile_that_cannot_be_read_blocks_instead_of_dropping_the_ceiling():
-    _, problems = read_profile({**LLAMA70_TP8, "comm_profile": "llama3-70b"}, "deploy_model")
+    _, problems = read_deploy_model({**LLAMA70_TP8, "comm_profile": "llama3-70b"}, "deploy_model")
     assert problems == ["deploy_model.comm_profile: expected a shipped profile (glm-5, llama-3-70b) or a mapping "
                         "(name, layers, hidden_size, allreduces_per_layer, dtype_bytes); found 'llama3-70b'; "
                         "did you mean llama-3-70b?"]
-    _, problems = read_profile({**LLAMA70_TP8, "comm_profile": {"layers": 80, "hiden_size": 8192}})
+    _, problems = read_deploy_model({**LLAMA70_TP8, "comm_profile": {"layers": 80, "hiden_size": 8192}})
     assert problems == ["model.comm_profile.hiden_size: unknown key; did you mean hidden_size?"]
 
 

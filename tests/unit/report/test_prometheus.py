@@ -165,7 +165,7 @@ def test_the_communication_ceiling_is_the_reports(basis: str, latency_basis: str
     comm_floor["batch_1"]["max_tokens_per_s_single_stream"] = 32.7
     report = report_of(captures.INCIDENT, bench={"nccl": {"comm_floor": comm_floor}})
     samples, _, _ = parse(textfile(report, NOW))
-    ceiling = series(samples, "gpuhost_comm_ceiling_tokens_per_second")
+    ceiling = series(samples, "gpuhost_communication_ceiling_tokens_per_second")
     assert ceiling == ({(("basis", label),): pytest.approx(32.7)} if label else {})
 
 

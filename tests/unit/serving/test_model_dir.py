@@ -252,6 +252,10 @@ def test_the_module_counts_collectives_from_the_directory_config(capsys: pytest.
     counted = result["collectives"]
     assert (counted["status"], counted["architecture"], counted["allreduces_per_step"],
             counted["allreduce_bytes"]) == ("modelled", "GlmMoeDsaForCausalLM", 157, 12288)
+    # The same model type the gate and the benchmark price.
+    assert result["model"] == {"name": shared_model.name, "layers": 78, "allreduces_per_layer": 2, "hidden_size": 6144,
+                               "dtype_bytes": 2, "tensor_parallel_size": 8, "extra_allreduces": 1,
+                               "notes": "from config.json (GlmMoeDsaForCausalLM)"}
     # Without the serving TP nothing is counted.
     assert check(capsys, shared_model)["collectives"] is None
 
@@ -270,6 +274,7 @@ def test_an_unknown_architecture_is_not_modelled(capsys: pytest.CaptureFixture[s
     (shared_model / "config.json").write_text('{"architectures": ["RwkvForCausalLM"]}')
     counted = check(capsys, shared_model, tensor_parallel_size=4)["collectives"]
     assert counted["status"] == "not_modelled" and "'RwkvForCausalLM' is not modelled" in counted["reason"]
+    assert check(capsys, shared_model, tensor_parallel_size=4)["model"] is None
     (shared_model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "hidden_size": 8}')
     counted = check(capsys, shared_model, tensor_parallel_size=4)["collectives"]
     assert counted["status"] == "not_modelled" and "expected num_hidden_layers" in counted["reason"]

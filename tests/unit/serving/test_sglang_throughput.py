@@ -80,33 +80,33 @@ MEASURED = {"tool": "client", "single_stream": {"decode_tok_s": 11.0, "ttft_ms":
             "aggregate": {"concurrency": 64, "tok_s": 210.0}}
 
 
-@pytest.mark.parametrize(("launch", "floor_ms", "kind", "said", "share"), [
-    # The gate's comm_floor as comm_model returns it: its kind (basis), its source and assumptions.
-    ({"tensor_parallel_size": 8, "comm_floor": {
+@pytest.mark.parametrize(("launch", "comm_ms", "kind", "said", "share"), [
+    # The gate's communication_ceiling as model/ceiling.py returns it: its kind (basis), its source and assumptions.
+    ({"tensor_parallel_size": 8, "communication_ceiling": {
         "tensor_parallel_size": 8, "comm_us_per_token": 45454.5, "basis": "estimated_from_pair_latency",
         "source": "13.7 us per hop x 14 ring steps", "assumptions": ["NCCL's base latency left out"]}},
      45.45, "estimated_from_pair_latency", "(estimated_from_pair_latency: 13.7 us per hop x 14 ring steps)", 0.5),
-    ({"comm_floor": {"comm_us_per_token": 4545.45, "basis": "measured_all_reduce"}},
+    ({"communication_ceiling": {"comm_us_per_token": 4545.45, "basis": "measured_all_reduce"}},
      4.55, "measured_all_reduce", "(measured_all_reduce), 5% of it", 0.05),
     # As the benchmark writes it (batch_1 inside), with an estimate's assumptions and no basis key.
-    ({"comm_floor": {"batch_1": {"comm_us_per_token": 9090.9, "assumptions": ["ring"]}}}, 9.09, "estimated",
+    ({"communication_ceiling": {"batch_1": {"comm_us_per_token": 9090.9, "assumptions": ["ring"]}}}, 9.09, "estimated",
      "(estimated), 10% of it", 0.1),
-    # Only the ceiling: the floor is its inverse, and where it came from is not said.
-    ({"expected_comm_ceiling_tok_s": 468.0}, 2.14, None, "(source not stated)", 0.0235),
-    # A floor priced for another tensor-parallel size is not this deployment's.
-    ({"tensor_parallel_size": 8, "comm_floor": {"tensor_parallel_size": 4, "comm_us_per_token": 1000.0}},
-     None, None, "communication floor unknown", None),
-    ({}, None, None, "communication floor unknown", None),
+    # Only the rate: the time per token is its inverse, and where it came from is not said.
+    ({"communication_ceiling_tok_s": 468.0}, 2.14, None, "(source not stated)", 0.0235),
+    # A ceiling priced for another tensor-parallel size is not this deployment's.
+    ({"tensor_parallel_size": 8, "communication_ceiling": {"tensor_parallel_size": 4, "comm_us_per_token": 1000.0}},
+     None, None, "communication ceiling unknown", None),
+    ({}, None, None, "communication ceiling unknown", None),
 ])
-def test_breakdown_reads_the_floor_the_gate_priced(launch, floor_ms, kind, said, share) -> None:
+def test_breakdown_reads_the_ceiling_the_gate_priced(launch, comm_ms, kind, said, share) -> None:
     parts = breakdown(MEASURED, {"launch": launch})
     assert parts["measured_ms_per_token"] == pytest.approx(1000 / 11)
-    assert parts["comm_floor_kind"] == kind
+    assert parts["communication_ceiling_kind"] == kind
     assert said in breakdown_text(parts)
-    if floor_ms is None:
-        assert parts["comm_floor_ms_per_token"] is None and parts["comm_share"] is None
+    if comm_ms is None:
+        assert parts["communication_ceiling_ms_per_token"] is None and parts["comm_share"] is None
     else:
-        assert parts["comm_floor_ms_per_token"] == pytest.approx(floor_ms, abs=0.01)
+        assert parts["communication_ceiling_ms_per_token"] == pytest.approx(comm_ms, abs=0.01)
         assert parts["comm_share"] == pytest.approx(share, abs=0.001)
     assert parts["reference_decode_tok_s"] is None
     assert "no reference figure" in breakdown_text(parts)
@@ -119,8 +119,9 @@ def test_breakdown_takes_a_reference_from_a_known_good_entry_and_tolerates_junk(
     assert (parts["reference_decode_tok_s"], parts["reference_entry"]) == (44.0, "ref")
     assert parts["measured_vs_reference"] == pytest.approx(0.25)
     assert "reference 44.0 tok/s (a public benchmark), measured 25% of it" in breakdown_text(parts)
-    for junk in (None, "gate", {"launch": "x"}, {"launch": {"comm_floor": [1, None, {"comm_us_per_token": "7"}]}}):
-        assert breakdown({}, junk)["comm_floor_ms_per_token"] is None
+    junk_ceiling = [1, None, {"comm_us_per_token": "7"}]
+    for junk in (None, "gate", {"launch": "x"}, {"launch": {"communication_ceiling": junk_ceiling}}):
+        assert breakdown({}, junk)["communication_ceiling_ms_per_token"] is None
 
 
 def test_threshold_makes_the_finding() -> None:
@@ -137,11 +138,11 @@ def test_module_measures_judges_and_masks(capsys) -> None:
         result = run_module(sglang_throughput.main, {
             "url": url, "api_key": KEY, "model": "GLM-5-NVFP4", "max_tokens": 16, "single_requests": 1,
             "concurrency": 2, "timeout": 30, "min_decode_tok_s": 1000,
-            "gate": {"launch": {"expected_comm_ceiling_tok_s": 500.0}}}, capsys)
+            "gate": {"launch": {"communication_ceiling_tok_s": 500.0}}}, capsys)
     assert result["ok"] and not result.get("failed") and result["tool"] == "client"
     assert result["tool_reason"] == "no model directory for bench_serving's tokenizer"
     assert result["slow"] and result["findings"][0]["id"] == "serving_decode_slow"
-    assert "tok/s single stream" in result["summary"] and "communication floor 2.00 ms" in result["summary"]
+    assert "tok/s single stream" in result["summary"] and "communication ceiling 2.00 ms" in result["summary"]
     assert KEY not in json.dumps(result)
 
 

@@ -27,38 +27,39 @@ def decide(facts: str, bench: dict | None, probe: dict | None) -> dict:
 def test_the_transfer_log_read_alone_is_a_measured_all_reduce() -> None:
     # Without the probe nothing tells the row is one copy's time: labelled for what it claims to be.
     result = decide(INCIDENT, nccl_from_log(str(TRANSFER_LOG)), None)
-    floor = result["launch"]["comm_floor"]
+    floor = result["launch"]["communication_ceiling"]
     assert floor["basis"] == "measured_all_reduce"
-    assert result["launch"]["expected_comm_ceiling_tok_s"] == pytest.approx(1e6 / (157 * 13.7), abs=0.05)
+    assert result["launch"]["communication_ceiling_tok_s"] == pytest.approx(1e6 / (157 * 13.7), abs=0.05)
 
 
 def test_with_the_probe_the_transfer_is_refused_and_the_floor_estimated() -> None:
     result = decide(INCIDENT, nccl_from_log(str(TRANSFER_LOG)), probe_from_log(str(INCIDENT_PROBE)))
     launch = result["launch"]
-    floor = launch["comm_floor"]
+    floor = launch["communication_ceiling"]
     assert floor["basis"] == "estimated_from_pair_latency"
     assert any("these figures are a transfer test, not an all-reduce" in n for n in result["notes"])
     # The probe's slowest pair copies 16 KiB in 13.9 us (GPU time); 14 ring hops per all-reduce, 157 per token.
     assert floor["estimate"]["hop_latency_us"] == 13.9 and floor["estimate"]["ring"]["steps"] == 14
     assert floor["comm_us_per_token"] == pytest.approx(157 * 14 * 13.9)
-    assert launch["expected_comm_ceiling_tok_s"] == pytest.approx(1e6 / (157 * 14 * 13.9), abs=0.05)
-    assert launch["expected_comm_ceiling_tok_s"] < 40  # of the order of the observed 11 tok/s, not 465
+    assert launch["communication_ceiling_tok_s"] == pytest.approx(1e6 / (157 * 14 * 13.9), abs=0.05)
+    assert launch["communication_ceiling_tok_s"] < 40  # of the order of the observed 11 tok/s, not 465
     assert any("slowest pair of the group" in a for a in floor["assumptions"])
     # The verdict's one line says it too, with what priced it.
-    assert result["summary"].endswith("; communication floor 30.6 ms per token (estimated: 14 ring steps at TP 8 "
+    assert result["summary"].endswith("; communication ceiling 32.7 tok/s single stream, 30.6 ms of all-reduce per "
+                                      "token (estimated: 14 ring steps at TP 8 "
                                       "from the 13.9 us GPU-to-GPU copy latency; "
                                       "collectives per step from the shipped profile glm-5)")
 
 
 def test_the_probe_alone_gives_an_estimate() -> None:
-    floor = decide(INCIDENT, None, probe_from_log(str(INCIDENT_PROBE)))["launch"]["comm_floor"]
+    floor = decide(INCIDENT, None, probe_from_log(str(INCIDENT_PROBE)))["launch"]["communication_ceiling"]
     assert floor["basis"] == "estimated_from_pair_latency" and floor["source"].startswith("estimated: 14 ring")
 
 
 def test_bare_metal_floor_is_small_next_to_its_token_time() -> None:
     # The same GPUs with P2P: about 50 tok/s single stream (20 ms per token) on bare metal.
     result = gate.decide(audited(PRO6000), GLM5, probe=probe_from_log(str(BAREMETAL_PROBE)))
-    floor = result["launch"]["comm_floor"]
+    floor = result["launch"]["communication_ceiling"]
     assert floor["basis"] == "estimated_from_pair_latency"
     assert floor["comm_us_per_token"] < 0.5 * 20_000
 
@@ -70,12 +71,12 @@ def test_a_measured_all_reduce_slower_than_two_copies_is_kept() -> None:
             row[placement]["time_us"] *= 20
     bench.pop("comm_floor", None)
     result = decide(INCIDENT, bench, probe_from_log(str(INCIDENT_PROBE)))
-    assert result["launch"]["comm_floor"]["basis"] == "measured_all_reduce"
+    assert result["launch"]["communication_ceiling"]["basis"] == "measured_all_reduce"
 
 
 def test_no_bench_and_no_probe_says_why_there_is_no_ceiling() -> None:
     result = decide(INCIDENT, None, None)
-    assert result["launch"]["expected_comm_ceiling_tok_s"] is None
+    assert result["launch"]["communication_ceiling_tok_s"] is None
     assert any("neither an all-reduce measured by the benchmark nor a GPU-to-GPU copy latency" in n
                for n in result["notes"])
 
@@ -88,7 +89,7 @@ def test_an_all_reduce_measured_over_other_ranks_gives_way_to_the_estimate() -> 
     bench.pop("comm_floor", None)
     bench["nranks"] = 4
     result = decide(INCIDENT, bench, probe_from_log(str(INCIDENT_PROBE)))
-    assert result["launch"]["comm_floor"]["basis"] == "estimated_from_pair_latency"
+    assert result["launch"]["communication_ceiling"]["basis"] == "estimated_from_pair_latency"
     assert any("measured all-reduce over 4 GPUs, the deployment runs 8" in n for n in result["notes"])
 
 
@@ -104,9 +105,9 @@ def test_the_benchmark_and_the_gate_give_one_figure_for_one_model_and_tp() -> No
     assert finding["summary"].startswith("All-reduce alone limits single-stream decode to 32.7 tok/s on this host "
                                          "(estimated: 14 ring steps at TP 8 from the 13.9 us GPU-to-GPU copy")
     launch = decide(INCIDENT, bench, probe)["launch"]
-    assert launch["comm_floor"]["basis"] == floor["basis"]
-    assert launch["comm_floor"]["comm_us_per_token"] == pytest.approx(floor["comm_us_per_token"])
-    assert launch["expected_comm_ceiling_tok_s"] == round(floor["max_tokens_per_s_single_stream"], 1)
+    assert launch["communication_ceiling"]["basis"] == floor["basis"]
+    assert launch["communication_ceiling"]["comm_us_per_token"] == pytest.approx(floor["comm_us_per_token"])
+    assert launch["communication_ceiling_tok_s"] == round(floor["max_tokens_per_s_single_stream"], 1)
 
 
 def test_without_the_probe_the_benchmark_takes_the_log_for_what_it_claims() -> None:

@@ -6,17 +6,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_config import (
-    ModelConfigError,
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.config_json import (
     collectives_per_step,
     disagreements,
-    profile_fields,
+    model_fields,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profile import load_profile
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profiles import (
-    MODEL_PROFILES,
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.known import (
+    KNOWN_MODELS,
     check_against_config,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import load_model
 
 from tests import paths
 
@@ -114,7 +114,7 @@ def test_unnamed_dtype_is_taken_as_sixteen_bits_and_said() -> None:
     ({"architectures": ["LlamaForCausalLM"]}, 0, "tensor parallel size: expected a whole number of 1 or more"),
 ])
 def test_bad_configs_say_what_to_do(data: object, tp: int, message: str) -> None:
-    with pytest.raises(ModelConfigError, match=message):
+    with pytest.raises(ModelError, match=message):
         collectives_per_step(data, tp)
 
 
@@ -126,14 +126,14 @@ def test_shipped_profiles_agree_with_the_configs(key: str, name: str) -> None:
 
 def test_a_profile_that_disagrees_is_named_field_by_field() -> None:
     counted = collectives_per_step(config("DeepSeek-R1_config.json"), 8)
-    found = disagreements(MODEL_PROFILES["glm-5"], counted)
+    found = disagreements(KNOWN_MODELS["glm-5"], counted)
     assert "layers: profile 78, config.json 61" in found and "hidden_size: profile 6144, config.json 7168" in found
-    assert disagreements(MODEL_PROFILES["glm-5"], {"status": "not_modelled"}) == []
+    assert disagreements(KNOWN_MODELS["glm-5"], {"status": "not_modelled"}) == []
 
 
 def test_a_config_makes_a_profile_the_floor_reads() -> None:
     counted = collectives_per_step(config("Qwen3-235B-A22B-Instruct-2507_config.json"), 8)
-    profile = load_profile(profile_fields("Qwen3-235B-A22B", counted, 8))
+    profile = load_model(model_fields("Qwen3-235B-A22B", counted, 8))
     assert profile.allreduces_per_step == 189
-    with pytest.raises(ModelConfigError, match="not modelled"):
-        profile_fields("x", collectives_per_step({}, 8), 8)
+    with pytest.raises(ModelError, match="not modelled"):
+        model_fields("x", collectives_per_step({}, 8), 8)

@@ -29,19 +29,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+
 ALGORITHMS = ("ring", "tree")
 
 
-class EstimateError(ValueError):
-    """Inputs an all-reduce estimate cannot use, with what to fix."""
 
 
 def _positive(name: str, value: Any, whole: bool = False) -> None:
     kinds = (int,) if whole else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value) or value <= 0:
         kind = "a whole number above 0" if whole else "a number above 0"
-        raise EstimateError(f"all-reduce estimate: expected {name} as {kind}; found {value!r}. "
-                            "Pass the measured value, or no estimate can be made")
+        raise ModelError(f"all-reduce estimate: expected {name} as {kind}; found {value!r}. "
+                         "Pass the measured value, or no estimate can be made")
 
 
 def ring_steps(ranks: int) -> int:
@@ -79,8 +79,8 @@ def estimate_allreduce(ranks: int, message_bytes: int, hop_latency_us: float, bu
     if bus_gbps is not None:
         _positive("the bus bandwidth in GB/s", bus_gbps)
     if ranks % nodes:
-        raise EstimateError(f"all-reduce estimate: expected the ranks ({ranks}) spread evenly over the nodes "
-                            f"({nodes}); found a remainder. Give the GPUs per node times the nodes")
+        raise ModelError(f"all-reduce estimate: expected the ranks ({ranks}) spread evenly over the nodes "
+                         f"({nodes}); found a remainder. Give the GPUs per node times the nodes")
     if ranks == 1:
         ring = tree = {"algorithm": "none", "steps": 0, "step_us": 0.0, "data_us": 0.0, "time_us": 0.0}
         pick = ring

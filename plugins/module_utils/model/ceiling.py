@@ -1,24 +1,26 @@
-"""What the all-reduce latency costs a model: the communication floor of decoding.
+"""What the all-reduce latency costs a model: its communication ceiling at a tensor-parallel size.
 
 With tensor parallelism every layer ends its attention and its MLP (or MoE) block with an all-reduce
-of the hidden state: ``hidden_size x dtype_bytes`` bytes per token in the batch (model_config counts
+of the hidden state: ``hidden_size x dtype_bytes`` bytes per token in the batch (config_json counts
 them from config.json). Decoding one token per stream therefore waits ``allreduces_per_step`` times
-for an all-reduce of that size, and no kernel tuning can make a step faster than that sum. At batch 1
-the message is small (12 KB for GLM-5 in bf16), so what counts is the latency at small sizes, exactly
-what a host-memory fallback (no P2P) makes worse.
+for an all-reduce of that size, and no kernel tuning can make a step faster than that sum: the
+communication ceiling is the most tokens per second a stream can decode given that wait
+(``max_tokens_per_s_single_stream``), its time per token ``comm_us_per_token``. At batch 1 the message
+is small (12 KB for GLM-5 in bf16), so what counts is the latency at small sizes, exactly what a
+host-memory fallback (no P2P) makes worse.
 
 The all-reduce's time comes from one of two kinds of number, and the result says which (``basis``):
-``measured_all_reduce`` (an all-reduce measured over the serving rank count, ``comm_floor``) or
+``measured_all_reduce`` (an all-reduce measured over the serving rank count, ``measured_ceiling``) or
 ``estimated_from_pair_latency`` (the per-pair copy latency times the step count of the algorithm NCCL
-picks at that rank count, ``estimated_floor``, with its ``assumptions``). A point-to-point figure is
+picks at that rank count, ``estimated_ceiling``, with its ``assumptions``). A point-to-point figure is
 never read as an all-reduce.
 
-The floor's result (what other roles read; ``explained_share`` turns it into a share of a measured
+The ceiling's result (what other roles read; ``explained_share`` turns it into a share of a measured
 time per token): ``basis``, ``source`` (one line), ``assumptions`` (list), ``comm_us_per_token``,
 ``max_tokens_per_s_single_stream``, ``allreduces_per_step``, ``allreduce_bytes``,
 ``allreduce_latency_us``, ``tensor_parallel_size``, ``summary``, ``notes``; ``estimate`` when estimated.
 
-Pure functions: no Ansible, no I/O. Errors are ``CommModelError`` (a ``ValueError``) saying what was
+Pure functions: no Ansible, no I/O. Errors are ``ModelError`` (a ``ValueError``) saying what was
 expected, what was found and what to do.
 """
 
@@ -29,45 +31,42 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_estimate import EstimateError, estimate_allreduce
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profile import (
-    CommModelError,
-    ModelProfile,
-    load_profile,
-)
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profiles import get_profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.all_reduce_estimate import estimate_allreduce
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.known import known_model
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import Model, load_model
 
 
-def allreduce_bytes_per_token(profile: ModelProfile, batch: int = 1) -> int:
+def allreduce_bytes_per_token(model: Model, batch: int = 1) -> int:
     """Bytes of one all-reduce in a decode step: the hidden state of every sequence in the batch."""
     _check_batch(batch)
-    return profile.hidden_size * profile.dtype_bytes * batch
+    return model.hidden_size * model.dtype_bytes * batch
 
 
 def _check_batch(batch: int) -> None:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise CommModelError(f"batch: expected a whole number of 1 or more; found {batch!r}. Pass the number of "
-                             "sequences decoded together")
+        raise ModelError(f"batch: expected a whole number of 1 or more; found {batch!r}. Pass the number of "
+                         "sequences decoded together")
 
 
 def _check_curve(curve: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
     """Sorted (size, time) points; several measurements of one size are averaged."""
     if isinstance(curve, (str, bytes)) or not isinstance(curve, Sequence) or not curve:
-        raise CommModelError("latency curve: expected a list of (size_bytes, time_us) pairs; found "
-                             f"{curve!r}. Measure an all-reduce sweep first (nccl-tests or the torch engine)")
+        raise ModelError("latency curve: expected a list of (size_bytes, time_us) pairs; found "
+                         f"{curve!r}. Measure an all-reduce sweep first (nccl-tests or the torch engine)")
     by_size: dict[int, list[float]] = {}
     for point in curve:
         if not isinstance(point, Sequence) or isinstance(point, (str, bytes)) or len(point) != 2:
-            raise CommModelError(f"latency curve: expected (size_bytes, time_us) pairs; found {point!r}. "
-                                 "Give each point as a pair")
+            raise ModelError(f"latency curve: expected (size_bytes, time_us) pairs; found {point!r}. "
+                             "Give each point as a pair")
         size, time_us = point
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-            raise CommModelError(f"latency curve: expected sizes as whole numbers of bytes above 0; found {size!r}. "
-                                 "Leave out the zero-byte rows of nccl-tests")
+            raise ModelError(f"latency curve: expected sizes as whole numbers of bytes above 0; found {size!r}. "
+                             "Leave out the zero-byte rows of nccl-tests")
         if isinstance(time_us, bool) or not isinstance(time_us, (int, float)) or not math.isfinite(time_us) \
                 or time_us <= 0:
-            raise CommModelError(f"latency curve: expected times in us above 0; found {time_us!r} for {size} bytes. "
-                                 "Leave out points that were not measured")
+            raise ModelError(f"latency curve: expected times in us above 0; found {time_us!r} for {size} bytes. "
+                             "Leave out points that were not measured")
         by_size.setdefault(size, []).append(float(time_us))
     return sorted((size, sum(times) / len(times)) for size, times in by_size.items())
 
@@ -75,7 +74,7 @@ def _check_curve(curve: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
 def _interpolate(curve: Sequence[tuple[int, float]], size: int) -> tuple[float, str]:
     points = _check_curve(curve)
     if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-        raise CommModelError(f"message size: expected a whole number of bytes above 0; found {size!r}")
+        raise ModelError(f"message size: expected a whole number of bytes above 0; found {size!r}")
     first_size, first_time = points[0]
     last_size, last_time = points[-1]
     if size < first_size:
@@ -107,16 +106,16 @@ MEASURED = "measured_all_reduce"
 ESTIMATED = "estimated_from_pair_latency"
 
 
-def _floor(profile: ModelProfile, batch: int, size: int, latency: float, single_latency: float, basis: str,
+def _ceiling(model: Model, batch: int, size: int, latency: float, single_latency: float, basis: str,
            latency_basis: str, source: str, assumptions: list[str], notes: list[str]) -> dict[str, Any]:
-    """The floor's result, the same shape whichever number priced it (documented in README and RETURN)."""
-    allreduces = profile.allreduces_per_step
+    """The ceiling's result, the same shape whichever number priced it (documented in README and RETURN)."""
+    allreduces = model.allreduces_per_step
     step_us = allreduces * latency
     single_rate = 1e6 / (allreduces * single_latency)
     result = {
-        "model": profile.name,
+        "model": model.name,
         "batch": batch,
-        "tensor_parallel_size": profile.tensor_parallel_size,
+        "tensor_parallel_size": model.tensor_parallel_size,
         "allreduces_per_step": allreduces,
         "allreduce_bytes": size,
         "allreduce_latency_us": latency,
@@ -142,80 +141,78 @@ def _floor(profile: ModelProfile, batch: int, size: int, latency: float, single_
     return result
 
 
-def _no_floor(profile: ModelProfile, batch: int, basis: str, notes: list[str]) -> dict[str, Any]:
+def _no_ceiling(model: Model, batch: int, basis: str, notes: list[str]) -> dict[str, Any]:
     return {
-        "model": profile.name, "batch": batch, "tensor_parallel_size": 1, "allreduces_per_step": 0,
+        "model": model.name, "batch": batch, "tensor_parallel_size": 1, "allreduces_per_step": 0,
         "allreduce_bytes": 0, "allreduce_latency_us": 0.0, "latency_basis": "none", "basis": basis,
         "source": "no all-reduce at tensor-parallel size 1", "assumptions": [],
         "comm_us_per_step": 0.0, "comm_us_per_token": 0.0,
         "max_tokens_per_s_single_stream": None, "max_tokens_per_s_per_stream": None,
         "max_tokens_per_s_aggregate": None,
-        "summary": "no all-reduce at tensor-parallel size 1: communication sets no floor on this host",
+        "summary": "no all-reduce at tensor-parallel size 1: communication sets no ceiling on this host",
         "notes": notes,
     }
 
 
-def _check_profile_type(profile: Any) -> None:
-    if not isinstance(profile, ModelProfile):
-        raise CommModelError(f"comm floor: expected a ModelProfile; found {type(profile).__name__}. "
-                             "Load it with load_profile()")
+def _check_model_type(model: Any) -> None:
+    if not isinstance(model, Model):
+        raise ModelError(f"communication ceiling: expected a Model; found {type(model).__name__}. "
+                         "Load it with load_model()")
 
 
-def comm_floor(profile: ModelProfile, curve: Sequence[tuple[int, float]], batch: int = 1,
+def measured_ceiling(model: Model, curve: Sequence[tuple[int, float]], batch: int = 1,
                measured_ranks: int | None = None) -> dict[str, Any]:
     """The decode time all-reduce alone takes, and the token rates it allows, at batch 1 and at ``batch``,
     from a measured all-reduce curve (size_bytes, time_us)."""
-    _check_profile_type(profile)
+    _check_model_type(model)
     _check_batch(batch)
     notes = []
-    if measured_ranks is not None and measured_ranks != profile.tensor_parallel_size:
-        notes.append(f"The curve was measured over {measured_ranks} GPUs, the profile runs tensor-parallel over "
-                     f"{profile.tensor_parallel_size}: measure with -g {profile.tensor_parallel_size} for this figure.")
-    if profile.tensor_parallel_size == 1:
-        return _no_floor(profile, batch, MEASURED, notes)
-    single_latency, _unused = _interpolate(curve, allreduce_bytes_per_token(profile, 1))
-    size = allreduce_bytes_per_token(profile, batch)
+    if measured_ranks is not None and measured_ranks != model.tensor_parallel_size:
+        notes.append(f"The curve was measured over {measured_ranks} GPUs, the model runs tensor-parallel over "
+                     f"{model.tensor_parallel_size}: measure with -g {model.tensor_parallel_size} for this figure.")
+    if model.tensor_parallel_size == 1:
+        return _no_ceiling(model, batch, MEASURED, notes)
+    single_latency, _unused = _interpolate(curve, allreduce_bytes_per_token(model, 1))
+    size = allreduce_bytes_per_token(model, batch)
     latency, basis = _interpolate(curve, size)
     if basis in ("clamped", "extrapolated"):
         notes.append(f"The all-reduce of {size} bytes lies outside the measured sizes ({basis}): extend the sweep "
                      "to cover it for a measured figure.")
-    ranks = measured_ranks or profile.tensor_parallel_size
+    ranks = measured_ranks or model.tensor_parallel_size
     source = f"measured all-reduce over {ranks} GPUs"
-    assumptions = [f"{profile.allreduces_per_step} all-reduces of {size} bytes per decode step, each at the "
+    assumptions = [f"{model.allreduces_per_step} all-reduces of {size} bytes per decode step, each at the "
                    f"measured all-reduce time ({basis} at that size)"]
-    return _floor(profile, batch, size, latency, single_latency, MEASURED, basis, source, assumptions, notes)
+    return _ceiling(model, batch, size, latency, single_latency, MEASURED, basis, source, assumptions, notes)
 
 
-def estimated_floor(profile: ModelProfile, hop_latency_us: float, bus_gbps: float | None = None, batch: int = 1,
+def estimated_ceiling(model: Model, hop_latency_us: float, bus_gbps: float | None = None, batch: int = 1,
                     nodes: int = 1) -> dict[str, Any]:
-    """The communication floor when no all-reduce was measured at the serving rank count: each all-reduce
-    estimated from the per-pair copy latency and the step count of the algorithm NCCL picks (comm_estimate).
-    The result has comm_floor's keys, ``basis`` ``estimated_from_pair_latency`` and the estimate itself."""
-    _check_profile_type(profile)
+    """The communication ceiling when no all-reduce was measured at the serving rank count: each all-reduce
+    estimated from the per-pair copy latency and the step count of the algorithm NCCL picks
+    (all_reduce_estimate). The result has measured_ceiling's keys, ``basis`` ``estimated_from_pair_latency``
+    and the estimate itself."""
+    _check_model_type(model)
     _check_batch(batch)
-    if profile.tensor_parallel_size == 1:
-        return _no_floor(profile, batch, ESTIMATED, [])
-    try:
-        single = estimate_allreduce(profile.tensor_parallel_size, allreduce_bytes_per_token(profile, 1),
-                                    hop_latency_us, bus_gbps, nodes)
-        loaded = estimate_allreduce(profile.tensor_parallel_size, allreduce_bytes_per_token(profile, batch),
-                                    hop_latency_us, bus_gbps, nodes) if batch > 1 else single
-    except EstimateError as exc:
-        raise CommModelError(str(exc)) from None
+    if model.tensor_parallel_size == 1:
+        return _no_ceiling(model, batch, ESTIMATED, [])
+    single = estimate_allreduce(model.tensor_parallel_size, allreduce_bytes_per_token(model, 1),
+                                hop_latency_us, bus_gbps, nodes)
+    loaded = estimate_allreduce(model.tensor_parallel_size, allreduce_bytes_per_token(model, batch),
+                                hop_latency_us, bus_gbps, nodes) if batch > 1 else single
     source = (f"estimated: {loaded[loaded['nccl_pick']]['steps']} "
-              f"{loaded['nccl_pick']} steps at TP {profile.tensor_parallel_size} from the {hop_latency_us:g} us "
+              f"{loaded['nccl_pick']} steps at TP {model.tensor_parallel_size} from the {hop_latency_us:g} us "
               "GPU-to-GPU copy latency")
-    assumptions = [f"{profile.allreduces_per_step} all-reduces per decode step", *loaded["assumptions"]]
-    result = _floor(profile, batch, loaded["message_bytes"], loaded["time_us"], single["time_us"], ESTIMATED,
+    assumptions = [f"{model.allreduces_per_step} all-reduces per decode step", *loaded["assumptions"]]
+    result = _ceiling(model, batch, loaded["message_bytes"], loaded["time_us"], single["time_us"], ESTIMATED,
                     "estimated", source, assumptions, [])
     result["estimate"] = loaded
     return result
 
 
-def explained_share(floor: Mapping[str, Any], us_per_token: float | None) -> float | None:
-    """The share of a measured time per token that the communication floor accounts for (0..1, may exceed 1
-    when the floor is an overestimate); None when either is unknown."""
-    comm = floor.get("comm_us_per_token") if isinstance(floor, Mapping) else None
+def explained_share(ceiling: Mapping[str, Any], us_per_token: float | None) -> float | None:
+    """The share of a measured time per token that all-reduce alone accounts for at the communication ceiling
+    (0..1, may exceed 1 when the ceiling is priced on a slower path); None when either is unknown."""
+    comm = ceiling.get("comm_us_per_token") if isinstance(ceiling, Mapping) else None
     if not isinstance(comm, (int, float)) or not isinstance(us_per_token, (int, float)) or us_per_token <= 0:
         return None
     return comm / us_per_token
@@ -239,7 +236,7 @@ def measured_curve(results: Sequence[Mapping[str, Any]]) -> list[tuple[int, floa
     return curve
 
 
-def check_profile(profile_spec: Any) -> ModelProfile:
-    """The profile a name or a mapping gives; CommModelError when it cannot be used. Called before a
-    benchmark runs, so that a wrong profile does not fail the run at its end."""
-    return get_profile(profile_spec) if isinstance(profile_spec, str) else load_profile(profile_spec or {})
+def check_model(model_spec: Any) -> Model:
+    """The model a name or a mapping gives; ModelError when it cannot be used. Called before a
+    benchmark runs, so that a wrong model does not fail the run at its end."""
+    return known_model(model_spec) if isinstance(model_spec, str) else load_model(model_spec or {})

@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_estimate import (
-    EstimateError,
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.all_reduce_estimate import (
     estimate_allreduce,
     not_an_allreduce,
     ring_steps,
     tree_steps,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -80,7 +80,7 @@ def test_one_rank_costs_nothing() -> None:
 ])
 def test_bad_inputs_say_what_was_expected(kwargs: dict, message: str) -> None:
     args = {"ranks": 8, "message_bytes": 12288, "hop_latency_us": HOP, **kwargs}
-    with pytest.raises(EstimateError, match=message):
+    with pytest.raises(ModelError, match=message):
         estimate_allreduce(**args)
 
 

@@ -1,6 +1,6 @@
 """The communication ceiling: the most tokens per second a single stream reaches, given all-reduce latency.
 
-The figure for the chosen GPUs and the model comes from bench/comm_figure.py, the one place that decides
+The figure for the chosen GPUs and the model comes from bench/host_ceiling.py, the one place that decides
 what prices the all-reduce (a measured all-reduce over the serving rank count, else an estimate from the
 probe's per-pair copy latency, never a transfer test read as an all-reduce), so that the benchmark's
 report and the gate show the same figure for the same model and tensor-parallel size.
@@ -13,45 +13,47 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_figure import communication_figure
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profile import CommModelError, load_profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.host_ceiling import host_ceiling
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.decision import Decision
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import Gpu, Profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import DeployModel, Gpu
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import load_model
 from ansible_collections.gpuhost.gpu.plugins.module_utils.values import as_number
 
 
-def _counted_from(profile: Profile, floor: dict[str, Any]) -> dict[str, Any]:
-    """The floor, its source naming where the collectives per step came from (config.json or a profile)."""
-    if profile.comm_source:
-        floor["source"] = f"{floor.get('source') or 'source unknown'}; collectives per step from {profile.comm_source}"
-    return floor
+def _counted_from(deploy: DeployModel, ceiling: dict[str, Any]) -> dict[str, Any]:
+    """The ceiling, its source naming where the collectives per step came from (config.json or a known model)."""
+    if deploy.shape_source:
+        ceiling["source"] = (f"{ceiling.get('source') or 'source unknown'}; collectives per step from "
+                             f"{deploy.shape_source}")
+    return ceiling
 
 
-def comm_ceiling(out: Decision, bench: dict[str, Any], profile: Profile, group: tuple[Gpu, ...] | None,
-                 probe: Any = None) -> tuple[float | None, dict[str, Any] | None]:
+def communication_ceiling(out: Decision, bench: dict[str, Any], deploy: DeployModel, group: tuple[Gpu, ...] | None,
+                          probe: Any = None) -> tuple[float | None, dict[str, Any] | None]:
     if not group or len(group) == 1:
         return None, None
-    floor = None
-    if profile.comm:
+    ceiling = None
+    if deploy.shape:
         try:
-            floor, notes = communication_figure(bench, probe, load_profile(
-                {**profile.comm, "tensor_parallel_size": len(group)}), {g.index for g in group})
-        except CommModelError as exc:
+            ceiling, notes = host_ceiling(bench, probe, load_model(
+                {**deploy.shape, "tensor_parallel_size": len(group)}), {g.index for g in group})
+        except ModelError as exc:
             out.notes.append(f"No communication ceiling: {exc}")
             return None, None
         out.notes.extend(notes)
-    if floor is None:
+    if ceiling is None:
         out.notes.append("No communication ceiling: " + (
-            f"the model's collectives per step are not modelled ({profile.comm_not_modelled}), and none is guessed."
-            if profile.comm_not_modelled else
+            f"the model's collectives per step are not modelled ({deploy.shape_not_modelled}), and none is guessed."
+            if deploy.shape_not_modelled else
             "the model profile has no layers/hidden_size (or a family with a shipped comm profile) to turn the "
-            "benchmark's latency into tokens per second." if not profile.comm else
+            "benchmark's latency into tokens per second." if not deploy.shape else
             "neither an all-reduce measured by the benchmark nor a GPU-to-GPU copy latency measured by the probe."))
         return None, None
-    floor = _counted_from(profile, floor)
-    out.notes.extend(n for n in floor.get("notes") or [] if n not in out.notes)
-    rate = as_number(floor.get("max_tokens_per_s_single_stream"))
-    return (round(rate, 1) if rate else None), floor
+    ceiling = _counted_from(deploy, ceiling)
+    out.notes.extend(n for n in ceiling.get("notes") or [] if n not in out.notes)
+    rate = as_number(ceiling.get("max_tokens_per_s_single_stream"))
+    return (round(rate, 1) if rate else None), ceiling
 
 
 def ceiling_basis(out: Decision, ceiling: float | None, all_reduce: dict[str, Any] | None) -> str | None:

@@ -1,7 +1,8 @@
-"""Model profiles shipped with the audit, for the communication floor (comm_model).
+"""The known models: the models whose shape ships with the collection, for their communication ceiling.
 
-Each entry is plain data in the shape ``model_profile.load_profile`` reads, so users can add their own
-profiles as variables in the same shape. Where a figure comes from is said next to it; what could not
+Each entry is plain data in the shape ``shape.load_model`` reads, so users can give their own models as
+variables in the same shape (nccl_bench's model_profile, deploy_model's comm_profile; those option names
+keep the older word). Where a figure comes from is said next to it; what could not
 be checked against the model's own files is said too.
 """
 
@@ -9,15 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_config import collectives_per_step, disagreements
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profile import (
-    CommModelError,
-    ModelProfile,
-    load_profile,
-)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.config_json import collectives_per_step, disagreements
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import Model, load_model
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.known_names import closest
 
-MODEL_PROFILES: dict[str, dict[str, Any]] = {
+KNOWN_MODELS: dict[str, dict[str, Any]] = {
     # GLM-5 (zai-org/GLM-5; GLM-5-NVFP4 is the same architecture with 4-bit weights), the model of the
     # incident. Layers and hidden size: NVIDIA's Megatron Bridge notes for GLM-5 ("GlmMoeDsaForCausalLM
     # architecture with 78 transformer layers", docs.nvidia.com/nemo/megatron-bridge/.../models/glm/glm5.html)
@@ -25,9 +23,9 @@ MODEL_PROFILES: dict[str, dict[str, Any]] = {
     # the values quoted from the model's config.json (model_type glm_moe_dsa, torch_dtype bfloat16) in
     # public serving projects. The Hugging Face file itself was not read. The multi-token-prediction layer
     # (num_nextn_predict_layers 1) only runs with speculative decoding and is not counted. Two all-reduces
-    # per layer plus one for the vocab-parallel embedding is what SGLang runs under TP (model_config.py
-    # says where in its code); the profile agrees with tests/fixtures/model_configs (a test checks it).
-    # Collectives around the sparse-attention indexer, if any, would raise the floor, not lower it. The
+    # per layer plus one for the vocab-parallel embedding is what SGLang runs under TP (config_json.py
+    # says where in its code); the entry agrees with tests/fixtures/model_configs (a test checks it).
+    # Collectives around the sparse-attention indexer, if any, would lower the ceiling, not raise it. The
     # all-reduced activations stay bf16 (2 bytes) in the NVFP4 checkpoint too: only the weights are 4-bit.
     "glm-5": {
         "name": "GLM-5",
@@ -58,20 +56,20 @@ MODEL_PROFILES: dict[str, dict[str, Any]] = {
 
 
 def check_against_config(key: str, config: Any) -> list[str]:
-    """Where the shipped profile ``key`` and the model's config.json disagree (empty when they agree, or
+    """Where the known model ``key`` and the model's config.json disagree (empty when they agree, or
     when the config's architecture is not modelled)."""
-    shipped = get_profile(key)
-    counted = collectives_per_step(config, shipped.tensor_parallel_size)
-    return disagreements(MODEL_PROFILES[key.strip().lower()], counted)
+    known = known_model(key)
+    counted = collectives_per_step(config, known.tensor_parallel_size)
+    return disagreements(KNOWN_MODELS[key.strip().lower()], counted)
 
 
-def get_profile(name: str) -> ModelProfile:
-    """A shipped profile by its key (``glm-5``, ``llama-3-70b``), checked like a user's one."""
+def known_model(name: str) -> Model:
+    """A known model by its key (``glm-5``, ``llama-3-70b``), checked like a user's one."""
     key = name.strip().lower() if isinstance(name, str) else name
-    if key not in MODEL_PROFILES:
-        suggestion = closest(key, MODEL_PROFILES) if isinstance(key, str) else None
+    if key not in KNOWN_MODELS:
+        suggestion = closest(key, KNOWN_MODELS) if isinstance(key, str) else None
         hint = f"; did you mean {suggestion}?" if suggestion else "."
-        raise CommModelError(f"model profile: expected one of {', '.join(sorted(MODEL_PROFILES))}; found {name!r}"
-                             f"{hint} Pick a shipped profile or pass your own (name, layers, allreduces_per_layer, "
-                             "hidden_size, dtype_bytes, tensor_parallel_size)")
-    return load_profile(MODEL_PROFILES[key])
+        raise ModelError(f"model profile: expected one of {', '.join(sorted(KNOWN_MODELS))}; found {name!r}"
+                         f"{hint} Pick a shipped profile or pass your own (name, layers, allreduces_per_layer, "
+                         "hidden_size, dtype_bytes, tensor_parallel_size)")
+    return load_model(KNOWN_MODELS[key])

@@ -5,18 +5,17 @@ from __future__ import annotations
 import math
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import (
-    CommModelError,
-    ModelProfile,
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.ceiling import (
     allreduce_bytes_per_token,
-    comm_floor,
-    estimated_floor,
+    estimated_ceiling,
     explained_share,
     format_rate,
     interpolate_latency_us,
-    load_profile,
+    measured_ceiling,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profiles import MODEL_PROFILES, get_profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.known import KNOWN_MODELS, known_model
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import Model, load_model
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_tests_text import parse_nccl_tests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -39,11 +38,11 @@ def incident_run():
 
 
 def test_the_transfer_figures_read_as_an_all_reduce_are_labelled_measured() -> None:
-    profile = get_profile("glm-5")
+    profile = known_model("glm-5")
     run = incident_run()
-    floor = comm_floor(profile, run.latency_curve(), batch=1, measured_ranks=run.nranks)
+    floor = measured_ceiling(profile, run.latency_curve(), batch=1, measured_ranks=run.nranks)
 
-    # Independent of comm_model: the message is one token's hidden state, and the curve has a point at that
+    # Independent of model/ceiling.py: the message is one token's hidden state, and the curve has a point at that
     # very size, so the step time is that point's time once per all-reduce of every layer and the embedding.
     message = profile.hidden_size * profile.dtype_bytes
     measured = {r.size_bytes: r.out_of_place.time_us for r in run.results}
@@ -63,8 +62,8 @@ def test_the_transfer_figures_read_as_an_all_reduce_are_labelled_measured() -> N
 
 def test_the_incident_figures_read_as_a_transfer_explain_a_large_share_of_the_token_time() -> None:
     """The same 13.7 us, read for what it is: one GPU-to-GPU hop. An 8-GPU all-reduce waits 14 of them."""
-    profile = get_profile("glm-5")
-    floor = estimated_floor(profile, hop_latency_us=13.7, bus_gbps=32.6)
+    profile = known_model("glm-5")
+    floor = estimated_ceiling(profile, hop_latency_us=13.7, bus_gbps=32.6)
 
     # Independent arithmetic: 2(8-1) = 14 hops of 13.7 us, plus 2*7/8 of 12288 bytes at 32.6 GB/s, per
     # all-reduce; 78 layers x 2 + the embedding's = 157 all-reduces per token.
@@ -88,37 +87,37 @@ def test_the_incident_figures_read_as_a_transfer_explain_a_large_share_of_the_to
                    "base latency is left out", "32.6 GB/s"):
         assert any(needle in a for a in floor["assumptions"]), needle
 
-    wrong = comm_floor(profile, incident_run().latency_curve(), measured_ranks=8)
+    wrong = measured_ceiling(profile, incident_run().latency_curve(), measured_ranks=8)
     assert explained_share(wrong, observed_us) < 0.03
 
 
 def test_estimated_floor_at_tp1_and_bad_inputs() -> None:
-    single = estimated_floor(load_profile({**MODEL_PROFILES["glm-5"], "tensor_parallel_size": 1}), 13.7)
+    single = estimated_ceiling(load_model({**KNOWN_MODELS["glm-5"], "tensor_parallel_size": 1}), 13.7)
     assert single["comm_us_per_token"] == 0.0 and single["basis"] == "estimated_from_pair_latency"
-    with pytest.raises(CommModelError, match="per-pair copy latency in us as a number above 0; found 0"):
-        estimated_floor(get_profile("glm-5"), 0)
-    with pytest.raises(CommModelError, match="expected a ModelProfile"):
-        estimated_floor(MODEL_PROFILES["glm-5"], 13.7)  # type: ignore[arg-type]
+    with pytest.raises(ModelError, match="per-pair copy latency in us as a number above 0; found 0"):
+        estimated_ceiling(known_model("glm-5"), 0)
+    with pytest.raises(ModelError, match="expected a Model"):
+        estimated_ceiling(KNOWN_MODELS["glm-5"], 13.7)  # type: ignore[arg-type]
 
 
 def test_batch_estimate_uses_the_larger_message() -> None:
-    floor = estimated_floor(get_profile("glm-5"), 13.7, 32.6, batch=64)
+    floor = estimated_ceiling(known_model("glm-5"), 13.7, 32.6, batch=64)
     assert floor["allreduce_bytes"] == 64 * 12288
     assert floor["allreduce_latency_us"] > 14 * 13.7
     assert floor["summary_batch"].startswith("at 64 concurrent streams")
 
 
 def test_incident_profile_is_the_published_architecture() -> None:
-    profile = get_profile("glm-5")
+    profile = known_model("glm-5")
     assert (profile.layers, profile.allreduces_per_layer, profile.hidden_size, profile.dtype_bytes,
             profile.tensor_parallel_size, profile.extra_allreduces) == (78, 2, 6144, 2, 8, 1)
     assert allreduce_bytes_per_token(profile, 1) == 12288  # the 12 KB of the incident
 
 
 def test_floor_at_a_concurrency() -> None:
-    profile = get_profile("glm-5")
+    profile = known_model("glm-5")
     curve = [(4096, 12.0), (12288, 13.7), (131072, 40.0), (1048576, 180.0), (805306368, 43230.0)]
-    floor = comm_floor(profile, curve, batch=64)
+    floor = measured_ceiling(profile, curve, batch=64)
 
     size = 64 * profile.hidden_size * profile.dtype_bytes  # 786432 bytes: between two measured points
     low, high = (131072, 40.0), (1048576, 180.0)
@@ -137,8 +136,8 @@ def test_floor_at_a_concurrency() -> None:
 
 
 def test_floor_notes_what_was_not_measured() -> None:
-    profile = get_profile("glm-5")
-    floor = comm_floor(profile, [(12288, 13.7), (65536, 20.0)], batch=8, measured_ranks=4)
+    profile = known_model("glm-5")
+    floor = measured_ceiling(profile, [(12288, 13.7), (65536, 20.0)], batch=8, measured_ranks=4)
 
     assert floor["latency_basis"] == "extrapolated"  # 98304 bytes: above the largest measured size
     assert any("measured over 4 GPUs" in note for note in floor["notes"])
@@ -146,8 +145,8 @@ def test_floor_notes_what_was_not_measured() -> None:
 
 
 def test_tensor_parallel_one_has_no_floor() -> None:
-    profile = load_profile({**MODEL_PROFILES["glm-5"], "tensor_parallel_size": 1})
-    floor = comm_floor(profile, [(12288, 13.7)])
+    profile = load_model({**KNOWN_MODELS["glm-5"], "tensor_parallel_size": 1})
+    floor = measured_ceiling(profile, [(12288, 13.7)])
 
     assert floor["comm_us_per_token"] == 0.0
     assert floor["max_tokens_per_s_single_stream"] is None
@@ -155,7 +154,7 @@ def test_tensor_parallel_one_has_no_floor() -> None:
 
 
 def test_llama_profile() -> None:
-    profile = get_profile("Llama-3-70B")
+    profile = known_model("Llama-3-70B")
     assert (profile.layers, profile.hidden_size) == (80, 8192)
     assert allreduce_bytes_per_token(profile, 4) == 8192 * 2 * 4
 
@@ -209,7 +208,7 @@ def test_unsorted_curve_and_repeated_sizes() -> None:
     ([(8, 1.0)], 0, "message size: expected a whole number of bytes above 0; found 0"),
 ])
 def test_bad_curves(curve: object, size: int, message: str) -> None:
-    with pytest.raises(CommModelError, match=message):
+    with pytest.raises(ModelError, match=message):
         interpolate_latency_us(curve, size)  # type: ignore[arg-type]
 
 
@@ -246,58 +245,58 @@ def test_property_interpolation_stays_between_its_neighbours(points: list[tuple[
     ({"extra_allreduces": -1}, r"'extra_allreduces' as a whole number of 0 or more; found -1"),
 ])
 def test_bad_profiles(change: dict, message: str) -> None:
-    data = {**MODEL_PROFILES["glm-5"], **change}
-    with pytest.raises(CommModelError, match=message):
-        load_profile(data)
+    data = {**KNOWN_MODELS["glm-5"], **change}
+    with pytest.raises(ModelError, match=message):
+        load_model(data)
 
 
 def test_missing_field_says_where_to_find_it() -> None:
-    data = dict(MODEL_PROFILES["glm-5"])
+    data = dict(KNOWN_MODELS["glm-5"])
     del data["hidden_size"]
-    with pytest.raises(CommModelError, match=r"expected the field 'hidden_size'.*config.json"):
-        load_profile(data)
+    with pytest.raises(ModelError, match=r"expected the field 'hidden_size'.*config.json"):
+        load_model(data)
 
 
 def test_profile_must_be_a_mapping() -> None:
-    with pytest.raises(CommModelError, match="expected a mapping"):
-        load_profile([("name", "x")])  # type: ignore[arg-type]
+    with pytest.raises(ModelError, match="expected a mapping"):
+        load_model([("name", "x")])  # type: ignore[arg-type]
 
 
 def test_unknown_shipped_profile() -> None:
-    with pytest.raises(CommModelError, match=r"expected one of glm-5, llama-3-70b; found 'glm-9'"):
-        get_profile("glm-9")
+    with pytest.raises(ModelError, match=r"expected one of glm-5, llama-3-70b; found 'glm-9'"):
+        known_model("glm-9")
 
 
 def test_every_shipped_profile_loads_and_round_trips() -> None:
-    for key in MODEL_PROFILES:
-        profile = get_profile(key)
-        assert isinstance(profile, ModelProfile)
-        assert load_profile(profile.as_dict()) == profile
+    for key in KNOWN_MODELS:
+        profile = known_model(key)
+        assert isinstance(profile, Model)
+        assert load_model(profile.as_dict()) == profile
 
 
 @pytest.mark.parametrize("batch", [0, -1, 1.5, True])
 def test_bad_batch(batch: object) -> None:
-    with pytest.raises(CommModelError, match="batch: expected a whole number of 1 or more"):
-        comm_floor(get_profile("glm-5"), CURVE, batch=batch)  # type: ignore[arg-type]
+    with pytest.raises(ModelError, match="batch: expected a whole number of 1 or more"):
+        measured_ceiling(known_model("glm-5"), CURVE, batch=batch)  # type: ignore[arg-type]
 
 
 def test_comm_floor_wants_a_loaded_profile() -> None:
-    with pytest.raises(CommModelError, match="expected a ModelProfile; found dict"):
-        comm_floor(MODEL_PROFILES["glm-5"], CURVE)  # type: ignore[arg-type]
+    with pytest.raises(ModelError, match="expected a Model; found dict"):
+        measured_ceiling(KNOWN_MODELS["glm-5"], CURVE)  # type: ignore[arg-type]
 
 
 def test_bench_result_priced_for_glm5_from_the_incident_log() -> None:
 
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_figure import add_comm_floor
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import measured_curve
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.model_profiles import get_profile
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.host_ceiling import add_communication_ceiling
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.model.ceiling import measured_curve
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.model.known import known_model
     from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_tests_text import parse_nccl_tests
 
     log = FIXTURES / (
         "transfer-test-in-all_reduce_perf-layout_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt")
     result = parse_nccl_tests(log.read_text()).as_dict()
-    add_comm_floor(result, "glm-5", 64)
-    profile = get_profile("glm-5")
+    add_communication_ceiling(result, "glm-5", 64)
+    profile = known_model("glm-5")
     per_token_us = dict(measured_curve(result["results"]))[profile.hidden_size * profile.dtype_bytes] * (
         profile.layers * profile.allreduces_per_layer + profile.extra_allreduces)
     floor = result["comm_floor"]["batch_1"]
@@ -310,7 +309,7 @@ def test_bench_result_priced_for_glm5_from_the_incident_log() -> None:
 
 
 def test_torch_rows_without_out_of_place_use_in_place() -> None:
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import measured_curve
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.model.ceiling import measured_curve
 
     rows = [{"size_bytes": 4096, "out_of_place": None, "in_place": {"time_us": 20.0}},
             {"size_bytes": 0, "out_of_place": {"time_us": 1.0}},
@@ -319,5 +318,5 @@ def test_torch_rows_without_out_of_place_use_in_place() -> None:
 
 
 def test_a_misspelled_shipped_profile_names_the_closest() -> None:
-    with pytest.raises(CommModelError, match=r"found 'glm5'; did you mean glm-5\? Pick a shipped profile"):
-        get_profile("glm5")
+    with pytest.raises(ModelError, match=r"found 'glm5'; did you mean glm-5\? Pick a shipped profile"):
+        known_model("glm5")

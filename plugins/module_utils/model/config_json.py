@@ -29,6 +29,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import Model, load_model
+
 # Architecture names (config.json ``architectures``) whose collectives are modelled, and their kind.
 DENSE = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
 MOE = ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "DeepseekV2ForCausalLM",
@@ -40,8 +43,6 @@ SOURCE = ("SGLang's model code under tensor parallelism: one all-reduce after at
           "the MLP or MoE block (down_proj / experts' sum) per layer, one after the vocab-parallel embedding")
 
 
-class ModelConfigError(ValueError):
-    """A config.json that cannot be read for collectives, with what to fix."""
 
 
 def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -55,8 +56,8 @@ def _whole(config: Mapping[str, Any], key: str, default: int | None = None) -> i
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ModelConfigError(f"config.json: expected {key!r} as a whole number of 0 or more; found {value!r}. "
-                               "Check that the file is the model's own config.json")
+        raise ModelError(f"config.json: expected {key!r} as a whole number of 0 or more; found {value!r}. "
+                         "Check that the file is the model's own config.json")
     return value
 
 
@@ -76,9 +77,12 @@ def _not_modelled(architecture: str | None, reason: str, **known: Any) -> dict[s
             "allreduces_per_step": None, **known}
 
 
-def collectives_per_step(config: Any, tensor_parallel_size: int, dp_attention: bool = False,
+def collectives_per_step(config: Any, tensor_parallel_size: int | None = None, dp_attention: bool = False,
                          expert_parallel_size: int = 1, speculative_steps: int = 0) -> dict[str, Any]:
     """The all-reduces one decode step runs, from config.json's contents and the serving settings.
+
+    ``tensor_parallel_size`` None counts them for any size above 1 (the counts per layer do not depend on
+    it): what the deployment gate reads before it chooses the size.
 
     Returns ``{status: modelled|not_modelled, architecture, kind, layers, dense_layers, moe_layers,
     hidden_size, dtype_bytes, allreduce_bytes (batch 1), allreduces_per_layer, extra_allreduces,
@@ -86,32 +90,34 @@ def collectives_per_step(config: Any, tensor_parallel_size: int, dp_attention: b
     ``reason`` and a null ``allreduces_per_step``.
     """
     if not isinstance(config, Mapping):
-        raise ModelConfigError(f"config.json: expected a JSON object; found {type(config).__name__}. "
-                               "Read the model directory's config.json")
+        raise ModelError(f"config.json: expected a JSON object; found {type(config).__name__}. "
+                         "Read the model directory's config.json")
     architectures = config.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures \
         and isinstance(architectures[0], str) else None
-    if isinstance(tensor_parallel_size, bool) or not isinstance(tensor_parallel_size, int) \
-            or tensor_parallel_size < 1:
-        raise ModelConfigError(f"tensor parallel size: expected a whole number of 1 or more; found "
-                               f"{tensor_parallel_size!r}. Pass the --tp the server runs with")
+    if tensor_parallel_size is not None and (isinstance(tensor_parallel_size, bool)
+                                             or not isinstance(tensor_parallel_size, int) or tensor_parallel_size < 1):
+        raise ModelError(f"tensor parallel size: expected a whole number of 1 or more; found "
+                         f"{tensor_parallel_size!r}. Pass the --tp the server runs with")
     if architecture not in DENSE + MOE:
         return _not_modelled(architecture, f"architecture {architecture!r} is not modelled (known: "
-                             f"{', '.join(DENSE + MOE)}): its collectives per step are not guessed")
+                             f"{', '.join(DENSE + MOE)}): its collectives per step are not guessed; give the model's "
+                             "layers and hidden_size to price its communication ceiling")
     text = _text_config(config)
     layers = _whole(text, "num_hidden_layers")
     hidden = _whole(text, "hidden_size")
     if not layers or not hidden:
-        raise ModelConfigError(f"config.json of {architecture}: expected num_hidden_layers and hidden_size above 0; "
-                               f"found {layers!r} and {hidden!r}. Check the file is complete")
+        raise ModelError(f"config.json of {architecture}: expected num_hidden_layers and hidden_size above 0; "
+                         f"found {layers!r} and {hidden!r}. Check the file is complete")
     kind = "moe" if architecture in MOE else "dense"
     dense_layers = min(_whole(text, "first_k_dense_replace", 0) or 0, layers) if kind == "moe" else layers
     mtp_layers = _whole(text, "num_nextn_predict_layers", 0) or 0
     known = {"kind": kind, "layers": layers, "hidden_size": hidden, "mtp_layers": mtp_layers}
-    if tensor_parallel_size > 1 and dp_attention:
+    parallel = tensor_parallel_size is None or tensor_parallel_size > 1
+    if parallel and dp_attention:
         return _not_modelled(architecture, "DP attention replaces the attention all-reduce with gathers and "
                              "scatters of the data-parallel groups: not modelled", **known)
-    if tensor_parallel_size > 1 and kind == "moe" and expert_parallel_size > 1:
+    if parallel and kind == "moe" and expert_parallel_size > 1:
         return _not_modelled(architecture, f"expert parallelism ({expert_parallel_size}) moves MoE tokens by "
                              "all-to-all instead of an all-reduce: not modelled", **known)
     notes: list[str] = []
@@ -125,7 +131,7 @@ def collectives_per_step(config: Any, tensor_parallel_size: int, dp_attention: b
             draft = speculative_steps * (mtp_layers * ALLREDUCES_PER_LAYER + EMBEDDING_ALLREDUCES)
             notes.append(f"speculative decoding: {speculative_steps} draft step(s) over {mtp_layers} MTP layer(s) "
                          "per verify step; tokens per step depend on acceptance, which only a measurement gives")
-    per_step = 0 if tensor_parallel_size == 1 else layers * ALLREDUCES_PER_LAYER + EMBEDDING_ALLREDUCES + draft
+    per_step = 0 if not parallel else layers * ALLREDUCES_PER_LAYER + EMBEDDING_ALLREDUCES + draft
     return {
         "status": "modelled",
         "architecture": architecture,
@@ -143,10 +149,10 @@ def collectives_per_step(config: Any, tensor_parallel_size: int, dp_attention: b
     }
 
 
-def profile_fields(name: str, counted: Mapping[str, Any], tensor_parallel_size: int) -> dict[str, Any]:
-    """A model profile (model_profile.load_profile's shape) from a modelled ``collectives_per_step`` result."""
+def model_fields(name: str, counted: Mapping[str, Any], tensor_parallel_size: int) -> dict[str, Any]:
+    """A model's fields (shape.load_model's mapping) from a modelled ``collectives_per_step`` result."""
     if counted.get("status") != "modelled":
-        raise ModelConfigError(f"model {name!r}: {counted.get('reason') or 'not modelled'}")
+        raise ModelError(f"model {name!r}: {counted.get('reason') or 'not modelled'}")
     return {"name": name, "layers": counted["layers"], "allreduces_per_layer": counted["allreduces_per_layer"],
             "hidden_size": counted["hidden_size"], "dtype_bytes": counted["dtype_bytes"],
             "tensor_parallel_size": tensor_parallel_size,
@@ -154,12 +160,20 @@ def profile_fields(name: str, counted: Mapping[str, Any], tensor_parallel_size: 
             "notes": f"from config.json ({counted['architecture']})"}
 
 
-def disagreements(profile: Mapping[str, Any], counted: Mapping[str, Any]) -> list[str]:
-    """Where a shipped profile and a config.json disagree: each '<field>: profile X, config.json Y'."""
+def disagreements(known: Mapping[str, Any], counted: Mapping[str, Any]) -> list[str]:
+    """Where a known model (or a model's own fields) and a config.json disagree: each
+    '<field>: profile X, config.json Y'."""
     if counted.get("status") != "modelled":
         return []
     found = []
     for field in ("layers", "hidden_size", "allreduces_per_layer", "dtype_bytes", "extra_allreduces"):
-        if field in profile and profile[field] != counted.get(field):
-            found.append(f"{field}: profile {profile[field]}, config.json {counted.get(field)}")
+        if field in known and known[field] != counted.get(field):
+            found.append(f"{field}: profile {known[field]}, config.json {counted.get(field)}")
     return found
+
+
+def model_from_config(config: Any, name: str, tensor_parallel_size: int) -> Model:
+    """The Model a config.json (already read) describes, served over ``tensor_parallel_size`` GPUs; ModelError
+    saying what was expected and what to do when the file is not a model's config.json or its architecture's
+    collectives are not modelled."""
+    return load_model(model_fields(name, collectives_per_step(config, tensor_parallel_size), tensor_parallel_size))

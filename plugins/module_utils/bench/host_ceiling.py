@@ -1,8 +1,10 @@
-"""The one communication figure of a host for a model at a tensor-parallel size, with what priced it.
+"""The one communication ceiling of a host for a model at a tensor-parallel size, with what priced it.
 
-Every view that shows how fast all-reduce lets a single stream decode (the benchmark's ``comm_floor``,
-the host report, the gate's ceiling, the Proxmox fix report, the metrics) renders what this module
-returns, so that one host, model and tensor-parallel size get one figure and one basis everywhere.
+Every view that shows how fast all-reduce lets a single stream decode (the benchmark's ``comm_floor`` key,
+the host report, the gate's ``communication_ceiling``, the Proxmox fix report, the metrics) renders what this
+module returns, so that one host, model and tensor-parallel size get one figure and one basis everywhere.
+(The benchmark result and the host report keep the key ``comm_floor`` until the host report's schema_version
+moves.)
 
 What prices the all-reduce, in order:
 
@@ -10,10 +12,10 @@ What prices the all-reduce, in order:
    the curve of the environment the deployment uses (the tuning's recommended one where it ran).
 2. Where that "all-reduce" is no slower than two GPU-to-GPU copies of the probe, it is a transfer test
    laid out as all_reduce_perf (an all-reduce over 3 or more GPUs waits 2(n-1) dependent transfers:
-   bench/comm_estimate.not_an_allreduce), and where it was measured over another rank count than the
+   model/all_reduce_estimate.not_an_allreduce), and where it was measured over another rank count than the
    one served, it says nothing of the served one: both give way to
 3. an estimate from the probe's slowest small-copy latency within the group and the step count of the
-   algorithm NCCL picks (``estimated_from_pair_latency``, bench/comm_model.estimated_floor).
+   algorithm NCCL picks (``estimated_from_pair_latency``, model/ceiling.estimated_ceiling).
 4. Neither: no figure, and the notes say why. Nothing is guessed.
 
 Pure functions: no Ansible, no I/O.
@@ -24,16 +26,16 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_estimate import not_an_allreduce
-from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.comm_model import (
-    CommModelError,
-    ModelProfile,
-    check_profile,
-    comm_floor,
-    estimated_floor,
-)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.p2p_judge import small_latency_matrix
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import make
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.all_reduce_estimate import not_an_allreduce
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.ceiling import (
+    check_model,
+    estimated_ceiling,
+    measured_ceiling,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import ModelError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.model.shape import Model
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.p2p_bandwidth import latency_us
 from ansible_collections.gpuhost.gpu.plugins.module_utils.values import as_dict, as_int, as_list, as_number, as_text
 
@@ -100,55 +102,56 @@ def all_reduce_curve(nccl: Any) -> list[tuple[int, float]]:
     return _rows_curve(rows)
 
 
-def communication_figure(nccl: Any, probe: Any, profile: ModelProfile, gpus: Collection[int] | None = None,
-                         batch: int = 1) -> tuple[dict[str, Any] | None, list[str]]:
-    """The communication floor of ``profile`` (its ``tensor_parallel_size`` is the served rank count) on the
+def host_ceiling(nccl: Any, probe: Any, model: Model, gpus: Collection[int] | None = None,
+                 batch: int = 1) -> tuple[dict[str, Any] | None, list[str]]:
+    """The communication ceiling of ``model`` (its ``tensor_parallel_size`` is the served rank count) on the
     GPUs ``gpus`` (None: all of them), at batch 1 and at ``batch``, and the notes that say which number was set
-    aside and why. The floor has bench/comm_model's keys; None when nothing measured prices it.
+    aside and why. The ceiling has model/ceiling.py's keys; None when nothing measured prices it.
 
-    Raises CommModelError for a curve or profile the model cannot use (the caller says what to fix)."""
+    Raises ModelError for a curve or model it cannot use (the caller says what to fix)."""
     notes: list[str] = []
     hop = pair_latency_us(probe, gpus)
-    ranks = profile.tensor_parallel_size
-    floor = None
+    ranks = model.tensor_parallel_size
+    ceiling = None
     curve = all_reduce_curve(nccl)
     if curve:
         measured_ranks = as_int(as_dict(nccl).get("nranks"))
-        floor = comm_floor(profile, curve, batch, measured_ranks=measured_ranks)
+        ceiling = measured_ceiling(model, curve, batch, measured_ranks=measured_ranks)
         # The refusal reads the batch-1 message: the latency-bound size a copy test is mistaken for.
-        single = floor if batch == 1 else comm_floor(profile, curve, 1, measured_ranks=measured_ranks)
+        single = ceiling if batch == 1 else measured_ceiling(model, curve, 1, measured_ranks=measured_ranks)
         refused = not_an_allreduce(measured_ranks or ranks, as_number(single.get("allreduce_latency_us")),
                                    hop[0] if hop else None)
         if refused:
             notes.append(f"The benchmark's all-reduce is not used: {refused}.")
-            floor = None
+            ceiling = None
         elif measured_ranks and measured_ranks != ranks and hop:
             notes.append(f"The benchmark measured all-reduce over {measured_ranks} GPUs, the deployment runs "
-                         f"{ranks}: the floor is estimated for the serving rank count instead.")
-            floor = None
-    if floor is None and hop:
-        floor = estimated_floor(profile, hop[0], batch=batch)
-        floor["assumptions"].append(f"per-pair copy latency: the slowest pair of the group in the probe's "
-                                    f"{hop[1]!r}")
-    return floor, notes
+                         f"{ranks}: the ceiling is estimated for the serving rank count instead.")
+            ceiling = None
+    if ceiling is None and hop:
+        ceiling = estimated_ceiling(model, hop[0], batch=batch)
+        ceiling["assumptions"].append(f"per-pair copy latency: the slowest pair of the group in the probe's "
+                                      f"{hop[1]!r}")
+    return ceiling, notes
 
 
-def add_comm_floor(result: dict[str, Any], profile_spec: Any, concurrency: int, probe: Any = None) -> None:
-    """Price a benchmark result for a model: adds ``comm_floor`` and an info finding to ``result`` in place.
+def add_communication_ceiling(result: dict[str, Any], model_spec: Any, concurrency: int, probe: Any = None) -> None:
+    """Price a benchmark result for a model: adds its communication ceiling (the key ``comm_floor``) and an info
+    finding to ``result`` in place.
     ``probe`` is gpu_p2p_probe's result on the same host, when it ran: it tells a transfer test from an
-    all-reduce, and prices the floor where the benchmark's figure cannot."""
-    profile = check_profile(profile_spec)
+    all-reduce, and prices the ceiling where the benchmark's figure cannot."""
+    model = check_model(model_spec)
     if not all_reduce_curve(result):
         if result.get("collective", "all_reduce") != "all_reduce" \
                 and not as_dict(result.get("per_collective")).get("all_reduce"):
             measured = result.get("collective") or "a collective the log does not name"
             result.setdefault("notes", []).append(
-                f"No communication floor for {profile.name}: the benchmark measured {measured}, not all-reduce.")
+                f"No communication ceiling for {model.name}: the benchmark measured {measured}, not all-reduce.")
             return
-        raise CommModelError("comm floor: the benchmark measured no all-reduce sizes to price; "
-                             "run an all_reduce sweep or give a log that holds one")
-    single, notes = communication_figure(result, probe, profile)
-    loaded, _unused = communication_figure(result, probe, profile, batch=concurrency)
+        raise ModelError("communication ceiling: the benchmark measured no all-reduce sizes to price; "
+                         "run an all_reduce sweep or give a log that holds one")
+    single, notes = host_ceiling(result, probe, model)
+    loaded, _unused = host_ceiling(result, probe, model, batch=concurrency)
     if single is None or loaded is None:  # not reached: a refused curve always leaves the probe's estimate
         return
     result.setdefault("notes", []).extend(n for n in notes if n not in result.get("notes", []))
@@ -159,7 +162,7 @@ def add_comm_floor(result: dict[str, Any], profile_spec: Any, concurrency: int, 
     result.setdefault("findings", []).append(make(
         "comm_floor",
         text + (f"; {loaded['summary_batch']}" if loaded.get("summary_batch") else "") + ".",
-        {"model": profile.name, "allreduces_per_token": single["allreduces_per_step"],
+        {"model": model.name, "allreduces_per_token": single["allreduces_per_step"],
          "allreduce_bytes": single["allreduce_bytes"],
          "allreduce_latency_us": round(single["allreduce_latency_us"], 2),
          "latency_basis": single["latency_basis"], "basis": single["basis"],
