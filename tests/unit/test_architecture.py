@@ -64,7 +64,7 @@ LAYERS = (
     "rules",  # gpu_host facts to findings
     "process",  # a command under a deadline, for the audit's commands and the benchmark's runs
     "audit",  # reading a host (the Source seam and the gatherers), and the facts built from it
-    "bench",  # the benchmarks, their judges and the communication model
+    "bench",  # the benchmarks, their judges and the host's communication ceiling
     "gate",  # the deployment verdict, over the audit's facts and the benchmark's results
     "report",  # Markdown, JSON, metrics and charts of all of the above
     "files",  # report files on the controller: their names, what is there, atomic writes
