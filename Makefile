@@ -135,7 +135,7 @@ bench-audit: venv ## Time the audit (scripts/bench_audit.py)
 analyze: export GPU_ANALYZE_INPUT = $(value INPUT)
 analyze: export GPU_ANALYZE_DIR = $(if $(value PWD),$(value PWD),$(CURDIR))
 analyze: export GPU_ANALYZE_REPORT_DIR = $(value REPORTS)
-analyze: venv-audit ## Audit support material offline: INPUT="capture.json bug-report.log.gz pastes/ ..." [REPORTS=dir]
+analyze: venv-audit ## Analyse material offline (bug reports, pasted outputs, captures): INPUT="capture.json bug-report.log.gz pastes/ ..." [REPORTS=dir]
 	@[ -n "$${GPU_ANALYZE_INPUT// /}" ] || { echo 'analyze: give INPUT="path ...": captures, nvidia-bug-report.log(.gz) files, directories of pasted outputs' >&2; exit 2; }
 	ansible-playbook playbooks/analyze.yml
 

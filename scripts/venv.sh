@@ -23,7 +23,7 @@
 # with -r (hash stamp). A venv built in another directory (a moved or copied checkout: its scripts'
 # `#!` lines name the old place, so they cannot run) is rebuilt, and the script says so.
 # pip's output is condensed to a line per package and its full text kept in .venv/pip-install.log; while
-# pip is silent (unpacking the bundle), a line every 15 s says how large .venv has grown.
+# pip is silent (unpacking the `ansible` package, 440 MB), a line every 15 s says how large .venv has grown.
 #
 # Environment: VENV (default <repo>/.venv), PYTHON (use this interpreter, skip the search).
 set -euo pipefail

@@ -1,6 +1,6 @@
 """Whether an nccl-tests log ran on the GPUs of the host it is judged for.
 
-Support material mixes files: an nccl-tests log pasted into a ticket may come from another machine. Its rank lines
+Material mixes files: an nccl-tests log pasted into a ticket may come from another machine. Its rank lines
 name each rank's GPU (parsers/nccl_tests_text.py); when none of those names is a GPU the host's audit lists, the log's
 figures describe another machine, and the reader must be told. Older nccl-tests print names without the "NVIDIA "
 prefix ("A100-SXM4-40GB" for "NVIDIA A100-SXM4-40GB"), so names are compared without it, either containing the other.
