@@ -88,6 +88,8 @@ options:
         C(p2p_small_copy_latency)) while P2P is indeed missing between the chosen GPUs.
       - Of the gate's own reasons only C(p2p_not_supported), C(driver_version_unknown), C(cuda_version_unknown)
         and C(compute_capability_unknown) can be accepted; a too old driver or too little memory cannot.
+      - An id the findings catalog has retired and renamed is read as the id that renamed it, and RV(notes) asks
+        for the new id; a retired id without a successor accepts nothing, and RV(notes) says so.
     type: list
     elements: str
     default: []

@@ -148,10 +148,10 @@ options:
     description:
       - A model to price the measured all-reduce latency for, by name (C(glm-5), C(llama-3-70b)) or as a mapping
         C({name, layers, allreduces_per_layer, hidden_size, dtype_bytes, tensor_parallel_size}). Adds
-        RV(comm_floor) and a C(comm_floor) finding.
+        RV(communication_ceiling) and a C(communication_ceiling) finding.
     type: raw
   concurrency:
-    description: Concurrent streams for the second figure of RV(comm_floor) (batch 1 is always given).
+    description: Concurrent streams for the second figure of RV(communication_ceiling) (batch 1 is always given).
     type: int
     default: 64
   gpu_names:
@@ -163,12 +163,12 @@ options:
     elements: str
   probe:
     description:
-      - The result of M(gpuhost.gpu.gpu_p2p_probe) on the same host, when it ran. With it, RV(comm_floor) is the one
-        figure the deployment gate computes too, the same model and tensor-parallel size giving the same figure and
-        basis.
+      - The result of M(gpuhost.gpu.gpu_p2p_probe) on the same host, when it ran. With it,
+        RV(communication_ceiling) is the one figure the deployment gate computes too, the same model and
+        tensor-parallel size giving the same figure and basis.
       - An all-reduce over 3 or more GPUs no slower than two of the probe's GPU-to-GPU copies is a transfer test laid
         out as all_reduce_perf and is not used, nor one measured over another rank count than the profile's; the
-        floor is then estimated from the probe's slowest small-copy latency (C(basis) C(estimated_from_pair_latency)).
+        ceiling is then estimated from the probe's slowest small-copy latency (C(basis) C(estimated_from_pair_latency)).
     type: dict
   run_in_check_mode:
     description:
@@ -357,9 +357,9 @@ startup_s:
   description: Torch engines, seconds until every rank of the baseline sweep had joined; null otherwise.
   returned: always
   type: float
-comm_floor:
+communication_ceiling:
   description: >-
-    The decode rate that all-reduce latency alone allows for O(model_profile) (the figure of
+    The communication ceiling: the decode rate that all-reduce latency alone allows for O(model_profile) (the figure of
     bench/host_ceiling.py, the same the deployment gate shows): C(batch_1) and C(batch_<concurrency>)
     (O(concurrency) streams), each with C(model), C(batch), C(tensor_parallel_size), C(allreduces_per_step),
     C(allreduce_bytes), C(allreduce_latency_us), C(latency_basis), C(basis) (C(measured_all_reduce), or

@@ -111,13 +111,13 @@ def ceiling_of(text: str) -> tuple[str, str]:
 
 def json_view(report: dict[str, Any]) -> dict[str, Any]:
     summary = report["summary"]
-    floor = (((report.get("bench") or {}).get("nccl") or {}).get("comm_floor") or {}).get("batch_1")
-    rate = (floor or {}).get("max_tokens_per_s_single_stream")
+    priced = (((report.get("bench") or {}).get("nccl") or {}).get("communication_ceiling") or {}).get("batch_1")
+    rate = (priced or {}).get("max_tokens_per_s_single_stream")
     return {
         "verdict": summary["verdict"], "action": summary["action"], "counts": summary["counts"],
         "ids": sorted(f["id"] for f in report["findings"]),
         "gpu_count": summary["gpu_count"], "p2p": summary["p2p"],
-        "ceiling": (format_rate(rate), BASIS_WORD[floor["basis"]]) if rate else None,
+        "ceiling": (format_rate(rate), BASIS_WORD[priced["basis"]]) if rate else None,
     }
 
 
@@ -244,7 +244,7 @@ def test_the_gate_shows_the_hosts_communication_figure(host: str, reports: dict[
     decision, gate_md = gate
     report, markdown = load(host, reports)
     launch = decision["launch"]
-    floor = launch.get("communication_ceiling")
+    priced = launch.get("communication_ceiling")
     rate = launch.get("communication_ceiling_tok_s")
     shown = re.search(r"^- Communication ceiling: (.*)$", gate_md, re.MULTILINE)
     assert shown, f"{host}: the gate Markdown has no communication ceiling line"
@@ -252,16 +252,16 @@ def test_the_gate_shows_the_hosts_communication_figure(host: str, reports: dict[
         assert shown.group(1) == "not measured"
         return
     assert shown.group(1).startswith(f"{rate} tok/s"), f"{host}: gate Markdown {shown.group(1)!r}, JSON {rate}"
-    basis = BASIS_WORD[floor["basis"]]
+    basis = BASIS_WORD[priced["basis"]]
     assert basis in shown.group(1) or (basis == "measured" and "measured all-reduce" in shown.group(1)), host
-    bench = (((report.get("bench") or {}).get("nccl") or {}).get("comm_floor") or {}).get("batch_1") or {}
-    if bench.get("model") == floor.get("model") and bench.get("tensor_parallel_size") == floor.get(
+    bench = (((report.get("bench") or {}).get("nccl") or {}).get("communication_ceiling") or {}).get("batch_1") or {}
+    if bench.get("model") == priced.get("model") and bench.get("tensor_parallel_size") == priced.get(
             "tensor_parallel_size"):
         # The same model at the same tensor-parallel size: one figure, one basis, in every view.
         figure = (format_rate(rate), basis)
         assert json_view(report)["ceiling"] == figure, host
         assert markdown_view(markdown)["ceiling"] == figure, host
-        for line in re.findall(r"^- info `comm_floor` \(bench\): (.*)$", gate_md, re.MULTILINE):
+        for line in re.findall(r"^- info `communication_ceiling` \(bench\): (.*)$", gate_md, re.MULTILINE):
             assert ceiling_of(line) == figure, f"{host}: the gate's bench finding says {line!r}"
 
 

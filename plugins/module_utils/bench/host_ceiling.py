@@ -1,10 +1,8 @@
 """The one communication ceiling of a host for a model at a tensor-parallel size, with what priced it.
 
-Every view that shows how fast all-reduce lets a single stream decode (the benchmark's ``comm_floor`` key,
-the host report, the gate's ``communication_ceiling``, the Proxmox fix report, the metrics) renders what this
-module returns, so that one host, model and tensor-parallel size get one figure and one basis everywhere.
-(The benchmark result and the host report keep the key ``comm_floor`` until the host report's schema_version
-moves.)
+Every view that shows how fast all-reduce lets a single stream decode (the benchmark's and the host report's
+``communication_ceiling``, the gate's ``communication_ceiling``, the Proxmox fix report, the metrics) renders what
+this module returns, so that one host, model and tensor-parallel size get one figure and one basis everywhere.
 
 What prices the all-reduce, in order:
 
@@ -136,8 +134,8 @@ def host_ceiling(nccl: Any, probe: Any, model: Model, gpus: Collection[int] | No
 
 
 def add_communication_ceiling(result: dict[str, Any], model_spec: Any, concurrency: int, probe: Any = None) -> None:
-    """Price a benchmark result for a model: adds its communication ceiling (the key ``comm_floor``) and an info
-    finding to ``result`` in place.
+    """Price a benchmark result for a model: adds its communication ceiling (the key ``communication_ceiling``)
+    and an info finding of the same id to ``result`` in place.
     ``probe`` is gpu_p2p_probe's result on the same host, when it ran: it tells a transfer test from an
     all-reduce, and prices the ceiling where the benchmark's figure cannot."""
     model = check_model(model_spec)
@@ -155,12 +153,12 @@ def add_communication_ceiling(result: dict[str, Any], model_spec: Any, concurren
     if single is None or loaded is None:  # not reached: a refused curve always leaves the probe's estimate
         return
     result.setdefault("notes", []).extend(n for n in notes if n not in result.get("notes", []))
-    result["comm_floor"] = {"batch_1": single, f"batch_{concurrency}": loaded,
-                            "summary": single["summary"], "summary_batch": loaded.get("summary_batch")}
+    result["communication_ceiling"] = {"batch_1": single, f"batch_{concurrency}": loaded,
+                                       "summary": single["summary"], "summary_batch": loaded.get("summary_batch")}
     # Upper-case the first letter only: the source names GPUs and TP sizes as written.
     text = single["summary"][:1].upper() + single["summary"][1:]
     result.setdefault("findings", []).append(make(
-        "comm_floor",
+        "communication_ceiling",
         text + (f"; {loaded['summary_batch']}" if loaded.get("summary_batch") else "") + ".",
         {"model": model.name, "allreduces_per_token": single["allreduces_per_step"],
          "allreduce_bytes": single["allreduce_bytes"],

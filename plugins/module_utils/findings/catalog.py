@@ -66,6 +66,7 @@ class Entry:
     also: tuple[str, ...] = ()  # other severities the situation may call for
     texts: Mapping[str, str] = field(default_factory=dict)  # other remedy texts, by situation
     retired: str = ""  # why it is no longer raised; retired ids stay in the table
+    renamed_to: str = ""  # a retired id's successor: the id that is raised for the same thing now
 
     @property
     def severities(self) -> tuple[str, ...]:
@@ -576,11 +577,17 @@ CATALOG = _entries(
           "run the benchmark again to see whether it persists."),
 
     # ---- the benchmark phase -------------------------------------------------------------
+    Entry("communication_ceiling", "bench", "info",
+          "the communication ceiling: the single-stream decode rate that all-reduce latency (measured, or "
+          "estimated from the probe's copies) allows the model",
+          "Lower small-message all-reduce latency raises this ceiling: GPU P2P (see the P2P findings), "
+          "NVLink, or fewer GPUs per tensor-parallel group."),
     Entry("comm_floor", "bench", "info",
           "the decode ceiling that all-reduce latency (measured, or estimated from the probe's copies) sets "
           "for the model",
-          "Lower small-message all-reduce latency raises this ceiling: GPU P2P (see the P2P findings), "
-          "NVLink, or fewer GPUs per tensor-parallel group."),
+          "Nothing to do: the figure is raised as communication_ceiling. Write that id where a list names "
+          "this one.",
+          retired="renamed communication_ceiling", renamed_to="communication_ceiling"),
     Entry("bench_probe_not_run", "bench", "warning", "the P2P probe could not run",
           "Fix what the message names and run playbooks/bench.yml again; until then the deployment gate has no "
           "measured proof."),
@@ -719,7 +726,8 @@ IDS_BY_ACTION = MappingProxyType({
              "link_trained_lower", "pcie_link_slow", "small_bar1", "acs_unreadable", "iommu_group_shared",
              "nccl_low_bus_bandwidth", "nccl_p2p_no_gain", "nccl_no_p2p_transport", "nccl_p2p_refused",
              "nccl_tuning_recommendation", "nccl_results_not_measured", "nccl_diagnostics_flagged", "comm_floor",
-             "bench_probe_not_run", "bench_nccl_not_run", "serving_decode_slow", "audit_missing",
+             "communication_ceiling", "bench_probe_not_run", "bench_nccl_not_run", "serving_decode_slow",
+             "audit_missing",
              "model_profile_invalid", "known_good_override_invalid", "driver_version_unknown",
              "cuda_version_unknown", "compute_capability_too_low", "compute_capability_unknown", "not_enough_gpus",
              "tensor_parallel_unsatisfiable", "not_enough_gpu_memory", "sglang_flag_unsupported", "audit_incomplete",
@@ -801,6 +809,13 @@ def make(finding_id: str, summary: str, evidence: dict[str, Any] | None = None, 
                    text(finding_id, **fields) if remedy is None else remedy, action_of(finding_id, severity))
 
 
+def retired_entry(finding_id: Any) -> Entry | None:
+    """The catalog's entry for a retired id (one a list written for an older version may still name); None for
+    an id that is raised today or that the catalog does not know."""
+    known = CATALOG.get(finding_id) if isinstance(finding_id, str) else None
+    return known if known is not None and known.retired else None
+
+
 def gate_accept_hint(finding_id: str) -> str:
     return GATE_ACCEPT_HINT.format(id=finding_id)
 
@@ -817,6 +832,10 @@ def _check(catalog: Mapping[str, Entry]) -> None:
         unknown = [s for s in item.severities if s not in SEVERITIES]
         if unknown:
             raise CatalogError(f"finding {item.id!r}: unknown severity {unknown}")
+        successor = catalog.get(item.renamed_to) if item.renamed_to else None
+        if item.renamed_to and (not item.retired or successor is None or successor.retired):
+            raise CatalogError(f"finding {item.id!r}: renamed_to names {item.renamed_to!r}; only a retired id has a "
+                               "successor, and it must be a catalog id that is not retired")
     missing = sorted(set(catalog) - set(ACTION_OF))
     if missing:
         raise CatalogError(f"finding(s) {', '.join(missing)} have no action: add each to one line of ACTION_OF")

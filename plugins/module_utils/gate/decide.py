@@ -10,7 +10,8 @@ Policy, in one place:
 
 - Every critical finding blocks unless its id is listed in ``accept``; accepted ones are reported
   back under ``accepted`` as an audit trail. The audit's ``p2p_not_supported`` is judged again for
-  the GPUs the gate chooses (the audit judged every GPU), under the same id.
+  the GPUs the gate chooses (the audit judged every GPU), under the same id. A retired id the list
+  still names is read as the id that renamed it, or accepts nothing, with a note either way (accept_list.py).
 - P2P has three levels: *proven* (gpu_p2p_probe copied data between the pair and checked it at the
   destination), *claimed* (NVML / ``nvidia-smi topo -p2p r`` says OK) and *absent* (any other status,
   or a probe that saw the data not arrive). SGLang's custom all-reduce maps peer memory directly and
@@ -53,6 +54,7 @@ from typing import Any
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.p2p_proof import read_probe
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import text
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import versions
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.accept_list import read_accept
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.ceiling import ceiling_basis, communication_ceiling
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.choose_gpus import choose_group
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.decision import Decision
@@ -60,7 +62,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import (
     DeployModel,
     Host,
     as_dict,
-    as_list,
     as_text,
     read_deploy_model,
     read_host,
@@ -99,10 +100,8 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
     out = Decision()
     names = {key: as_text(value) for key, value in as_dict(labels).items() if as_text(value)}
     names = {key: names.get(key, key) for key in ("model", "accept", "known_good_overrides")}
-    accepted_ids = frozenset(a.strip() for a in as_list(accept) if isinstance(a, str) and a.strip())
-    if accept is not None and not isinstance(accept, list):
-        out.notes.append(f"{names['accept']}: expected a list of finding ids; found "
-                         f"{type(accept).__name__}, so nothing is accepted")
+    written_as = read_accept(accept, names["accept"], out.notes)
+    accepted_ids = frozenset(written_as)
     version = as_text(sglang_version) if not isinstance(sglang_version, (int, float)) else str(sglang_version)
     if version is not None and versions.parse(version) is None:
         out.notes.append(f"sglang_version {version!r} is not a version number: the known-good table's version "
@@ -135,7 +134,7 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
             env.setdefault(str(key), str(value))
     triage_findings(out, host, bench_data, probe, group, p2p, env, accepted_ids)
 
-    unmatched = sorted(accepted_ids - {a["id"] for a in out.accepted})
+    unmatched = sorted(written_as[i] for i in accepted_ids - {a["id"] for a in out.accepted})
     if unmatched:
         out.notes.append(f"accept lists {', '.join(unmatched)}, which matched no critical finding here (a typo, "
                          "or a finding that is gone): nothing else was accepted")

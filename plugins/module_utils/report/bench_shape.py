@@ -3,10 +3,12 @@
 A report's ``bench`` comes from this run's benchmark or from the host's last report, which an older
 version or a hand edit may have left in another shape. ``check_bench`` says whether the renderer can use
 it: every container the report reads (``probe.matrices``, ``nccl.results`` and their rows, ``tuning``,
-``transports``, ``comm_floor``, the findings) must have the type the renderer expects, or be null or absent
+``transports``, ``communication_ceiling``, the findings) must have the type the renderer expects, or be null or absent
 (older versions left keys out). A bench of another shape is refused whole, with every reason, rather than
 shown in part. Numbers that are not finite (``inf``, ``nan``: a division by a zero time, or ``NaN`` read
-from an old file) are not JSON and say nothing; ``finite`` makes them null and says where.
+from an old file) are not JSON and say nothing; ``finite`` makes them null and says where. What an older version
+wrote under a name since changed (``RENAMED_NCCL_KEYS``, a finding id the catalog retired with a successor) is
+read under today's name, so that the report carries it in today's shape.
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import retired_entry
+
+# nccl_bench result keys an older version wrote, by today's name (schema_version 7 renamed them).
+RENAMED_NCCL_KEYS = {"comm_floor": "communication_ceiling"}
 
 
 @dataclass
@@ -94,10 +101,10 @@ def _nccl(nccl: dict[str, Any], refused: list[str]) -> None:
     transports = nccl.get("transports")
     if _typed(transports, dict, "nccl.transports", refused) and transports:
         _typed(transports.get("transports"), dict, "nccl.transports.transports", refused)
-    floor = nccl.get("comm_floor")
-    if _typed(floor, dict, "nccl.comm_floor", refused) and floor:
+    ceiling = nccl.get("communication_ceiling")
+    if _typed(ceiling, dict, "nccl.communication_ceiling", refused) and ceiling:
         for key in ("summary", "summary_batch"):
-            _typed(floor.get(key), str, f"nccl.comm_floor.{key}", refused)
+            _typed(ceiling.get(key), str, f"nccl.communication_ceiling.{key}", refused)
     _typed(nccl.get("notes"), list, "nccl.notes", refused)
     _typed(nccl.get("collective"), str, "nccl.collective", refused)
     _typed(nccl.get("recommended_env"), dict, "nccl.recommended_env", refused)
@@ -130,6 +137,7 @@ def check_bench(bench: Any) -> BenchCheck:
         return BenchCheck(None)
     if not isinstance(bench, dict):
         return BenchCheck(None, [f"the benchmark section is {_kind(bench)}, expected a mapping"])
+    bench = _renamed(bench)
     refused: list[str] = []
     for step, check in (("probe", _probe), ("nccl", _nccl)):
         result = bench.get(step)
@@ -139,3 +147,21 @@ def check_bench(bench: Any) -> BenchCheck:
         return BenchCheck(None, refused)
     clean, nulled = finite(bench)
     return BenchCheck(clean, [], nulled)
+
+
+def _renamed(bench: dict[str, Any]) -> dict[str, Any]:
+    """The bench with the names an older version wrote replaced by today's (a copy where any changed)."""
+    nccl = bench.get("nccl")
+    if not isinstance(nccl, dict):
+        return bench
+    renamed = {RENAMED_NCCL_KEYS.get(key, key): value for key, value in nccl.items()
+               if not (key in RENAMED_NCCL_KEYS and RENAMED_NCCL_KEYS[key] in nccl)}
+    findings = renamed.get("findings")
+    if isinstance(findings, list):
+        renamed["findings"] = [_finding_renamed(f) for f in findings]
+    return bench if renamed == nccl else {**bench, "nccl": renamed}
+
+
+def _finding_renamed(finding: Any) -> Any:
+    entry = retired_entry(finding.get("id")) if isinstance(finding, dict) else None
+    return {**finding, "id": entry.renamed_to} if entry is not None and entry.renamed_to else finding

@@ -88,12 +88,12 @@ def allreduce_times(nccl: Any) -> dict[int, float]:
 
 
 def ceiling(nccl: Any) -> dict[str, Any] | None:
-    """The decode ceiling the all-reduce curve predicts (nccl_bench's comm_floor), or null."""
-    floor = as_dict(as_dict(nccl).get("comm_floor"))
-    if not floor:
+    """The decode ceiling the all-reduce curve predicts (nccl_bench's communication_ceiling), or null."""
+    priced = as_dict(as_dict(nccl).get("communication_ceiling"))
+    if not priced:
         return None
-    single = as_dict(floor.get("batch_1"))
-    batches = sorted((as_dict(v) for k, v in floor.items() if k.startswith("batch_") and k != "batch_1"),
+    single = as_dict(priced.get("batch_1"))
+    batches = sorted((as_dict(v) for k, v in priced.items() if k.startswith("batch_") and k != "batch_1"),
                      key=lambda b: b.get("batch") or 0)
     batch = batches[-1] if batches else {}
     return {
@@ -102,7 +102,7 @@ def ceiling(nccl: Any) -> dict[str, Any] | None:
         "single_stream_tokens_per_s": single.get("max_tokens_per_s_single_stream"),
         "batch": batch.get("batch"),
         "batch_tokens_per_s": batch.get("max_tokens_per_s_aggregate"),
-        "summary": floor.get("summary"),
+        "summary": priced.get("summary"),
     }
 
 

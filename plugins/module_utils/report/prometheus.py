@@ -118,7 +118,7 @@ def textfile(report: dict[str, Any], timestamp: float | int, warn: Callable[[str
     families["gpuhost_tensor_parallel_size"].add(tensor_parallel_size(report))
     _p2p(families["gpuhost_p2p_status"], as_dict(report.get("p2p")))
     families["gpuhost_p2p_proven"].add(p2p_proven(as_dict(report.get("bench")).get("probe")))
-    _allreduce(families, as_dict(as_dict(as_dict(report.get("bench")).get("nccl")).get("comm_floor")))
+    _allreduce(families, as_dict(as_dict(as_dict(report.get("bench")).get("nccl")).get("communication_ceiling")))
     _links(families, report, warn or (lambda _message: None))
     _drift(families, report)
     families[HEARTBEAT].add(_number(timestamp))
@@ -166,8 +166,9 @@ def tensor_parallel_size(report: dict[str, Any]) -> int | None:
     default group), 1 with one GPU or none. None when the audit was given a group that no finding names
     (a report does not record gpu_audit_tensor_parallel_gpus), or when the GPU list was not seen.
     """
-    floor = as_dict(as_dict(as_dict(as_dict(report.get("bench")).get("nccl")).get("comm_floor")).get("batch_1"))
-    size = _int(floor.get("tensor_parallel_size"))
+    nccl = as_dict(as_dict(report.get("bench")).get("nccl"))
+    priced = as_dict(as_dict(nccl.get("communication_ceiling")).get("batch_1"))
+    size = _int(priced.get("tensor_parallel_size"))
     if size and size > 0:
         return size
     for finding in as_list(report.get("findings")):
@@ -220,8 +221,8 @@ def p2p_proven(probe: Any) -> int | None:
     return int(all(verdicts.values()))
 
 
-def _allreduce(families: dict[str, Family], floor: dict[str, Any]) -> None:
-    single = as_dict(floor.get("batch_1"))
+def _allreduce(families: dict[str, Family], ceiling: dict[str, Any]) -> None:
+    single = as_dict(ceiling.get("batch_1"))
     size = _int(single.get("allreduce_bytes"))
     latency = _number(single.get("allreduce_latency_us"))
     # No all-reduce at TP1 (size 0); a size outside the measured sweep was clamped or extrapolated, not measured.

@@ -65,9 +65,9 @@ def merge_bench(facts: dict[str, Any], bench: dict[str, Any] | None) -> dict[str
     # The one judgement that needs both the audit's facts (CPU, GPUs, NUMA) and the benchmark's NCCL versions.
     amd_topology = [f.as_dict() for f in amd_topology_findings(facts, bench)]
     merged = with_findings(dict(facts, bench=bench), bench_findings(bench) + amd_topology)
-    floor = (bench.get("nccl") or {}).get("comm_floor") or {}
-    if floor.get("summary"):
-        merged["summary"]["comm_floor"] = floor["summary"]
+    ceiling = (bench.get("nccl") or {}).get("communication_ceiling") or {}
+    if ceiling.get("summary"):
+        merged["summary"]["communication_ceiling"] = ceiling["summary"]
     return merged
 
 
@@ -150,7 +150,8 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
         ["GPU facts from", gpus.get("source") or "nothing (no NVML, no nvidia-smi)"],
         [_p2p_label(facts), summary.get("p2p")],
         ["IOMMU", _iommu_line(facts.get("iommu") or {})],
-        *([["Communication ceiling", summary["comm_floor"]]] if summary.get("comm_floor") else []),
+        *([["Communication ceiling", summary["communication_ceiling"]]] if summary.get("communication_ceiling")
+          else []),
     ])
 
     taken: dict[str, int] = {}
@@ -260,10 +261,10 @@ def bench_markdown(host: str, bench: dict[str, Any]) -> list[str]:
         out += [served, ""] if served else []
         if nccl.get("recommended_env") is not None:
             out += [f"Recommended NCCL environment: `{json.dumps(nccl['recommended_env'], sort_keys=True)}`", ""]
-        floor = nccl.get("comm_floor") or {}
+        ceiling = nccl.get("communication_ceiling") or {}
         for key in ("summary", "summary_batch"):
-            if floor.get(key):
-                out += [f"**{floor[key][0].upper()}{floor[key][1:]}.**", ""]
+            if ceiling.get(key):
+                out += [f"**{ceiling[key][0].upper()}{ceiling[key][1:]}.**", ""]
     return out
 
 

@@ -218,7 +218,7 @@ def test_log_that_does_not_name_its_collective_is_not_judged_as_all_reduce(capsy
     assert all("does not say which collective" in u["reason"] for u in result["unjudged_thresholds"])
     assert "all_reduce or sendrecv" in result["notes"][0]
     assert "not all-reduce" in result["notes"][1]
-    assert "comm_floor" not in result
+    assert "communication_ceiling" not in result
 
 
 def test_log_of_another_collective_is_not_judged_as_all_reduce(capsys):

@@ -80,7 +80,7 @@ def test_the_incidents_pastes_give_the_critical_p2p_finding_and_their_benchmark(
     # The nccl-tests log was read as nccl_bench reads it: its 12 KB row, priced for the model.
     rows = report["bench"]["nccl"]["results"]
     assert any(row["size_bytes"] == 12288 and row["out_of_place"]["time_us"] == pytest.approx(13.7) for row in rows)
-    assert "comm_floor" in report["summary"]
+    assert "communication_ceiling" in report["summary"]
     assert result["inputs"][0]["bench_logs"] == {"nccl": str(tmp_path / "incident" / "all_reduce_perf.log")}
     # Its values are in the report: it is listed as read, by nccl_bench, and not among the inputs not used.
     gave = {i["name"]: i["as"] for i in report["material"]["inputs"]}

@@ -83,6 +83,28 @@ def test_a_retired_id_cannot_be_raised(monkeypatch: pytest.MonkeyPatch) -> None:
         make("old_check", "x")
 
 
+def test_the_renamed_comm_floor_stays_retired_beside_its_successor() -> None:
+    old, new = CATALOG["comm_floor"], CATALOG["communication_ceiling"]
+    assert old.retired == "renamed communication_ceiling" and old.renamed_to == "communication_ceiling"
+    assert not new.retired and not new.renamed_to
+    assert (old.category, old.severity, catalog.ACTION_OF[old.id]) == (new.category, new.severity,
+                                                                       catalog.ACTION_OF[new.id])
+    assert "communication ceiling" in new.title
+    with pytest.raises(CatalogError, match="retired"):
+        make("comm_floor", "x")
+
+
+@pytest.mark.parametrize(("renamed_to", "retired"), [
+    ("no_such_id", "renamed no_such_id"),  # a successor the catalog does not have
+    ("p2p_not_supported", ""),  # an id still raised has no successor
+    ("old_check", "renamed old_check"),  # a successor that is retired itself
+])
+def test_a_successor_must_be_a_live_catalog_id(renamed_to: str, retired: str) -> None:
+    entry = Entry("old_check", "audit", "info", "an old check", "nothing", retired=retired, renamed_to=renamed_to)
+    with pytest.raises(CatalogError, match="renamed_to names"):
+        catalog._check({**CATALOG, "old_check": entry})
+
+
 def test_an_id_given_twice_is_refused() -> None:
     with pytest.raises(CatalogError, match="twice"):
         catalog._entries(Entry("a", "audit", "info", "t", "r"), Entry("a", "audit", "info", "t", "r"))

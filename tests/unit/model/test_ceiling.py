@@ -1,4 +1,4 @@
-"""What the all-reduce latency costs a model: profiles, interpolation, the communication floor."""
+"""What the all-reduce latency costs a model: profiles, interpolation, the communication ceiling."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def incident_run():
 def test_the_transfer_figures_read_as_an_all_reduce_are_labelled_measured() -> None:
     profile = known_model("glm-5")
     run = incident_run()
-    floor = measured_ceiling(profile, run.latency_curve(), batch=1, measured_ranks=run.nranks)
+    ceiling = measured_ceiling(profile, run.latency_curve(), batch=1, measured_ranks=run.nranks)
 
     # Independent of model/ceiling.py: the message is one token's hidden state, and the curve has a point at that
     # very size, so the step time is that point's time once per all-reduce of every layer and the embedding.
@@ -50,48 +50,48 @@ def test_the_transfer_figures_read_as_an_all_reduce_are_labelled_measured() -> N
     expected_step_us = (profile.layers * profile.allreduces_per_layer + 1) * measured[message]
     expected_rate = 1_000_000 / expected_step_us
 
-    assert floor["allreduce_bytes"] == message
-    assert floor["latency_basis"] == "measured"
-    assert floor["basis"] == "measured_all_reduce"
-    assert floor["comm_us_per_token"] == pytest.approx(expected_step_us)
-    assert floor["max_tokens_per_s_single_stream"] == pytest.approx(expected_rate)
-    assert floor["summary"] == (f"all-reduce alone limits single-stream decode to {round(expected_rate)} tok/s "
-                                "on this host (measured all-reduce over 8 GPUs)")
-    assert floor["notes"] == []
+    assert ceiling["allreduce_bytes"] == message
+    assert ceiling["latency_basis"] == "measured"
+    assert ceiling["basis"] == "measured_all_reduce"
+    assert ceiling["comm_us_per_token"] == pytest.approx(expected_step_us)
+    assert ceiling["max_tokens_per_s_single_stream"] == pytest.approx(expected_rate)
+    assert ceiling["summary"] == (f"all-reduce alone limits single-stream decode to {round(expected_rate)} tok/s "
+                                  "on this host (measured all-reduce over 8 GPUs)")
+    assert ceiling["notes"] == []
 
 
 def test_the_incident_figures_read_as_a_transfer_explain_a_large_share_of_the_token_time() -> None:
     """The same 13.7 us, read for what it is: one GPU-to-GPU hop. An 8-GPU all-reduce waits 14 of them."""
     profile = known_model("glm-5")
-    floor = estimated_ceiling(profile, hop_latency_us=13.7, bus_gbps=32.6)
+    ceiling = estimated_ceiling(profile, hop_latency_us=13.7, bus_gbps=32.6)
 
     # Independent arithmetic: 2(8-1) = 14 hops of 13.7 us, plus 2*7/8 of 12288 bytes at 32.6 GB/s, per
     # all-reduce; 78 layers x 2 + the embedding's = 157 all-reduces per token.
     per_allreduce = 14 * 13.7 + (14 / 8) * 12288 / 32.6e3
-    assert floor["basis"] == "estimated_from_pair_latency"
-    assert floor["allreduces_per_step"] == 157
-    assert floor["allreduce_latency_us"] == pytest.approx(per_allreduce)
-    assert floor["comm_us_per_token"] == pytest.approx(157 * per_allreduce)
-    assert floor["estimate"]["nccl_pick"] == "ring"
-    assert "estimated: 14 ring steps at TP 8 from the 13.7 us GPU-to-GPU copy latency" in floor["summary"]
+    assert ceiling["basis"] == "estimated_from_pair_latency"
+    assert ceiling["allreduces_per_step"] == 157
+    assert ceiling["allreduce_latency_us"] == pytest.approx(per_allreduce)
+    assert ceiling["comm_us_per_token"] == pytest.approx(157 * per_allreduce)
+    assert ceiling["estimate"]["nccl_pick"] == "ring"
+    assert "estimated: 14 ring steps at TP 8 from the 13.7 us GPU-to-GPU copy latency" in ceiling["summary"]
 
-    # The incident saw 11 tok/s single stream: about 90.9 ms per token. The floor is about 30 ms of it: a
-    # third of the time goes to waiting on all-reduce hops alone, where the all-reduce reading said 0.5%.
+    # The incident saw 11 tok/s single stream: about 90.9 ms per token. The ceiling's all-reduce time is about
+    # 30 ms of it: a third of the time goes to waiting on all-reduce hops alone, where the all-reduce reading said 0.5%.
     observed_us = 1e6 / 11
-    share = explained_share(floor, observed_us)
+    share = explained_share(ceiling, observed_us)
     assert 0.30 < share < 0.40
-    assert explained_share(floor, None) is None
-    print(f"floor {floor['comm_us_per_token'] / 1000:.1f} ms of {observed_us / 1000:.1f} ms per token "
-          f"({share:.0%}); assumptions:", *floor["assumptions"], sep="\n  ")
+    assert explained_share(ceiling, None) is None
+    print(f"ceiling {ceiling['comm_us_per_token'] / 1000:.1f} ms of {observed_us / 1000:.1f} ms per token "
+          f"({share:.0%}); assumptions:", *ceiling["assumptions"], sep="\n  ")
     for needle in ("157 all-reduces per decode step", "14 dependent hops (ring", "13.7 us GPU-to-GPU copy",
                    "base latency is left out", "32.6 GB/s"):
-        assert any(needle in a for a in floor["assumptions"]), needle
+        assert any(needle in a for a in ceiling["assumptions"]), needle
 
     wrong = measured_ceiling(profile, incident_run().latency_curve(), measured_ranks=8)
     assert explained_share(wrong, observed_us) < 0.03
 
 
-def test_estimated_floor_at_tp1_and_bad_inputs() -> None:
+def test_estimated_ceiling_at_tp1_and_bad_inputs() -> None:
     single = estimated_ceiling(load_model({**KNOWN_MODELS["glm-5"], "tensor_parallel_size": 1}), 13.7)
     assert single["comm_us_per_token"] == 0.0 and single["basis"] == "estimated_from_pair_latency"
     with pytest.raises(ModelError, match="per-pair copy latency in us as a number above 0; found 0"):
@@ -101,10 +101,10 @@ def test_estimated_floor_at_tp1_and_bad_inputs() -> None:
 
 
 def test_batch_estimate_uses_the_larger_message() -> None:
-    floor = estimated_ceiling(known_model("glm-5"), 13.7, 32.6, batch=64)
-    assert floor["allreduce_bytes"] == 64 * 12288
-    assert floor["allreduce_latency_us"] > 14 * 13.7
-    assert floor["summary_batch"].startswith("at 64 concurrent streams")
+    ceiling = estimated_ceiling(known_model("glm-5"), 13.7, 32.6, batch=64)
+    assert ceiling["allreduce_bytes"] == 64 * 12288
+    assert ceiling["allreduce_latency_us"] > 14 * 13.7
+    assert ceiling["summary_batch"].startswith("at 64 concurrent streams")
 
 
 def test_incident_profile_is_the_published_architecture() -> None:
@@ -114,43 +114,43 @@ def test_incident_profile_is_the_published_architecture() -> None:
     assert allreduce_bytes_per_token(profile, 1) == 12288  # the 12 KB of the incident
 
 
-def test_floor_at_a_concurrency() -> None:
+def test_ceiling_at_a_concurrency() -> None:
     profile = known_model("glm-5")
     curve = [(4096, 12.0), (12288, 13.7), (131072, 40.0), (1048576, 180.0), (805306368, 43230.0)]
-    floor = measured_ceiling(profile, curve, batch=64)
+    ceiling = measured_ceiling(profile, curve, batch=64)
 
     size = 64 * profile.hidden_size * profile.dtype_bytes  # 786432 bytes: between two measured points
     low, high = (131072, 40.0), (1048576, 180.0)
     t = math.exp(math.log(low[1]) + (math.log(size) - math.log(low[0])) / (math.log(high[0]) - math.log(low[0]))
                  * (math.log(high[1]) - math.log(low[1])))
     step = (profile.layers * profile.allreduces_per_layer + 1) * t
-    assert floor["latency_basis"] == "interpolated"
-    assert floor["allreduce_latency_us"] == pytest.approx(t)
-    assert floor["comm_us_per_step"] == pytest.approx(step)
-    assert floor["max_tokens_per_s_per_stream"] == pytest.approx(1e6 / step)
-    assert floor["max_tokens_per_s_aggregate"] == pytest.approx(64 * 1e6 / step)
+    assert ceiling["latency_basis"] == "interpolated"
+    assert ceiling["allreduce_latency_us"] == pytest.approx(t)
+    assert ceiling["comm_us_per_step"] == pytest.approx(step)
+    assert ceiling["max_tokens_per_s_per_stream"] == pytest.approx(1e6 / step)
+    assert ceiling["max_tokens_per_s_aggregate"] == pytest.approx(64 * 1e6 / step)
     # The single-stream figure is always the batch-1 one.
-    assert floor["max_tokens_per_s_single_stream"] == pytest.approx(
+    assert ceiling["max_tokens_per_s_single_stream"] == pytest.approx(
         1e6 / ((profile.layers * profile.allreduces_per_layer + 1) * 13.7))
-    assert floor["summary_batch"].startswith("at 64 concurrent streams, all-reduce alone limits decode to ")
+    assert ceiling["summary_batch"].startswith("at 64 concurrent streams, all-reduce alone limits decode to ")
 
 
-def test_floor_notes_what_was_not_measured() -> None:
+def test_ceiling_notes_what_was_not_measured() -> None:
     profile = known_model("glm-5")
-    floor = measured_ceiling(profile, [(12288, 13.7), (65536, 20.0)], batch=8, measured_ranks=4)
+    ceiling = measured_ceiling(profile, [(12288, 13.7), (65536, 20.0)], batch=8, measured_ranks=4)
 
-    assert floor["latency_basis"] == "extrapolated"  # 98304 bytes: above the largest measured size
-    assert any("measured over 4 GPUs" in note for note in floor["notes"])
-    assert any("outside the measured sizes" in note for note in floor["notes"])
+    assert ceiling["latency_basis"] == "extrapolated"  # 98304 bytes: above the largest measured size
+    assert any("measured over 4 GPUs" in note for note in ceiling["notes"])
+    assert any("outside the measured sizes" in note for note in ceiling["notes"])
 
 
-def test_tensor_parallel_one_has_no_floor() -> None:
+def test_tensor_parallel_one_has_no_ceiling() -> None:
     profile = load_model({**KNOWN_MODELS["glm-5"], "tensor_parallel_size": 1})
-    floor = measured_ceiling(profile, [(12288, 13.7)])
+    ceiling = measured_ceiling(profile, [(12288, 13.7)])
 
-    assert floor["comm_us_per_token"] == 0.0
-    assert floor["max_tokens_per_s_single_stream"] is None
-    assert "no all-reduce" in floor["summary"]
+    assert ceiling["comm_us_per_token"] == 0.0
+    assert ceiling["max_tokens_per_s_single_stream"] is None
+    assert "no all-reduce" in ceiling["summary"]
 
 
 def test_llama_profile() -> None:
@@ -280,7 +280,7 @@ def test_bad_batch(batch: object) -> None:
         measured_ceiling(known_model("glm-5"), CURVE, batch=batch)  # type: ignore[arg-type]
 
 
-def test_comm_floor_wants_a_loaded_profile() -> None:
+def test_communication_ceiling_wants_a_loaded_profile() -> None:
     with pytest.raises(ModelError, match="expected a Model; found dict"):
         measured_ceiling(KNOWN_MODELS["glm-5"], CURVE)  # type: ignore[arg-type]
 
@@ -299,11 +299,11 @@ def test_bench_result_priced_for_glm5_from_the_incident_log() -> None:
     profile = known_model("glm-5")
     per_token_us = dict(measured_curve(result["results"]))[profile.hidden_size * profile.dtype_bytes] * (
         profile.layers * profile.allreduces_per_layer + profile.extra_allreduces)
-    floor = result["comm_floor"]["batch_1"]
-    assert floor["comm_us_per_token"] == pytest.approx(per_token_us)
-    assert floor["max_tokens_per_s_single_stream"] == pytest.approx(1e6 / per_token_us)
+    ceiling = result["communication_ceiling"]["batch_1"]
+    assert ceiling["comm_us_per_token"] == pytest.approx(per_token_us)
+    assert ceiling["max_tokens_per_s_single_stream"] == pytest.approx(1e6 / per_token_us)
     finding = result["findings"][-1]
-    assert finding["id"] == "comm_floor"
+    assert finding["id"] == "communication_ceiling"
     assert f"to {round(1e6 / per_token_us)} tok/s" in finding["summary"]
     assert "at 64 concurrent streams" in finding["summary"]
 

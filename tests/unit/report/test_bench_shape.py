@@ -18,7 +18,7 @@ from tests.unit.report.test_report import BENCH, FACTS
 # The keys the renderer reads, so that generated sections reach its every branch, and a few others.
 KEYS = st.sampled_from(["probe", "nccl", "matrices", "values", "name", "unit", "path", "size_bytes", "results",
                         "out_of_place", "in_place", "time_us", "busbw_gbps", "algbw_gbps", "tuning", "candidates",
-                        "transports", "comm_floor", "summary", "summary_batch", "notes", "collective",
+                        "transports", "communication_ceiling", "summary", "summary_batch", "notes", "collective",
                         "recommended_env", "findings", "id", "severity", "failed", "msg", "engine", "other"])
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5)
 VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=5),
@@ -65,3 +65,24 @@ def test_every_reason_is_given() -> None:
                                "nccl.results[0] is a number, expected a mapping",
                                "nccl.findings[0].id is a number, expected a string",
                                "nccl.findings[0].severity is missing, expected a string"]
+
+
+def test_a_bench_written_before_the_rename_is_read_under_todays_names() -> None:
+    # A last report of schema_version 6 holds the communication ceiling under comm_floor, its finding under that
+    # retired id: the report carries them in today's shape, so that they show and the schema holds.
+    ceiling = {"summary": "all-reduce alone limits single-stream decode to 457 tok/s on this host",
+               "summary_batch": None, "batch_1": {"batch": 1}}
+    older = {"probe": None, "nccl": {"results": [], "comm_floor": ceiling,
+                                     "findings": [{"id": "comm_floor", "severity": "info", "summary": "s"}]}}
+    nccl = check_bench(older).bench["nccl"]
+    assert nccl["communication_ceiling"] == ceiling and "comm_floor" not in nccl
+    assert [f["id"] for f in nccl["findings"]] == ["communication_ceiling"]
+    assert older["nccl"]["findings"][0]["id"] == "comm_floor"  # the caller's bench is left as it was
+    merged = render.merge_bench(json.loads(json.dumps(FACTS)), older)
+    assert merged["summary"]["communication_ceiling"] == ceiling["summary"]
+
+
+def test_todays_key_wins_over_an_older_one_beside_it() -> None:
+    today = {"summary": "today", "summary_batch": None}
+    both = {"nccl": {"comm_floor": {"summary": "older", "summary_batch": None}, "communication_ceiling": today}}
+    assert check_bench(both).bench["nccl"] == {"communication_ceiling": today}

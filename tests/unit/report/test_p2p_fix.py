@@ -33,7 +33,7 @@ def nccl(times: dict[int, float] | None) -> dict[str, Any]:
     if times is None:
         return {"failed": True, "msg": "cannot read the nccl-tests log nccl.txt"}
     return {"results": [{"size_bytes": s, "out_of_place": {"time_us": t}} for s, t in times.items()],
-            "comm_floor": {"summary": "all-reduce alone limits decode", "batch_1": {
+            "communication_ceiling": {"summary": "all-reduce alone limits decode", "batch_1": {
                 "model": "GLM-5", "tensor_parallel_size": 8, "max_tokens_per_s_single_stream": 467.9},
                 "batch_64": {"batch": 64, "max_tokens_per_s_aggregate": 1459.4}}}
 

@@ -133,19 +133,19 @@ def test_p2p_proven(result: Any, expected: int | None) -> None:
     assert value(samples, "gpuhost_p2p_proven") == expected
 
 
-def floor(basis: str, latency_basis: str, tp: int = 8) -> dict[str, Any]:
+def priced(basis: str, latency_basis: str, tp: int = 8) -> dict[str, Any]:
     return {"batch_1": {"allreduce_bytes": 12288, "allreduce_latency_us": 13.7, "basis": basis,
                         "latency_basis": latency_basis, "tensor_parallel_size": tp}}
 
 
-@pytest.mark.parametrize(("comm_floor", "source"), [
-    (floor("measured_all_reduce", "measured"), "measured"),
-    (floor("measured_all_reduce", "interpolated"), "measured"),
-    (floor("estimated_from_pair_latency", "estimated"), "predicted_ceiling"),
-    (floor("measured_all_reduce", "clamped"), None),  # outside the sweep: not the latency at that size
+@pytest.mark.parametrize(("ceiling", "source"), [
+    (priced("measured_all_reduce", "measured"), "measured"),
+    (priced("measured_all_reduce", "interpolated"), "measured"),
+    (priced("estimated_from_pair_latency", "estimated"), "predicted_ceiling"),
+    (priced("measured_all_reduce", "clamped"), None),  # outside the sweep: not the latency at that size
 ])
-def test_allreduce_latency_at_the_models_message_size(comm_floor: dict[str, Any], source: str | None) -> None:
-    report = report_of(captures.INCIDENT, bench={"nccl": {"comm_floor": comm_floor}})
+def test_allreduce_latency_at_the_models_message_size(ceiling: dict[str, Any], source: str | None) -> None:
+    report = report_of(captures.INCIDENT, bench={"nccl": {"communication_ceiling": ceiling}})
     samples, _, _ = parse(textfile(report, NOW))
     latency = series(samples, "gpuhost_allreduce_latency_seconds")
     if source is None:
@@ -161,16 +161,17 @@ def test_allreduce_latency_at_the_models_message_size(comm_floor: dict[str, Any]
     ("measured_all_reduce", "clamped", None),
 ])
 def test_the_communication_ceiling_is_the_reports(basis: str, latency_basis: str, label: str | None) -> None:
-    comm_floor = floor(basis, latency_basis)
-    comm_floor["batch_1"]["max_tokens_per_s_single_stream"] = 32.7
-    report = report_of(captures.INCIDENT, bench={"nccl": {"comm_floor": comm_floor}})
+    ceiling = priced(basis, latency_basis)
+    ceiling["batch_1"]["max_tokens_per_s_single_stream"] = 32.7
+    report = report_of(captures.INCIDENT, bench={"nccl": {"communication_ceiling": ceiling}})
     samples, _, _ = parse(textfile(report, NOW))
-    ceiling = series(samples, "gpuhost_communication_ceiling_tokens_per_second")
-    assert ceiling == ({(("basis", label),): pytest.approx(32.7)} if label else {})
+    rate = series(samples, "gpuhost_communication_ceiling_tokens_per_second")
+    assert rate == ({(("basis", label),): pytest.approx(32.7)} if label else {})
 
 
 def test_tensor_parallel_size_is_the_benchmarked_models() -> None:
-    report = report_of(captures.PRO6000, bench={"nccl": {"comm_floor": floor("measured_all_reduce", "measured", 2)}})
+    report = report_of(captures.PRO6000,
+                       bench={"nccl": {"communication_ceiling": priced("measured_all_reduce", "measured", 2)}})
     samples, _, _ = parse(textfile(report, NOW))
     assert value(samples, "gpuhost_tensor_parallel_size") == 2
 
@@ -262,7 +263,7 @@ PROMTOOL = shutil.which("promtool")
 @pytest.mark.parametrize("name", captures.ALL)
 def test_promtool_accepts_every_capture(name: str, tmp_path: Path) -> None:
     report = report_of(name, bench={"probe": probe(cell(True), cell(True)),
-                                    "nccl": {"comm_floor": floor("measured_all_reduce", "measured")}})
+                                    "nccl": {"communication_ceiling": priced("measured_all_reduce", "measured")}})
     report["gpus"].setdefault("devices", [{}])
     if report["gpus"]["devices"]:
         report["gpus"]["devices"][0]["name"] = 'a "quoted" \\ name\nover two lines'

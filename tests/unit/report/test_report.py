@@ -174,7 +174,8 @@ BENCH = {
                          for s, t in ((4096, 12.0), (16384, 14.0), (1 << 20, 80.0))],
              "findings": [{"id": "nccl_small_message_latency", "severity": "critical", "summary": "slow",
                            "evidence": {}, "remedy": "fix P2P"}],
-             "comm_floor": {"summary": "all-reduce alone limits single-stream decode to 457 tok/s on this host"}},
+             "communication_ceiling": {
+                 "summary": "all-reduce alone limits single-stream decode to 457 tok/s on this host"}},
 }
 
 
@@ -185,7 +186,7 @@ def test_bench_is_folded_into_findings_and_summary() -> None:
     assert [f["id"] for f in merged["findings"]] == ["nccl_small_message_latency", "bench_probe_not_run"]
     assert merged["summary"]["verdict"] == "unfit"
     assert merged["summary"]["counts"] == {"critical": 1, "warning": 1, "info": 0}
-    assert merged["summary"]["comm_floor"].endswith("457 tok/s on this host")
+    assert merged["summary"]["communication_ceiling"].endswith("457 tok/s on this host")
     text = report.host_markdown("h", merged)
     assert "| 16384 | 14.0 |" in text and "**All-reduce alone limits single-stream decode to 457 tok/s" in text
 

@@ -95,7 +95,7 @@ ODD_BENCHES = {
     "candidates not mappings": {"probe": None, "nccl": {"results": BENCH["nccl"]["results"],
                                                         "tuning": {"candidates": ["as-is"]}}},
     "transports a list": {"probe": None, "nccl": {"results": BENCH["nccl"]["results"], "transports": ["P2P"]}},
-    "comm floor summary a number": {"probe": None, "nccl": {"comm_floor": {"summary": 457}}},
+    "communication ceiling summary a number": {"probe": None, "nccl": {"communication_ceiling": {"summary": 457}}},
     "collective a number": {"probe": None, "nccl": {"collective": 3, "results": BENCH["nccl"]["results"]}},
     "finding without id": {"probe": None, "nccl": {"findings": [{"severity": "critical"}]}},
     "findings a string": {"probe": {"findings": "none"}, "nccl": None},

@@ -151,9 +151,9 @@ def test_schema_states_the_schema_version_of_the_code() -> None:
 
 
 def test_both_files_describe_the_communication_ceiling_alike() -> None:
-    # The host report keeps its key, comm_floor, until its schema_version moves (audit/facts.py).
+    # One figure, one shape: the host report's bench and the gate's launch hold the same object.
     assert schemas.load(schemas.GATE_RESULT)["$defs"]["communication_ceiling_result"] == \
-        schemas.load(schemas.GPU_HOST)["$defs"]["comm_floor_result"]
+        schemas.load(schemas.GPU_HOST)["$defs"]["communication_ceiling_result"]
 
 
 # The objects left open on purpose: their keys differ per finding id (each rule, benchmark check and gate
@@ -256,12 +256,12 @@ def test_the_reports_cover_the_benchmark_shapes() -> None:
     # None: the probe could not run (msg and why, no tool)
     assert {p.get("tool") for p in probes} == {"torch", "p2pBandwidthLatencyTest", "nvbandwidth", None}
     runs = [b["nccl"] for b in bench.values()]
-    assert {"comm_floor" in r for r in runs} == {True, False}
+    assert {"communication_ceiling" in r for r in runs} == {True, False}
     assert any(r.get("transports") for r in runs) and any(r.get("probe") for r in runs)
     assert any(not r.get("engine") for r in runs) and any(r.get("collective") == "all_gather" for r in runs)
     guest = all_reports[INCIDENT]
     assert any("proxmox_host" in f["evidence"] for f in guest["findings"])  # linked to its Proxmox host
-    assert "comm_floor" in guest["summary"]
+    assert "communication_ceiling" in guest["summary"]
 
 
 def test_the_tuning_and_the_transports_have_their_declared_shape() -> None:
@@ -372,7 +372,7 @@ def test_an_undeclared_key_fails_in_a_proxmox_vm() -> None:
 
 @pytest.mark.capture
 @pytest.mark.parametrize("path", [("bench", "nccl"), ("bench", "probe"), ("bench", "nccl", "results", 0, "in_place"),
-                                  ("bench", "nccl", "comm_floor", "batch_1"), ("summary",), ()])
+                                  ("bench", "nccl", "communication_ceiling", "batch_1"), ("summary",), ()])
 def test_an_undeclared_report_key_fails(path: tuple[Any, ...]) -> None:
     report = reports()[INCIDENT]
     target = report

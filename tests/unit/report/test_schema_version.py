@@ -21,7 +21,7 @@ from tests.unit import schemas
 #    nvidia-smi -q -x as a source, topology notes, the bench's NCCL version and diagnostics.
 # 3: material: its section (since 7 under the key material), not_seen, the "not judged" verdict, a null
 #    virtualization type and IOMMU state when nothing showed them, nvidia-smi -q text as a health source; the
-#    communication floor's basis (measured all-reduce or estimate from the pair copy latency), source,
+#    communication ceiling's basis (measured all-reduce or estimate from the pair copy latency), source,
 #    assumptions and estimate.
 # 4: the kernel's release and command line, each GPU's VBIOS version; in reports the drift since the previous
 #    report (report/drift.py) and the proof: when the benchmark was measured and the facts it was measured on.
@@ -41,14 +41,16 @@ from tests.unit import schemas
 #    host_settings: the CPU vendor and nvidia_uvm's uvm_disable_hmm (audit/host_settings.py), judged by the PCIe
 #    Blackwell rules and the NCCL topology check; packages: the GPU packages, their holds and unattended-upgrades
 #    (audit/packages.py).
-# 7: the section on material under the key material (the word for saved material everywhere), no other change.
+# 7: the section on material under the key material (the word for saved material everywhere), and the benchmark's
+#    communication ceiling under the key communication_ceiling (bench.nccl and the report's summary), no other
+#    change.
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
     4: "0c9feec2a7edddbc",
     5: "a83b48a095fc0e46",
     6: "45df02c55ea5e239",
-    7: "6aa4c4a8264b7d0d",
+    7: "719f05ca7ebe1d4e",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 
