@@ -359,7 +359,6 @@ summary:
   sample: "pass: GLM-5-NVFP4 with --tp 8 on GPUs 0,1,2,3,4,5,6,7; custom all-reduce off; NCCL_P2P_DISABLE=1"
 """
 
-import os
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.decide import decide
 from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.model_dir import read_model_config
@@ -390,8 +389,8 @@ def model_dir(params: dict) -> str | None:
     if params["model_dir"]:
         return params["model_dir"]
     path = params["model"].get("path") if isinstance(params["model"], dict) else None
-    # Expanded as a path option is, so that model.path reads the same as model_dir.
-    return os.path.expanduser(os.path.expandvars(path.strip())) if isinstance(path, str) and path.strip() else None
+    # Taken as written, as the server is given it (--model-path): a "~" there is no home directory to SGLang either.
+    return path.strip() if isinstance(path, str) and path.strip() else None
 
 
 def main() -> None:

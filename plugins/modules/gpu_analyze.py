@@ -239,7 +239,7 @@ def analyse(given: str, params: dict, subsets: list[str], options: RuleOptions,
             warn) -> tuple[Material, dict, dict | None]:
     """(material, facts, bench) of one input; MaterialError or CaptureError when it cannot be read."""
     limits = MaterialLimits.from_options(params["max_file_mib"], params["max_input_mib"],
-                                      params["max_decompressed_mib"], params["read_timeout"])
+                                         params["max_decompressed_mib"], params["read_timeout"])
     material = read_material(given, params["base_dir"], limits)
     facts = audit(replay(material.capture), subsets, options)
     bench = bench_of(material, facts, params, warn)

@@ -422,7 +422,7 @@ def main() -> None:
         result = run_bench(module.params, tmpdir=module.tmpdir, warn=module.warn, check_mode=module.check_mode)
         if module.params["model_profile"] is not None:
             add_communication_ceiling(result, module.params["model_profile"], module.params["concurrency"],
-                           module.params["probe"])
+                                      module.params["probe"])
     except BenchSkipped as exc:
         module.exit_json(changed=False, skipped=True, msg=str(exc))
     except BenchFailure as exc:

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.capture_privacy import Redactions
 
 
-
 def _no_gpus(source: Source) -> list[dict[str, Any]]:
     return []
 

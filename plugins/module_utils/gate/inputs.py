@@ -179,10 +179,10 @@ def read_deploy_model(model: Any, label: str = "model") -> tuple[DeployModel, li
     """
     if not isinstance(model, dict):
         return DeployModel(), [f"{label}: expected a mapping (name, weights_gib, tensor_parallel_size, ...); found "
-                           f"{type(model).__name__}"]
+                               f"{type(model).__name__}"]
     problems = unknown_keys(model, MODEL_KEYS, label)
     deploy = DeployModel(name=as_text(model.get("name")), family=as_text(model.get("family")),
-                      path=as_text(model.get("path")))
+                         path=as_text(model.get("path")))
 
     def number(key: str, low: float, high: float | None = None, inclusive_low: bool = True) -> float | None:
         if model.get(key) is None:

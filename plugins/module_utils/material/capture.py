@@ -102,6 +102,8 @@ DMESG_KEY = DMESG.key
 _KEPT_FILE_PREFIXES = ("/proc/", "/sys/", "/etc/modprobe.d/", "/lib/modprobe.d/", "/usr/lib/modprobe.d/",
                        "/etc/modprobe.conf", "/etc/pve/")
 _BUG_REPORT_SMI_Q = ("nvidia-smi --query", "nvidia-smi -q")  # --query is -q's long name: the same output
+
+
 @dataclass(frozen=True)
 class BenchStep:
     """A benchmark step that judges a kind of benchmark log: the key of the log in the analysis
@@ -207,21 +209,21 @@ def build_capture(inputs: Iterable[Piece | tuple[str, bytes]], note: str | None 
 def _inputs(inputs: Any) -> list[Piece]:
     if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Iterable):
         raise PieceError(f"expected a list of inputs, each a name and its bytes; found {type(inputs).__name__}. "
-                          "Give [(name, bytes), ...] or Piece objects.")
+                         "Give [(name, bytes), ...] or Piece objects.")
     found = []
     for number, item in enumerate(inputs, start=1):
         if isinstance(item, tuple) and len(item) == 2:
             item = Piece(*item)
         if not isinstance(item, Piece):
             raise PieceError(f"input {number}: expected (name, bytes) or a Piece; found "
-                              f"{type(item).__name__}. Give each piece of material with a name.")
+                             f"{type(item).__name__}. Give each piece of material with a name.")
         data = item.data.encode("utf-8") if isinstance(item.data, str) else item.data
         if not isinstance(item.name, str) or not isinstance(data, (bytes, bytearray)):
             raise PieceError(f"input {number}: expected a text name and bytes; found {type(item.name).__name__} "
-                              f"and {type(item.data).__name__}. Read the file in binary mode.")
+                             f"and {type(item.data).__name__}. Read the file in binary mode.")
         if item.command is not None and not isinstance(item.command, str):
             raise PieceError(f"input {number} ({item.name}): expected the command as text, such as "
-                              f"'nvidia-smi topo -p2p r'; found {type(item.command).__name__}.")
+                             f"'nvidia-smi topo -p2p r'; found {type(item.command).__name__}.")
         found.append(Piece(item.name, bytes(data), item.command, bool(item.gzip), bool(item.truncated)))
     return found
 
@@ -253,7 +255,7 @@ def _take(built: _Built, item: Piece, max_decompressed: int) -> None:
         return
     if kind in BENCH_LOG_KINDS:
         built.skip(item.name, f"{KINDS[kind]}: the audit reads no benchmark logs; give it to the bench phase "
-                               f"({BENCH_LOG_KINDS[kind].variable})")
+                   f"({BENCH_LOG_KINDS[kind].variable})")
         return
     command = _declared(item, text)
     output = _tool_output(text)
@@ -273,7 +275,7 @@ def _took_pieces(built: _Built, item: Piece, text: str, max_decompressed: int) -
         return False
     for piece in pieces:
         _take(built, Piece(f"{item.name}, line {piece.start + 1}", piece.text.encode("utf-8"), piece.command,
-                                  named_by=piece.named_by or "command line"), max_decompressed)
+                           named_by=piece.named_by or "command line"), max_decompressed)
     return True
 
 
@@ -344,14 +346,14 @@ def _take_query(built: _Built, name: str, command: str | None, output: str, entr
         built.put("commands", by_fields[fields], _ran(output), name, entry)
         return
     built.skip(name, "an nvidia-smi --query-gpu output, but not of the fields the audit asks for (or without its "
-                      f"header, so its columns cannot be told): run {QUERY_KEY.replace(',noheader', '')}")
+               f"header, so its columns cannot be told): run {QUERY_KEY.replace(',noheader', '')}")
 
 
 def _take_lspci(built: _Built, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
     lines = clean_lines(output)
     if not any(_DOMAIN_DEVICE_RE.match(line) for line in lines):
         built.skip(name, "lspci output without PCI domains (no -D): the audit's lspci -vvv -D names devices "
-                          "with them")
+                   "with them")
         return
     built.put("commands", LSPCI_KEY, _ran(output), name, entry)
 
@@ -363,7 +365,7 @@ def _take_cmdline(built: _Built, name: str, command: str | None, output: str, en
 def _take_vm_config(built: _Built, name: str, command: str | None, output: str, entry: dict[str, Any]) -> None:
     if "--current" in (command or ""):
         built.skip(name, "qm config --current leaves out the pending changes, and the audit judges a VM as it will "
-                          "start next; paste qm config <vmid> without --current")
+                   "start next; paste qm config <vmid> without --current")
         return
     match = _VM_COMMAND_RE.match(command or "")
     vmid = (match.group("vmid") or match.group("file_vmid")) if match else None
@@ -371,7 +373,7 @@ def _take_vm_config(built: _Built, name: str, command: str | None, output: str, 
     vmid = vmid or (name_match.group("vmid") if name_match else None)
     if vmid is None:
         built.skip(name, "a Proxmox VM config, but nothing says its VM id: paste it with its 'qm config <vmid>' "
-                          "line, or name it <vmid>.conf")
+                   "line, or name it <vmid>.conf")
         return
     # `qm config` prints the config with its pending changes applied, which is how the audit judges a VM.
     label = f"files:{QEMU_SERVER_DIR}/{vmid}.conf"

@@ -166,7 +166,7 @@ def _directory(path: str, budget: ReadBudget) -> Material:
 
 
 def _built(path: str, form: str, files: list[tuple[Piece, str]], notes: list[dict[str, str]],
-            limits: MaterialLimits) -> Material:
+           limits: MaterialLimits) -> Material:
     capture = build_capture([item for item, _unused in files], max_decompressed=limits.decompressed_bytes,
                             note=f"Built from the material {os.path.basename(path)} by "
                                  "material/reader.py and material/capture.py: only what the material holds; see "

@@ -22,7 +22,7 @@ class MaterialNotes(Protocol):
 
 
 def with_material(facts: dict[str, Any], capture: dict[str, Any],
-                material: MaterialNotes | None = None) -> dict[str, Any]:
+                  material: MaterialNotes | None = None) -> dict[str, Any]:
     """The facts with the capture's ``material`` section (what the material held and what it did not show), when
     the capture was built from material; the facts unchanged otherwise. The ``material``'s own reasons
     replace the capture's for the same input, and its notes (what was not read at all) join ``unmapped``. An input

@@ -34,8 +34,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.model.errors import Mo
 ALGORITHMS = ("ring", "tree")
 
 
-
-
 def _positive(name: str, value: Any, whole: bool = False) -> None:
     kinds = (int,) if whole else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value) or value <= 0:

@@ -107,7 +107,7 @@ ESTIMATED = "estimated_from_pair_latency"
 
 
 def _ceiling(model: Model, batch: int, size: int, latency: float, single_latency: float, basis: str,
-           latency_basis: str, source: str, assumptions: list[str], notes: list[str]) -> dict[str, Any]:
+             latency_basis: str, source: str, assumptions: list[str], notes: list[str]) -> dict[str, Any]:
     """The ceiling's result, the same shape whichever number priced it (documented in README and RETURN)."""
     allreduces = model.allreduces_per_step
     step_us = allreduces * latency
@@ -161,7 +161,7 @@ def _check_model_type(model: Any) -> None:
 
 
 def measured_ceiling(model: Model, curve: Sequence[tuple[int, float]], batch: int = 1,
-               measured_ranks: int | None = None) -> dict[str, Any]:
+                     measured_ranks: int | None = None) -> dict[str, Any]:
     """The decode time all-reduce alone takes, and the token rates it allows, at batch 1 and at ``batch``,
     from a measured all-reduce curve (size_bytes, time_us)."""
     _check_model_type(model)
@@ -186,7 +186,7 @@ def measured_ceiling(model: Model, curve: Sequence[tuple[int, float]], batch: in
 
 
 def estimated_ceiling(model: Model, hop_latency_us: float, bus_gbps: float | None = None, batch: int = 1,
-                    nodes: int = 1) -> dict[str, Any]:
+                      nodes: int = 1) -> dict[str, Any]:
     """The communication ceiling when no all-reduce was measured at the serving rank count: each all-reduce
     estimated from the per-pair copy latency and the step count of the algorithm NCCL picks
     (all_reduce_estimate). The result has measured_ceiling's keys, ``basis`` ``estimated_from_pair_latency``
@@ -204,7 +204,7 @@ def estimated_ceiling(model: Model, hop_latency_us: float, bus_gbps: float | Non
               "GPU-to-GPU copy latency")
     assumptions = [f"{model.allreduces_per_step} all-reduces per decode step", *loaded["assumptions"]]
     result = _ceiling(model, batch, loaded["message_bytes"], loaded["time_us"], single["time_us"], ESTIMATED,
-                    "estimated", source, assumptions, [])
+                      "estimated", source, assumptions, [])
     result["estimate"] = loaded
     return result
 

@@ -43,8 +43,6 @@ SOURCE = ("SGLang's model code under tensor parallelism: one all-reduce after at
           "the MLP or MoE block (down_proj / experts' sum) per layer, one after the vocab-parallel embedding")
 
 
-
-
 def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     # Multimodal configs keep the language model's fields under text_config.
     inner = config.get("text_config")
