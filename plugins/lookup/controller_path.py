@@ -15,19 +15,14 @@ description:
   - The rule C(gpuhost.gpu.report_dir) applies to the report directory, for the other paths a user gives (a capture
     to replay, the directories of saved captures, wheels and locks, saved logs and C(--help) outputs).
 version_added: "1.1.0"
+extends_documentation_fragment:
+  - gpuhost.gpu.controller_paths
 author:
   - GPU host audit maintainers (@gpuhost)
 options:
   _terms:
     description: The paths, as the user gave them; none for the directory itself.
     required: false
-  base:
-    description:
-      - The directory a relative path is taken from instead of the one C(ansible-playbook) runs from, for a playbook
-        whose user ran it from elsewhere (C(make -C) runs it from the repository, so C(playbooks/analyze.yml) passes
-        the caller's directory). Empty, the directory C(ansible-playbook) runs from.
-    type: str
-    default: ""
 seealso:
   - plugin: gpuhost.gpu.report_dir
     plugin_type: lookup

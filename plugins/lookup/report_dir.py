@@ -19,19 +19,14 @@ description:
     C(sglang_serve_report_dir), C(proxmox_vm_gpu_report_dir), C(proxmox_fix_report_dir), C(gpu_analyze_report_dir))
     is no longer read; where one is set, a warning says so and names the directory used.
 version_added: "1.1.0"
+extends_documentation_fragment:
+  - gpuhost.gpu.controller_paths
 author:
   - GPU host audit maintainers (@gpuhost)
 options:
   _terms:
     description: None; the directory comes from C(gpuhost_report_dir).
     required: false
-  base:
-    description:
-      - The directory a relative path is taken from instead of the one C(ansible-playbook) runs from, for a playbook
-        whose user ran it from elsewhere (C(make -C) runs it from the repository, so C(playbooks/analyze.yml) passes
-        the caller's directory). Empty, the directory C(ansible-playbook) runs from.
-    type: str
-    default: ""
 notes:
   - Resolving here, not in each role, is what makes C(-e gpuhost_report_dir=out/reports) mean the same directory to
     the audit, the benchmark, the gate, the deployment and the playbooks; the relative path is never taken from a
