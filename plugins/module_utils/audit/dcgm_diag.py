@@ -17,7 +17,6 @@ from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import DCGM_DIAG
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import Source
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.dcgm_diag import DcgmDiagParseError, parse_dcgm_diag
 
 DCGM_DIAG_MATERIAL = "dcgm-diag"
 DEFAULT_TIMEOUT_S = 300
@@ -50,6 +49,13 @@ def gather_dcgm_diag(source: Source, run: bool, timeout_s: float = DEFAULT_TIMEO
 
 
 def _read(origin: str, level: int | None, text: str) -> dict[str, Any]:
+    # Imported here, not above: only a host asked to run dcgmi (or material holding its output) reads it, and the
+    # module every audited host runs compiles only what it runs (docs/development.md).
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.dcgm_diag import (
+        DcgmDiagParseError,
+        parse_dcgm_diag,
+    )
+
     try:
         return {"source": origin, "level": level, "result": parse_dcgm_diag(text), "reason": None}
     except DcgmDiagParseError as exc:

@@ -23,11 +23,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import 
     TOPO_P2P_MATERIAL,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import Source
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers import (
-    nvidia_smi_list,
-    nvidia_smi_query,
-    nvidia_smi_topo,
-)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers import nvidia_smi_list, nvidia_smi_query
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_common import NvidiaSmiParseError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_failure import nvidia_smi_failure
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.p2p_capability import NOT_STATED, capability_name
@@ -213,6 +209,10 @@ def _p2p_matrices(source: Source) -> dict[str, list[list[str]]]:
 def _p2p_matrix(source: Source, key: str, out: str) -> list[list[str | None]]:
     """A topo -p2p matrix; material's paste cut after some rows gives those rows (the others not read,
     and said so), as a host's own output is never cut."""
+    # Imported here and in _topology, not above: only a host without NVML readings (or material) reads nvidia-smi's
+    # matrices, and the module every audited host runs compiles only what it runs (docs/development.md).
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers import nvidia_smi_topo
+
     parsed = nvidia_smi_topo.parse_topo_p2p(out, cut_ok=source.partial)
     if parsed.missing_rows:
         source.note_problem(key, f"the paste is cut: rows {', '.join(parsed.missing_rows)} are missing, their pairs "
@@ -221,6 +221,8 @@ def _p2p_matrix(source: Source, key: str, out: str) -> list[list[str | None]]:
 
 
 def _topology(source: Source) -> dict[str, Any]:
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers import nvidia_smi_topo  # see _p2p_matrix
+
     out, topo_error = _smi(source, TOPO_MATRIX.argv)
     if out is None:
         if topo_error != NOT_SEEN:

@@ -26,11 +26,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.nvml_health impo
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.pci import PCI_DIR
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import Source
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.health_limits import FABRIC_MANAGER_RUNNING
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.fabric_manager_log import (
-    log_events,
-    package_version,
-    version_mismatch,
-)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.kernel_log import parse_kernel_log, summarize_events
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_common import NvidiaSmiParseError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_failure import nvidia_smi_failure
@@ -165,6 +160,14 @@ def gather_fabric_manager(source: Source, pci_facts: dict[str, Any]) -> dict[str
     material = source.material(FABRIC_MANAGER_LOG_MATERIAL)
     if not switches and material is None:
         return None
+    # Imported here, not above: only a host with NVSwitches (or material) reads the fabric manager's log, and the
+    # module every audited host runs compiles only what it runs (docs/development.md).
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.fabric_manager_log import (
+        log_events,
+        package_version,
+        version_mismatch,
+    )
+
     if material is not None:
         nvswitches = len(switches) if pci_facts.get("nvidia_devices") else None
         return {"nvswitches": nvswitches, "service": None, "version_mismatch": version_mismatch(material),

@@ -14,7 +14,6 @@ from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import LSPCI
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import Source
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.lspci import parse_lspci_vvv
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_common import (
     PciParseError,
     describe_pci_id,
@@ -114,6 +113,10 @@ class PciReader:
             return None
 
     def lspci(self) -> dict[str, Any]:
+        # Imported here, not above: only a host whose sysfs cannot tell (or material) reads lspci, and the module
+        # every audited host runs compiles only what it runs (docs/development.md).
+        from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.lspci import parse_lspci_vvv
+
         if not self._lspci_tried:
             self._lspci_tried = True
             result = self.source.run(LSPCI.argv)

@@ -17,7 +17,6 @@ from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import DETECT_VIRT, DMESG, LSPCI
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import Source
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.lspci import parse_lspci_vvv
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_common import PciParseError
 
 DMI_DIR = "/sys/class/dmi/id"
@@ -358,6 +357,10 @@ def lspci_signals(source: Source) -> tuple[list[Evidence], str | None]:
     bridges and QEMU's virtual devices, by id (``-nn``) or by name. Nothing from a healthy host's lspci: a paste
     may hold only some devices, so no device proves bare metal. With them, the QEMU machine type the bridge
     tells."""
+    # Imported here, not above: only material without a sysfs tree is read so, and the module every audited host
+    # runs compiles only what it runs (docs/development.md).
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.lspci import parse_lspci_vvv
+
     result = source.run(LSPCI.argv)
     if not result.ok:
         return [], None
