@@ -12,7 +12,7 @@ description:
     with one row per host. Meant to run once, on the controller, with the facts of every host of the play,
     so that a fleet of hundreds writes its reports in one task instead of hundreds.
   - "Beside C(fleet.md), C(<dest>/fleet.json) holds its rows as data, keyed by the real host names (C(fleet.md)
-    escapes them for Markdown): where each row comes from (C(audit)) and, for a host lost, the reason given
+    escapes them for Markdown): where each row comes from (C(audit)) and, for a host lost, the reason recorded
     (C(msg)). Runs that write one directory at once take turns on the table: each holds an exclusive lock on
     C(<dest>/.fleet.lock) from reading the table to writing the new one, so that none writes away the rows of
     another (AWX job slices with O(fleet_keep))."
@@ -63,6 +63,10 @@ options:
         Any other is shown from its last report, C(<dest>/<host>.json), marked C(unreachable) or C(failed) (with
         the result's C(msg)) or C(not audited), and with that file's date, its modification time in UTC (reports
         carry no timestamp, so that a re-run changes no file).
+      - "A host the table already records as lost the same way (C(fleet.json)) keeps the reason recorded then:
+        Ansible words one failure differently from run to run (a refused ssh connection reads C(Connection
+        refused) or C(Broken pipe) by timing), and a re-run must change no file. The run's own message is in the
+        host's task result."
     type: dict
     default: {}
   fleet_keep:
@@ -146,7 +150,8 @@ lines:
 fleet:
   description: >-
     Per host of the fleet table, where its row comes from: C(this run), or why not (C(unreachable), C(failed),
-    C(not audited)), its last report's date when it has one, and the reason the run gave.
+    C(not audited)), its last report's date when it has one, and the reason recorded (the one the run gave, or the
+    one recorded when the host was first lost that way, see O(fleet_hosts)).
   returned: always
   type: dict
   sample:
@@ -224,6 +229,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.files.fleet_table impo
     FLEET_JSON,
     fleet_json,
     fleet_lock,
+    lost_reason,
     recorded_rows,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.last_report import previous_report, report_date
@@ -305,12 +311,15 @@ def usable_bench(bench: object, what: str, warn=None) -> dict | None:
     return checked.bench
 
 
-def fleet_rows(dest: str, hosts: dict, fleet_hosts: dict, warn=None) -> tuple[dict, dict]:
+def fleet_rows(dest: str, hosts: dict, fleet_hosts: dict, warn=None,
+               recorded: dict | None = None) -> tuple[dict, dict]:
     """The fleet table's hosts beyond `hosts`: those audited in this run (facts), and the absent ones.
 
     An absent host shows its last report with that file's modification time: the date of the audit it holds
     (a report is rewritten only when its content changes, so a later audit that found the same left it as it was).
+    A host lost as the table last recorded it keeps the reason recorded then (files/fleet_table.py, lost_reason).
     """
+    recorded = recorded or {}
     audited, absent = {}, {}
     for host, result in sorted(fleet_hosts.items()):
         if host in hosts:
@@ -324,21 +333,22 @@ def fleet_rows(dest: str, hosts: dict, fleet_hosts: dict, warn=None) -> tuple[di
         status = "unreachable" if result.get("unreachable") else "failed" if result.get("failed") else "not audited"
         report = previous_report(dest, host, warn)
         msg = str(result["msg"]) if status != "not audited" and result.get("msg") else None
-        absent[host] = {"status": status, "msg": msg,
+        absent[host] = {"status": status, "msg": lost_reason(recorded.get(host), status, msg) if msg else None,
                         "report": report, "report_date": report_date(dest, host) if report else None}
     return audited, absent
 
 
 def assembled(dest: str, hosts: dict, fleet: bool, captures: dict, captures_dest: str | None,
               bench: dict | None = None, fleet_hosts: dict | None = None,
-              warn=None) -> tuple[dict[str, str], dict, dict]:
+              warn=None, recorded: dict | None = None) -> tuple[dict[str, str], dict, dict]:
     """The files to write (report/files_plan.py, and fleet.json beside fleet.md), the hosts' facts as written
-    (benchmark merged, guests linked), and per host of the fleet table where its row comes from."""
+    (benchmark merged, guests linked), and per host of the fleet table where its row comes from. ``recorded``: the
+    table's rows as last written (files/fleet_table.py)."""
     bench = bench or {}
     hosts = {host: merge_bench(facts, usable_bench(bench[host], f"{host}: the benchmark results given", warn)
                                if bench.get(host) else previous_bench(dest, host, warn))
              for host, facts in hosts.items()}
-    audited, absent = fleet_rows(dest, hosts, fleet_hosts or {}, warn)
+    audited, absent = fleet_rows(dest, hosts, fleet_hosts or {}, warn, recorded)
     # The Proxmox hosts audited in this run link their guests, whether their reports are written here or not
     # (the benchmark's task writes the guests' reports only): a re-run then rewrites nothing.
     hosts = link_guests(hosts, audited, warn)
@@ -420,16 +430,16 @@ def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[Plan, dict, dic
         module.fail_json(msg="captures were given but no captures_dest to write them to")
     fleet_hosts = module.params["fleet_hosts"]
     # The table's rows as last written, by the real host names (never read back from fleet.md, whose names are
-    # escaped for Markdown): the hosts fleet_keep keeps.
+    # escaped for Markdown): the hosts fleet_keep keeps, and the reasons recorded for hosts lost.
+    recorded = recorded_rows(dest, module.warn) if module.params["fleet"] else {}
     if module.params["fleet_keep"]:
-        recorded = recorded_rows(dest, module.warn)
         check_host_names(recorded, RESERVED)
         fleet_hosts = {**dict.fromkeys(recorded), **fleet_hosts}
     files, linked, fleet = assembled(dest, hosts, module.params["fleet"], captures, module.params["captures_dest"],
-                                     module.params["bench"], fleet_hosts, module.warn)
+                                     module.params["bench"], fleet_hosts, module.warn, recorded)
     # The hosts' JSON reports (and fleet.json) were read already, and said so when not UTF-8.
     read_before = {os.path.join(dest, f"{host}.json") for host in hosts}
-    if module.params["fleet_keep"]:
+    if module.params["fleet"]:
         read_before.add(os.path.join(dest, FLEET_JSON))
     return (plan_files(files, warn=module.warn, warned=read_before, at_most=parse_mode(module.params["mode"])),
             guest_links(linked), fleet, linked)

@@ -2,15 +2,15 @@
 
 fleet.md is written for people: a host name in it is escaped for Markdown, so its rows cannot be read back as host
 names (a name holding a backtick, ``\\``, ``|``, ``&``, ``<`` or ``[`` came back as another name, a new "not
-audited" row each run). Whatever a run keeps of the table (``fleet_keep``) it reads from ``fleet.json``, keyed by
-the real host names::
+audited" row each run). Whatever a run keeps of the table (``fleet_keep``), and the reason it recorded for a host it
+lost, it reads from ``fleet.json``, keyed by the real host names::
 
     {"format": "gpuhost-fleet/1",
      "hosts": {"gpu-node-1": {"audit": "this run"},
                "gpu-node-2": {"audit": "unreachable", "msg": "ssh: connect to host ... Connection refused"}}}
 
 ``audit`` is where the row comes from (gpu_audit_report's ``fleet`` return): ``this run``, ``unreachable``,
-``failed`` or ``not audited``; ``msg``, for the two lost ones, the reason given (null when none was).
+``failed`` or ``not audited``; ``msg``, for the two lost ones, the reason recorded (null when none was given).
 A directory written before fleet.json existed has ``fleet.d/`` (files/fleet_runs.py), written beside fleet.md by
 the audit of every version: its hosts stand in, once.
 
@@ -94,6 +94,16 @@ def recorded_rows(dest: str, warn: Warn | None = None) -> dict[str, dict[str, An
                  f"in {RUNS_DIR}/ are read instead, and it is replaced by this run's table")
     return {host: {"audit": source["audit"], "msg": source.get("msg")}
             for host, source in read_sources(dest, warn or (lambda _message: None)).items()}
+
+
+def lost_reason(recorded: dict[str, Any] | None, status: str, msg: str | None) -> str | None:
+    """The reason to record for a host lost with ``status`` and this run's ``msg``: the one recorded when it was
+    first lost that way, while it stays so. Ansible words one failure differently from run to run (an ssh
+    connection refused is "Connection refused" or "[Errno 32] Broken pipe", by which of ssh and Ansible's write
+    to it ends first), and a table rewritten for that would make every re-run a change."""
+    if recorded and recorded.get("audit") == status and recorded.get("msg"):
+        return str(recorded["msg"])
+    return msg
 
 
 @contextlib.contextmanager

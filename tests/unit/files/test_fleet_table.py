@@ -1,5 +1,6 @@
 """The fleet table's rows by real host name (fleet.json), merged under a lock by runs that write one directory at
-once (files/fleet_table.py, through gpu_audit_report)."""
+once, and the reason recorded for a host lost kept while it stays lost that way (files/fleet_table.py, through
+gpu_audit_report)."""
 
 from __future__ import annotations
 
@@ -98,6 +99,28 @@ def test_slices_writing_one_directory_at_once_lose_no_row(tmp_path: Path) -> Non
         assert set(table(dest)) == expected, f"round {number}: lost {sorted(expected - set(table(dest)))}"
         assert f"{len(expected)} host(s):" in (dest / "fleet.md").read_text()
     assert not [p.name for p in dest.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_host_lost_the_same_way_keeps_the_reason_recorded_so_a_rerun_changes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Ansible words one refused ssh connection two ways, by which of ssh and its own write to it ends first.
+    refused = "Data could not be sent to remote host \"10.0.0.9\": ssh: connect to host 10.0.0.9 port 22: " \
+              "Connection refused"
+    broken = "Data could not be sent to remote host '10.0.0.9': [Errno 32] Broken pipe"
+    args = {"dest": str(tmp_path), "hosts": {"a": FACTS}}
+    first = run_module(gpu_audit_report.main, {**args, "fleet_hosts": {"gone": {"unreachable": True, "msg": refused}}},
+                       capsys)
+    assert first["fleet"]["gone"]["msg"] == refused
+    again = run_module(gpu_audit_report.main, {**args, "fleet_hosts": {"gone": {"unreachable": True, "msg": broken}}},
+                       capsys)
+    assert (again["changed"], again["written"]) == (False, [])
+    assert again["fleet"]["gone"]["msg"] == refused and "Connection refused" in (tmp_path / "fleet.md").read_text()
+    assert table(tmp_path)["gone"] == {"audit": "unreachable", "msg": refused}
+    # Lost another way, it says the new reason.
+    failed = run_module(gpu_audit_report.main, {**args, "fleet_hosts": {"gone": {"failed": True, "msg": "no capture"}}},
+                        capsys)
+    assert failed["fleet"]["gone"]["msg"] == "no capture"
+    assert "- gone: failed: no capture" in (tmp_path / "fleet.md").read_text()
 
 
 def test_a_directory_of_an_earlier_version_keeps_the_hosts_its_fleet_d_records(
