@@ -332,7 +332,8 @@ def test_a_second_run_changes_nothing(written):
     recap = written["second"]["stats"]
     assert {host: stats["changed"] for host, stats in recap.items() if stats["changed"]} == {}
     # What the second run's lost host was told, whichever wording, left the table's reason as the first recorded.
-    first, second = (task_results(written[run], "Write the reports on the controller") for run in ("first", "second"))
+    first, second = (task_results({"output": written[run]}, "Write the reports on the controller")
+                     for run in ("first", "second"))
     assert first["incident-guest"]["fleet"]["lost-gpu-host"] == second["incident-guest"]["fleet"]["lost-gpu-host"]
 
 

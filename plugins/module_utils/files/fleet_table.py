@@ -106,6 +106,14 @@ def lost_reason(recorded: dict[str, Any] | None, status: str, msg: str | None) -
     return msg
 
 
+def _open_read_only(path: str, dest: str) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as err:
+        raise ReportFileError(f"cannot open the lock {path}: {err.strerror or err}; make {dest} writable", path,
+                              err.strerror) from None
+
+
 @contextlib.contextmanager
 def fleet_lock(dest: str, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
     """Hold ``<dest>/.fleet.lock`` exclusively (creating ``dest`` when missing) for the block; ReportFileError when
@@ -114,7 +122,11 @@ def fleet_lock(dest: str, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
     make_directory(dest)
     path = os.path.join(dest, LOCK)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # Readable by all, it holds nothing: another user that writes the directory (a shared AWX volume) opens it
+        # read-only, which flock takes as well on a local file system.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except PermissionError:
+        fd = _open_read_only(path, dest)
     except OSError as err:
         raise ReportFileError(f"cannot open the lock {path}: {err.strerror or err}; make {dest} writable", path,
                               err.strerror) from None

@@ -159,3 +159,20 @@ def test_the_lock_is_exclusive_and_a_run_that_holds_it_too_long_is_named(tmp_pat
         holder.wait()
     with fleet_lock(str(tmp_path), wait_s=5):
         assert os.path.exists(tmp_path / LOCK)
+
+
+def test_another_user_of_the_directory_takes_the_lock_read_only(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / LOCK).touch()
+    opened = []
+    real_open = os.open
+
+    def as_another_user(path: str, flags: int, *args: int) -> int:
+        if flags & os.O_RDWR:
+            raise PermissionError(13, "Permission denied")
+        opened.append(flags)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", as_another_user)
+    with fleet_lock(str(tmp_path), wait_s=5):
+        assert opened and not opened[0] & (os.O_RDWR | os.O_WRONLY)
