@@ -64,8 +64,9 @@ def fleet_json(sources: dict[str, dict[str, Any]]) -> str:
 
 def _rows(document: Any) -> dict[str, dict[str, Any]] | None:
     """The rows of a fleet.json document; None when it is not one in the shape written here."""
-    if not isinstance(document, dict) or document.get("format") != FORMAT or not isinstance(document.get("hosts"),
-                                                                                             dict):
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        return None
+    if not isinstance(document.get("hosts"), dict):
         return None
     rows = {}
     for host, row in document["hosts"].items():
