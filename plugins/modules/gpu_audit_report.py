@@ -470,12 +470,12 @@ def main() -> None:
     # Runs writing one directory at once (job slices, fleet_keep) read and rewrite the fleet table one at a time:
     # a run that read the table before another wrote its rows would write them away. Check mode writes nothing,
     # so it takes no lock (and creates no directory for one).
-    lock = fleet_lock(dest) if module.params["fleet"] and not module.check_mode else contextlib.nullcontext()
     try:
         # What the arguments alone refuse fails before the lock creates the directory: nothing is written then.
         check_host_names([*hosts, *module.params["fleet_hosts"], *module.params["captures"]], RESERVED)
-        parse_mode(module.params["mode"])
-        with lock:
+        mode = parse_mode(module.params["mode"])
+        locked = module.params["fleet"] and not module.check_mode
+        with fleet_lock(dest, mode=mode) if locked else contextlib.nullcontext():
             planned, links, fleet, reported = plan(module, dest, hosts)
             diffs = planned.diff() if module._diff else []
             changed = planned.changed

@@ -104,7 +104,7 @@ def main() -> None:
     sources: dict[str, dict] = {}
     # The audit's runs into dest (fleet_keep) read and rewrite the table under this lock: the merged table is
     # written between them, never over a table one of them made meanwhile.
-    lock = fleet_lock(dest) if not module.check_mode else contextlib.nullcontext()
+    lock = fleet_lock(dest, mode=REPORT_MODE) if not module.check_mode else contextlib.nullcontext()
     try:
         with lock:
             audited, absent, origin = merged_rows(dirs, module.warn)

@@ -116,16 +116,17 @@ def _open_read_only(path: str, dest: str) -> int:
 
 
 @contextlib.contextmanager
-def fleet_lock(dest: str, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+def fleet_lock(dest: str, wait_s: float = LOCK_WAIT_S, mode: int = 0o600) -> Iterator[None]:
     """Hold ``<dest>/.fleet.lock`` exclusively (creating ``dest`` when missing) for the block; ReportFileError when
     it cannot be made, or another run holds it past ``wait_s``. The lock file stays: removing it would let a run
-    that opened it before the removal and one that opens it after hold two different locks."""
+    that opened it before the removal and one that opens it after hold two different locks. A new one gets
+    ``mode``, the reports' own."""
     make_directory(dest)
     path = os.path.join(dest, LOCK)
     try:
-        # Readable by all, it holds nothing: another user that writes the directory (a shared AWX volume) opens it
-        # read-only, which flock takes as well on a local file system.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # Another user who shares the reports (a mode such as 0640) and may not write the lock opens it read-only,
+        # which flock takes as well on a local file system.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
     except PermissionError:
         fd = _open_read_only(path, dest)
     except OSError as err:
