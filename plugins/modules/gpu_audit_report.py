@@ -33,7 +33,7 @@ description:
   - "Host names become file names as they are, or the module fails before writing anything: a name that is
     empty, C(.) or C(..), holds C(/), NUL or another non-printable character, is over 200 bytes, or is
     C(fleet) (the name of C(fleet.md)) is refused, whether in O(hosts), O(fleet_hosts), O(captures) or the
-    existing C(fleet.md). A directory where a report file goes fails the task with what to do, also in check
+    existing table (C(fleet.json)). A directory where a report file goes fails the task with what to do, also in check
     mode."
 version_added: "1.0.0"
 extends_documentation_fragment:
