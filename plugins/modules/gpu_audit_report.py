@@ -11,6 +11,11 @@ description:
   - Writes C(<dest>/<host>.json) and C(<dest>/<host>.md) for every host given, and C(<dest>/fleet.md)
     with one row per host. Meant to run once, on the controller, with the facts of every host of the play,
     so that a fleet of hundreds writes its reports in one task instead of hundreds.
+  - "Beside C(fleet.md), C(<dest>/fleet.json) holds its rows as data, keyed by the real host names (C(fleet.md)
+    escapes them for Markdown): where each row comes from (C(audit)) and, for a host lost, the reason recorded
+    (C(msg)). Runs that write one directory at once take turns on the table: each holds an exclusive lock on
+    C(<dest>/.fleet.lock) from reading the table to writing the new one, so that none writes away the rows of
+    another (AWX job slices with O(fleet_keep))."
   - "When the hosts include Proxmox VE nodes audited with their VM configs, a guest's P2P finding is linked to
     the VM that runs it (the guest's DMI product_uuid is the VM's smbios1 uuid): its remedy names that host,
     the VM id and the exact C(qm set) commands."
@@ -19,14 +24,16 @@ description:
     and, when a benchmark is folded in, when it was measured and on what facts (C(proof)); findings gpu_gone,
     gpu_added, link_trained_lower and p2p_proof_stale come from them (report/drift.py says how they persist)."
   - A file is rewritten only when its content differs, so a second run with the same facts reports no change.
-    Check mode says what would change and writes nothing; diff mode shows the changed files.
+    Check mode says what would change and writes nothing (and takes no lock); diff mode shows the changed files.
   - "Each file is written whole or not at all: a temporary file in the same directory, flushed to disk, then
     renamed over the old one; a write that fails removes its temporary file. A file replaced keeps its mode
-    (new ones get C(0644)). An existing file that is not UTF-8 is replaced, with a warning."
+    (new ones get C(0644)). An existing file that is not UTF-8 is replaced, with a warning. The temporary files
+    a run killed while writing left behind (C(.gpuhost-<machine>-<pid>-*.tmp)) are removed by the next run that
+    writes the directory: at once when that process is gone from this machine, else after an hour."
   - "Host names become file names as they are, or the module fails before writing anything: a name that is
     empty, C(.) or C(..), holds C(/), NUL or another non-printable character, is over 200 bytes, or is
     C(fleet) (the name of C(fleet.md)) is refused, whether in O(hosts), O(fleet_hosts), O(captures) or the
-    existing C(fleet.md). A directory where a report file goes fails the task with what to do, also in check
+    existing table (C(fleet.json)). A directory where a report file goes fails the task with what to do, also in check
     mode."
 version_added: "1.0.0"
 extends_documentation_fragment:
@@ -56,12 +63,17 @@ options:
         Any other is shown from its last report, C(<dest>/<host>.json), marked C(unreachable) or C(failed) (with
         the result's C(msg)) or C(not audited), and with that file's date, its modification time in UTC (reports
         carry no timestamp, so that a re-run changes no file).
+      - "A host the table already records as lost the same way (C(fleet.json)) keeps the reason recorded then:
+        Ansible words one failure differently from run to run (a refused ssh connection reads C(Connection
+        refused) or C(Broken pipe) by timing), and a re-run must change no file. The run's own message is in the
+        host's task result."
     type: dict
     default: {}
   fleet_keep:
     description:
-      - Also keep every host the existing C(<dest>/fleet.md) lists, as if given in O(fleet_hosts) with no result,
-        so that a later phase (the benchmark) adds to the table and never shrinks it.
+      - Also keep every host of the existing table (C(<dest>/fleet.json); in a directory written before it
+        existed, the hosts of C(<dest>/fleet.d/)), as if given in O(fleet_hosts) with no result, so that a later
+        phase (the benchmark) or another slice adds to the table and never shrinks it.
     type: bool
     default: false
   bench:
@@ -125,7 +137,7 @@ written:
   returned: always
   type: list
   elements: str
-  sample: [reports/gpu-node-1.json, reports/gpu-node-1.md, reports/fleet.md]
+  sample: [reports/fleet.json, reports/fleet.md, reports/gpu-node-1.json, reports/gpu-node-1.md]
 lines:
   description: >-
     Per host given, the line the audit prints: verdict, virtualization, GPU count, P2P, the worst finding, the
@@ -138,7 +150,8 @@ lines:
 fleet:
   description: >-
     Per host of the fleet table, where its row comes from: C(this run), or why not (C(unreachable), C(failed),
-    C(not audited)), its last report's date when it has one, and the reason the run gave.
+    C(not audited)), its last report's date when it has one, and the reason recorded (the one the run gave, or the
+    one recorded when the host was first lost that way, see O(fleet_hosts)).
   returned: always
   type: dict
   sample:
@@ -205,21 +218,26 @@ guest_links:
         p2p_not_supported: "This guest is VM 120 (glm5) on the Proxmox host pve-node-1 ..."
 """
 
+import contextlib
 import json
 import os
-import re
 import time
 from collections.abc import Callable
 from typing import Any
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files.fleet_table import (
+    FLEET_JSON,
+    fleet_json,
+    fleet_lock,
+    lost_reason,
+    recorded_rows,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.last_report import previous_report, report_date
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.report_files import check_host_names, parse_mode
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import (
     Plan,
     ReportFileError,
-    as_text,
     plan_files,
-    read_existing,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import with_findings
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.bench_shape import check_bench
@@ -242,8 +260,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_plans im
 
 from ansible.module_utils.basic import AnsibleModule
 
-# A row of fleet.md's table: its first cell, the host (a "|" in it escaped as "\\|").
-FLEET_ROW = re.compile(r"^\| ((?:[^|\\]|\\.)+?) \|")
 # Host names that would overwrite the fleet's own file.
 RESERVED = (FLEET_INDEX,)
 
@@ -295,35 +311,15 @@ def usable_bench(bench: object, what: str, warn=None) -> dict | None:
     return checked.bench
 
 
-def fleet_listed(dest: str, warn=None) -> list[str]:
-    """The hosts the existing fleet.md lists: the first cell of each row of its table."""
-    hosts, in_table = [], False
-    path = os.path.join(dest, "fleet.md")
-    data = read_existing(path)
-    text = as_text(data)
-    if data is not None and text is None:
-        # Names read through replacement characters would be rows of hosts that do not exist, kept forever.
-        if warn:
-            warn(f"{path} is not UTF-8: the hosts it lists are not kept; it is replaced by this run's table")
-        return []
-    for line in (text or "").splitlines():
-        if line.startswith("| Host |"):
-            in_table = True
-        elif in_table and not line.startswith("|"):
-            break
-        elif in_table and not line.startswith("|---"):
-            match = FLEET_ROW.match(line)
-            if match:
-                hosts.append(match.group(1).replace("\\|", "|"))
-    return hosts
-
-
-def fleet_rows(dest: str, hosts: dict, fleet_hosts: dict, warn=None) -> tuple[dict, dict]:
+def fleet_rows(dest: str, hosts: dict, fleet_hosts: dict, warn=None,
+               recorded: dict | None = None) -> tuple[dict, dict]:
     """The fleet table's hosts beyond `hosts`: those audited in this run (facts), and the absent ones.
 
     An absent host shows its last report with that file's modification time: the date of the audit it holds
     (a report is rewritten only when its content changes, so a later audit that found the same left it as it was).
+    A host lost as the table last recorded it keeps the reason recorded then (files/fleet_table.py, lost_reason).
     """
+    recorded = recorded or {}
     audited, absent = {}, {}
     for host, result in sorted(fleet_hosts.items()):
         if host in hosts:
@@ -336,21 +332,23 @@ def fleet_rows(dest: str, hosts: dict, fleet_hosts: dict, warn=None) -> tuple[di
             continue
         status = "unreachable" if result.get("unreachable") else "failed" if result.get("failed") else "not audited"
         report = previous_report(dest, host, warn)
-        absent[host] = {"status": status, "msg": str(result["msg"]) if status != "not audited" and result.get("msg")
-                        else None, "report": report, "report_date": report_date(dest, host) if report else None}
+        msg = str(result["msg"]) if status != "not audited" and result.get("msg") else None
+        absent[host] = {"status": status, "msg": lost_reason(recorded.get(host), status, msg) if msg else None,
+                        "report": report, "report_date": report_date(dest, host) if report else None}
     return audited, absent
 
 
 def assembled(dest: str, hosts: dict, fleet: bool, captures: dict, captures_dest: str | None,
               bench: dict | None = None, fleet_hosts: dict | None = None,
-              warn=None) -> tuple[dict[str, str], dict, dict]:
-    """The files to write (report/files_plan.py), the hosts' facts as written (benchmark merged, guests linked), and
-    per host of the fleet table where its row comes from."""
+              warn=None, recorded: dict | None = None) -> tuple[dict[str, str], dict, dict]:
+    """The files to write (report/files_plan.py, and fleet.json beside fleet.md), the hosts' facts as written
+    (benchmark merged, guests linked), and per host of the fleet table where its row comes from. ``recorded``: the
+    table's rows as last written (files/fleet_table.py)."""
     bench = bench or {}
     hosts = {host: merge_bench(facts, usable_bench(bench[host], f"{host}: the benchmark results given", warn)
                                if bench.get(host) else previous_bench(dest, host, warn))
              for host, facts in hosts.items()}
-    audited, absent = fleet_rows(dest, hosts, fleet_hosts or {}, warn)
+    audited, absent = fleet_rows(dest, hosts, fleet_hosts or {}, warn, recorded)
     # The Proxmox hosts audited in this run link their guests, whether their reports are written here or not
     # (the benchmark's task writes the guests' reports only): a re-run then rewrites nothing.
     hosts = link_guests(hosts, audited, warn)
@@ -367,6 +365,7 @@ def assembled(dest: str, hosts: dict, fleet: bool, captures: dict, captures_dest
         sources = {host: {"audit": "this run"} for host in [*hosts, *audited]}
         sources.update({host: {"audit": row["status"], "report_date": row["report_date"], "msg": row["msg"]}
                         for host, row in absent.items()})
+        files[os.path.join(dest, FLEET_JSON)] = fleet_json(sources)
     return files, hosts, dict(sorted(sources.items()))
 
 
@@ -430,17 +429,18 @@ def plan(module: AnsibleModule, dest: str, hosts: dict) -> tuple[Plan, dict, dic
     if captures and not module.params["captures_dest"]:
         module.fail_json(msg="captures were given but no captures_dest to write them to")
     fleet_hosts = module.params["fleet_hosts"]
-    check_host_names([*hosts, *fleet_hosts, *captures], RESERVED)
+    # The table's rows as last written, by the real host names (never read back from fleet.md, whose names are
+    # escaped for Markdown): the hosts fleet_keep keeps, and the reasons recorded for hosts lost.
+    recorded = recorded_rows(dest, module.warn) if module.params["fleet"] else {}
     if module.params["fleet_keep"]:
-        listed = fleet_listed(dest, module.warn)
-        check_host_names(listed, RESERVED)
-        fleet_hosts = {**dict.fromkeys(listed), **fleet_hosts}
+        check_host_names(recorded, RESERVED)
+        fleet_hosts = {**dict.fromkeys(recorded), **fleet_hosts}
     files, linked, fleet = assembled(dest, hosts, module.params["fleet"], captures, module.params["captures_dest"],
-                                     module.params["bench"], fleet_hosts, module.warn)
-    # The hosts' JSON reports (and fleet.md, with fleet_keep) were read already, and said so when not UTF-8.
+                                     module.params["bench"], fleet_hosts, module.warn, recorded)
+    # The hosts' JSON reports (and fleet.json) were read already, and said so when not UTF-8.
     read_before = {os.path.join(dest, f"{host}.json") for host in hosts}
-    if module.params["fleet_keep"]:
-        read_before.add(os.path.join(dest, "fleet.md"))
+    if module.params["fleet"]:
+        read_before.add(os.path.join(dest, FLEET_JSON))
     return (plan_files(files, warn=module.warn, warned=read_before, at_most=parse_mode(module.params["mode"])),
             guest_links(linked), fleet, linked)
 
@@ -467,17 +467,25 @@ def main() -> None:
     if bad:
         module.fail_json(msg=f"no audit facts for {', '.join(bad)}: expected each host's ansible_facts.gpu_host "
                              "from gpu_host_facts; run the audit on those hosts first")
+    # Runs writing one directory at once (job slices, fleet_keep) read and rewrite the fleet table one at a time:
+    # a run that read the table before another wrote its rows would write them away. Check mode writes nothing,
+    # so it takes no lock (and creates no directory for one).
     try:
-        planned, links, fleet, reported = plan(module, dest, hosts)
-        diffs = planned.diff() if module._diff else []
+        # What the arguments alone refuse fails before the lock creates the directory: nothing is written then.
+        check_host_names([*hosts, *module.params["fleet_hosts"], *module.params["captures"]], RESERVED)
+        mode = parse_mode(module.params["mode"])
+        locked = module.params["fleet"] and not module.check_mode
+        with fleet_lock(dest, mode=mode) if locked else contextlib.nullcontext():
+            planned, links, fleet, reported = plan(module, dest, hosts)
+            diffs = planned.diff() if module._diff else []
+            changed = planned.changed
+            try:
+                planned.commit(module.check_mode, create_dirs=True)
+            except ReportFileError as exc:
+                module.fail_json(msg=f"cannot write the reports under {dest}: {exc}; set gpuhost_report_dir to a "
+                                     "writable directory", changed=bool(exc.written), written=sorted(exc.written))
     except ReportFileError as exc:
         module.fail_json(msg=f"gpu_audit_report: {exc}")
-    changed = planned.changed
-    try:
-        planned.commit(module.check_mode, create_dirs=True)
-    except ReportFileError as exc:
-        module.fail_json(msg=f"cannot write the reports under {dest}: {exc}; set gpuhost_report_dir to a "
-                             "writable directory", changed=bool(exc.written), written=sorted(exc.written))
     reports = {host: {"json": os.path.join(dest, f"{host}.json"), "markdown": os.path.join(dest, f"{host}.md")}
                for host in hosts}
     # The line, the findings and the verdicts are those of the report (drift findings included), not of the audit.

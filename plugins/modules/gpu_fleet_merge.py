@@ -15,8 +15,10 @@ description:
   - "Made for the runs an execution environment cannot keep together, such as the slices of an AWX sliced job, each
     a separate run over part of the inventory, into one directory or each into its own."
   - "A host found in several directories is taken from the first of O(dirs) that holds it, with a warning. Only
-    C(fleet.md) is written; the host reports are only read. A file is rewritten only when its content differs; check
-    mode writes nothing; diff mode shows the change."
+    C(fleet.md) and C(fleet.json) (its rows by host name, which a later run with
+    O(gpuhost.gpu.gpu_audit_report#module:fleet_keep) keeps) are written, under the lock the audit takes on the
+    table (C(<dest>/.fleet.lock)); the host reports are only read. A file is rewritten only when its content
+    differs; check mode writes nothing; diff mode shows the change."
 version_added: "1.1.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -28,7 +30,7 @@ options:
     elements: path
     required: true
   dest:
-    description: The directory for C(fleet.md); the first of O(dirs) when not given.
+    description: The directory for C(fleet.md) and C(fleet.json); the first of O(dirs) when not given.
     type: path
 author:
   - GPU host audit maintainers (@gpuhost)
@@ -44,11 +46,12 @@ EXAMPLES = r"""
 
 RETURN = r"""
 written:
-  description: The path of fleet.md when it was (or in check mode would be) written because its content changed.
+  description: The paths of fleet.md and fleet.json that were (or in check mode would be) written because their
+    content changed.
   returned: always
   type: list
   elements: str
-  sample: [/var/lib/gpuhost/reports/fleet.md]
+  sample: [/var/lib/gpuhost/reports/fleet.json, /var/lib/gpuhost/reports/fleet.md]
 fleet:
   description: Path of the fleet.md merged.
   returned: always
@@ -67,9 +70,11 @@ stats:
   type: dict
 """
 
+import contextlib
 import os
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.fleet_runs import RUNS_DIR, merged_rows
+from ansible_collections.gpuhost.gpu.plugins.module_utils.files.fleet_table import FLEET_JSON, fleet_json, fleet_lock
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.report_files import REPORT_MODE
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import ReportFileError, plan_files
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.fleet_stats import fleet_stats, host_verdicts
@@ -94,20 +99,29 @@ def main() -> None:
                              + (f"not a directory: {', '.join(missing)}" if missing else "found none")
                              + ". Give the gpuhost_report_dir of each run (mounted into the execution environment "
                              "under AWX)")
-    fleet = os.path.join(module.params["dest"] or dirs[0], "fleet.md")
+    dest = module.params["dest"] or dirs[0]
+    fleet = os.path.join(dest, "fleet.md")
+    sources: dict[str, dict] = {}
+    # The audit's runs into dest (fleet_keep) read and rewrite the table under this lock: the merged table is
+    # written between them, never over a table one of them made meanwhile.
+    lock = fleet_lock(dest, mode=REPORT_MODE) if not module.check_mode else contextlib.nullcontext()
     try:
-        audited, absent, origin = merged_rows(dirs, module.warn)
-        if not origin:
-            module.fail_json(msg=f"gpu_fleet_merge: no {RUNS_DIR}/ with the rows of an audit in {', '.join(dirs)}: "
-                                 "expected the report directories of audits run with this version. Run "
-                                 "playbooks/audit.yml into them first (or point dirs at them)")
-        planned = plan_files({fleet: fleet_markdown(audited, absent)}, warn=module.warn, at_most=REPORT_MODE)
-        diffs = planned.diff() if module._diff else []
-        changed = planned.commit(module.check_mode, create_dirs=True)
+        with lock:
+            audited, absent, origin = merged_rows(dirs, module.warn)
+            if not origin:
+                module.fail_json(msg=f"gpu_fleet_merge: no {RUNS_DIR}/ with the rows of an audit in "
+                                     f"{', '.join(dirs)}: expected the report directories of audits run with this "
+                                     "version. Run playbooks/audit.yml into them first (or point dirs at them)")
+            sources = {host: {"audit": row["status"], "msg": row["msg"]} for host, row in absent.items()}
+            rows = {**{host: {"audit": "this run"} for host in audited}, **sources}
+            planned = plan_files({fleet: fleet_markdown(audited, absent),
+                                  os.path.join(dest, FLEET_JSON): fleet_json(rows)},
+                                 warn=module.warn, at_most=REPORT_MODE)
+            diffs = planned.diff() if module._diff else []
+            changed = planned.commit(module.check_mode, create_dirs=True)
     except ReportFileError as exc:
         module.fail_json(msg=f"gpu_fleet_merge: {exc}; check that the directories are readable and that the "
                              "one for fleet.md is writable")
-    sources = {host: {"audit": row["status"], "msg": row["msg"]} for host, row in absent.items()}
     reports = {host: os.path.join(origin[host], f"{host}.md") for host in [*audited, *absent]
                if host in audited or absent[host]["report"] is not None}
     result = {"changed": bool(changed), "written": sorted(changed), "fleet": fleet,

@@ -102,9 +102,10 @@ def test_a_relative_capture_and_report_dir_are_taken_from_the_working_directory(
                    "-e", "gpuhost_report_dir=out/reports", config=no_config)
     assert run.returncode == 0, said(run)[-6000:]
     assert f"Report: {cwd}/out/reports/{HOST}.md" in said(run)
-    # fleet.d/: where each row of fleet.md comes from, for playbooks/merge_reports.yml.
+    # fleet.d/: where each row of fleet.md comes from, for playbooks/merge_reports.yml; fleet.json: the table's rows
+    # by host name, and the lock under which runs into one directory take turns on it.
     assert {path.name for path in (cwd / "out" / "reports").iterdir()} == {f"{HOST}.md", f"{HOST}.json", "fleet.md",
-                                                                          "fleet.d"}
+                                                                          "fleet.json", ".fleet.lock", "fleet.d"}
     assert not (ROOT / "playbooks" / "out").exists()
 
 

@@ -9,12 +9,14 @@ summary must keep every host, and the second run must change nothing. Its JSON o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,12 +69,27 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     os.utime(last, (LAST_REPORT_MTIME, LAST_REPORT_MTIME))
     args = ("-i", str(INVENTORY), "-i", str(LOST), "-e", f"gpuhost_report_dir={reports}")
     runs = []
-    for _ in range(2):
-        run = site(*args)
+    for number in range(2):
+        # The second run under load, as in `make test` beside the other suites: there the idempotence check once
+        # failed, the ssh race of the unreachable host (Connection refused or Broken pipe) turning the other way.
+        with cpu_load(1 if number else 0):
+            run = site(*args)
         # The lost hosts fail the run (unreachable, failed), after every phase ran for the others.
         assert run.returncode != 0 and run.stdout.startswith("{"), f"{run.stdout[-6000:]}\n{run.stderr[-3000:]}"
         runs.append(json.loads(run.stdout))
     return {"first": runs[0], "second": runs[1], "reports": reports}
+
+
+@contextlib.contextmanager
+def cpu_load(processes: int) -> Iterator[None]:
+    """``processes`` busy loops beside the block, each a core's worth of load."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
 
 
 def task_results(fleet: dict[str, Any], name: str) -> dict[str, dict[str, Any]]:
@@ -271,7 +288,9 @@ def test_an_unreachable_host_keeps_its_last_report_with_its_date(written):
     header = text.splitlines()[2]
     assert header.startswith("14 host(s): ") and header.endswith("; 1 unreachable, 1 failed in this run (rows from "
                                                                   "their last report).")
-    assert "- lost-gpu-host: unreachable: " in text and "port 1: Connection refused" in text
+    # The reason is Ansible's, in one of two wordings by timing ("Connection refused", or "Broken pipe" when ssh
+    # ends before Ansible's write to it): the one the first run recorded, which the second kept.
+    assert "- lost-gpu-host: unreachable: " in text and "127.0.0.1" in text
     # Its report is left untouched, date included.
     assert (reports / "lost-gpu-host.json").stat().st_mtime == LAST_REPORT_MTIME
     assert not (reports / "lost-gpu-host.md").exists()
@@ -312,6 +331,10 @@ def test_a_guest_report_keeps_its_proxmox_link_after_the_benchmark(written):
 def test_a_second_run_changes_nothing(written):
     recap = written["second"]["stats"]
     assert {host: stats["changed"] for host, stats in recap.items() if stats["changed"]} == {}
+    # What the second run's lost host was told, whichever wording, left the table's reason as the first recorded.
+    first, second = (task_results({"output": written[run]}, "Write the reports on the controller")
+                     for run in ("first", "second"))
+    assert first["incident-guest"]["fleet"]["lost-gpu-host"] == second["incident-guest"]["fleet"]["lost-gpu-host"]
 
 
 # ---------------------------------------------------------------------------

@@ -136,7 +136,7 @@ def test_the_audit_publishes_every_hosts_verdict_as_artifacts(runs):
                                         "action": summary["action"], "report": str(reports / f"{host}.md")}
     lost, broken = stats["hosts"]["lost-gpu-host"], stats["hosts"]["broken-capture-host"]
     assert (lost["audit"], lost["verdict"], lost["report"]) == ("unreachable", None, str(reports / "lost-gpu-host.md"))
-    assert "Connection refused" in lost["msg"]
+    assert "127.0.0.1" in lost["msg"]  # in either of the two wordings Ansible gives a refused ssh by timing
     assert (broken["audit"], broken["report"]) == ("failed", None) and "cannot read the capture" in broken["msg"]
     verdicts = [row["verdict"] for row in stats["hosts"].values() if row["verdict"]]
     assert stats["counts"] == {**{v: verdicts.count(v) for v in set(verdicts)}, "unreachable": 1, "failed": 1}

@@ -16,6 +16,9 @@ A module plans the files it means to leave, each a path, its bytes and its mode,
   hardly happens: the temporary file sits in the same directory) says which files were replaced before it.
 - ``write_atomically`` is the same for one file, and ``write_new`` a file of a new unique name (a temporary
   file the caller hands on).
+- A run killed while staging (``kill -9``, the machine lost) leaves its temporary files behind: every commit that
+  is not check mode first removes, in each directory it writes, the temporary files of runs that are gone
+  (``stale_temp_files`` says which), and never those of a run still writing.
 
 Every failure is a ``ReportFileError`` that names the path, what was expected there and what to do; ``reason``
 holds the system's own words (``No space left on device``) for callers that phrase the message themselves.
@@ -28,11 +31,17 @@ import errno
 import os
 import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 DEFAULT_MODE = 0o644
 TEMP_PREFIX = ".gpuhost-"
+TEMP_SUFFIX = ".tmp"
+# A temporary file of a run on another machine (a report directory shared over NFS), or of a name that says no
+# process (an earlier version's), is taken as left behind when it is this old: a run stages its files and renames
+# them within one task, seconds for hundreds of reports, so an hour is far beyond any run still writing.
+STALE_AGE_S = 3600
 
 
 class ReportFileError(ValueError):
@@ -124,10 +133,77 @@ def _write_error(path: str, err: OSError) -> ReportFileError:
     return ReportFileError(f"cannot write {path}: {err.strerror or err}", path, err.strerror)
 
 
+def _machine() -> str:
+    """This machine's name as it goes into a temporary file's name: no ``-`` (the name's separator), no ``/``."""
+    name = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "._") else "_" for ch in os.uname().nodename)
+    return name[:64] or "_"
+
+
+def staging_prefix() -> str:
+    """The start of this process's temporary files' names: ``.gpuhost-<machine>-<pid>-`` (then mkstemp's random
+    part, then ``.tmp``), so that a later run can tell whether the run that staged one is still alive."""
+    return f"{TEMP_PREFIX}{_machine()}-{os.getpid()}-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's live process
+    except OSError:
+        return True  # cannot tell: keep its file
+    return True
+
+
+def stale_temp_files(names: Iterable[str], ages: Mapping[str, float], machine: str | None = None,
+                     alive: Callable[[int], bool] = _pid_alive) -> list[str]:
+    """The names among ``names`` that are temporary files of a run that is gone, given each one's age in seconds.
+
+    Why a pid and an age, not either alone: the pid tells at once that a run on this machine is gone (killed while
+    staging, the usual case), but only on this machine, and a pid can be taken again by another process later;
+    the age covers the rest (a run on another machine writing a shared directory, whose pids mean nothing here;
+    a pid reused; a name of an earlier version that carries none), with a margin (``STALE_AGE_S``) that no run
+    still writing comes near. A run still writing, here or elsewhere, never loses its files: that would make its
+    rename fail.
+    """
+    machine = _machine() if machine is None else machine
+    stale = []
+    for name in names:
+        if not (name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)) or name not in ages:
+            continue
+        parts = name[len(TEMP_PREFIX):-len(TEMP_SUFFIX)].rsplit("-", 2)
+        ours = len(parts) == 3 and parts[0] == machine and parts[1].isdigit() and int(parts[1]) > 0
+        if ages[name] > STALE_AGE_S or (ours and not alive(int(parts[1]))):
+            stale.append(name)
+    return stale
+
+
+def remove_stale_temp_files(directory: str) -> list[str]:
+    """Remove the temporary files that runs gone left in ``directory`` (``stale_temp_files``); the paths removed.
+    A directory that cannot be listed, or a file already gone, is no error: this is cleaning up, not the write."""
+    try:
+        with os.scandir(directory) as entries:
+            ages = {entry.name: time.time() - entry.stat(follow_symlinks=False).st_mtime for entry in entries
+                    if entry.name.startswith(TEMP_PREFIX) and entry.name.endswith(TEMP_SUFFIX)
+                    and entry.is_file(follow_symlinks=False)}
+    except OSError:
+        return []
+    removed = []
+    for name in stale_temp_files(sorted(ages), ages):
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(directory, name))
+            removed.append(os.path.join(directory, name))
+    return removed
+
+
 def _stage(directory: str, data: bytes, mode: int, owner: tuple[int, int] | None = None,
-           prefix: str = TEMP_PREFIX, suffix: str = ".tmp", target: str | None = None) -> str:
-    """A new file in ``directory`` holding ``data``, synced, of ``mode`` (and ``owner`` where allowed)."""
+           prefix: str | None = None, suffix: str = TEMP_SUFFIX, target: str | None = None) -> str:
+    """A new file in ``directory`` holding ``data``, synced, of ``mode`` (and ``owner`` where allowed); named
+    ``staging_prefix()...`` unless a ``prefix`` is given."""
     tmp = None
+    prefix = staging_prefix() if prefix is None else prefix
     try:
         fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
         with os.fdopen(fd, "wb") as out:
@@ -218,6 +294,9 @@ class Plan:
         ``create_dirs`` a missing directory is created first. On failure the ``ReportFileError``'s ``written``
         holds the files replaced before it."""
         if not check_mode:
+            # Every directory of the plan, written this time or not: a re-run that changes nothing cleans up too.
+            for directory in dict.fromkeys(planned.directory for planned in self.files):
+                remove_stale_temp_files(directory)
             write_all(self.changes, create_dirs)
         return sorted(self.changed)
 
@@ -290,6 +369,7 @@ def write_atomically(path: str, data: bytes, mode: int | None = None) -> None:
         before_mode, owner = stat.S_IMODE(info.st_mode), (info.st_uid, info.st_gid)
     except OSError:
         before_mode, owner = None, None
+    remove_stale_temp_files(os.path.dirname(path) or ".")
     write_all([PlannedFile(path, data, mode, None, before_mode, owner)])
 
 

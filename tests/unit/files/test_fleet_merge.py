@@ -70,6 +70,8 @@ def test_merge_of_two_directories_gives_the_fleet_md_of_one_run(
     assert check["changed"] and not (tmp_path / "merged").exists()
     merged = run_module(gpu_fleet_merge.main, args, capsys)
     assert (tmp_path / "merged" / "fleet.md").read_text() == (tmp_path / "whole" / "fleet.md").read_text()
+    # Its rows by host name too, which a later run with fleet_keep into that directory keeps.
+    assert (tmp_path / "merged" / "fleet.json").read_text() == (tmp_path / "whole" / "fleet.json").read_text()
     assert merged["hosts"] == {"a": args["dirs"][0], "b": args["dirs"][0], "c": args["dirs"][1],
                                "gone": args["dirs"][1]}
     assert merged["stats"]["counts"] == {"unfit": 3, "unreachable": 1}
