@@ -50,8 +50,30 @@ def test_every_step_says_its_time_and_the_last_line_names_the_slowest(tmp_path):
     assert last.startswith("make test: passed: venv torch-venv system-deps image lint alerts docs-test"), last
     assert "failed: fleet;" in last
     assert re.search(r"; \d+ s in all, the slowest step: molecule \(2 s\)$", last), last
+    assert "output of molecule" in out
     steps = (tmp_path / "record").read_text().split()
-    assert steps[:4] == ["venv", "torch-venv", "system-deps", "image"] and steps[-1] == "molecule"
+    assert steps[:4] == ["venv", "torch-venv", "system-deps", "image"]
+    assert steps.index("unit") < steps.index("molecule")
+
+
+def test_molecule_runs_beside_the_tests_once_unit_has_ended(tmp_path):
+    # lint takes 3 s: unit and then molecule start beside it, before the next test step.
+    result = run(tmp_path, {"SLEEP_lint": "3"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    steps = (tmp_path / "record").read_text().split()
+    assert steps.index("unit") < steps.index("molecule") < steps.index("alerts"), steps
+    # The steps beside are reported after the tests line, unit first, each with its output.
+    out = result.stdout
+    assert out.index("=== make sanity: passed") < out.index("=== make unit: passed") < out.index(
+        "=== make molecule: passed"), out
+    assert "output of unit" in out and "output of molecule" in out
+
+
+def test_a_step_beside_that_fails_is_reported_failed(tmp_path):
+    result = run(tmp_path, {"FAIL_molecule": "4"})
+    assert result.returncode == 1
+    assert "=== make molecule: FAILED (exit 4)" in result.stdout
+    assert "failed: molecule;" in result.stdout.strip().splitlines()[-1]
 
 
 def test_a_failed_setup_step_stops_before_any_test(tmp_path):
