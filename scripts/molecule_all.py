@@ -25,8 +25,7 @@ DURATIONS = {
     "sglang_serve": 346,
     "cuda_apt": 282,
     "serving_venv": 271,
-    "cuda_extension": 255,
-    "cuda_pip": 184,
+    "cuda_extension": 330,  # with what was molecule/cuda_pip (184 s alone)
     "nvidia_driver": 163,
     "gpu_metrics": 129,
     "proxmox_fix": 125,

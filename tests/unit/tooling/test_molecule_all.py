@@ -70,7 +70,7 @@ def test_each_log_is_printed_whole_under_its_header(tmp_path):
 
 
 def test_a_failed_scenario_fails_the_run_and_the_others_still_run(tmp_path):
-    result = run(tmp_path, "audit", "proxmox_fix", "cuda_pip", env={"FAIL_proxmox_fix": "3"})
+    result = run(tmp_path, "audit", "proxmox_fix", "cuda_apt", env={"FAIL_proxmox_fix": "3"})
     assert result.returncode == 1
     assert "=== proxmox_fix FAILED (exit 3)" in result.stdout
     assert "molecule: failed: proxmox_fix" in result.stderr

@@ -1,10 +1,10 @@
-"""The fresh container: it only saw the role in check mode, which must have changed nothing."""
+"""The fresh container: it only saw the cuda_toolkit role in check mode, which must have changed nothing."""
 
 from __future__ import annotations
 
 from check_run import changed_files
 
-testinfra_hosts = ["podman://cuda-pip-fresh"]
+testinfra_hosts = ["podman://cuda-extension-fresh"]
 
 # Besides check_run.IGNORED: systemd's cache directory for DynamicUser= services.
 EXTRA_IGNORED = ["/var/cache/private"]

@@ -1,4 +1,4 @@
-"""The converged container: CUDA 13.1 from NVIDIA's wheels, laid out like an installed toolkit."""
+"""The builder: CUDA 13.1 from NVIDIA's wheels (the cuda_toolkit role, pip method), laid out as a toolkit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 # podman exec directly: through Ansible every command costs seconds.
-testinfra_hosts = ["podman://cuda-pip"]
+testinfra_hosts = ["podman://cuda-extension-builder"]
 
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 KERNEL = PROJECT / "roles/cuda_toolkit/files/verify_kernel.cu"
