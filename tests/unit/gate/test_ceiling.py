@@ -48,7 +48,7 @@ def test_with_the_probe_the_transfer_is_refused_and_the_ceiling_estimated() -> N
     assert result["summary"].endswith("; communication ceiling 32.7 tok/s single stream, 30.6 ms of all-reduce per "
                                       "token (estimated: 14 ring steps at TP 8 "
                                       "from the 13.9 us GPU-to-GPU copy latency; "
-                                      "collectives per step from the shipped profile glm-5)")
+                                      "collectives per step from the known model glm-5)")
 
 
 def test_the_probe_alone_gives_an_estimate() -> None:

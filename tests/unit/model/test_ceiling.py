@@ -1,4 +1,4 @@
-"""What the all-reduce latency costs a model: profiles, interpolation, the communication ceiling."""
+"""What the all-reduce latency costs a model: models, interpolation, the communication ceiling."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def test_batch_estimate_uses_the_larger_message() -> None:
     assert ceiling["summary_batch"].startswith("at 64 concurrent streams")
 
 
-def test_incident_profile_is_the_published_architecture() -> None:
+def test_the_incident_model_is_the_published_architecture() -> None:
     profile = known_model("glm-5")
     assert (profile.layers, profile.allreduces_per_layer, profile.hidden_size, profile.dtype_bytes,
             profile.tensor_parallel_size, profile.extra_allreduces) == (78, 2, 6144, 2, 8, 1)
@@ -153,7 +153,7 @@ def test_tensor_parallel_one_has_no_ceiling() -> None:
     assert "no all-reduce" in ceiling["summary"]
 
 
-def test_llama_profile() -> None:
+def test_llama_model() -> None:
     profile = known_model("Llama-3-70B")
     assert (profile.layers, profile.hidden_size) == (80, 8192)
     assert allreduce_bytes_per_token(profile, 4) == 8192 * 2 * 4
@@ -232,11 +232,11 @@ def test_property_interpolation_stays_between_its_neighbours(points: list[tuple[
 
 
 # --------------------------------------------------------------------------------------------------
-# Profiles
+# Models
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"layer": 78}, r"model profile.layer: unknown key; did you mean layers\?"),
+    ({"layer": 78}, r"model.layer: unknown key; did you mean layers\?"),
     ({"layers": 0}, r"expected 'layers' as a whole number of 1 or more; found 0"),
     ({"hidden_size": "6144"}, r"'hidden_size' as a whole number of 1 or more; found '6144'"),
     ({"dtype_bytes": True}, r"'dtype_bytes' as a whole number.*found True"),
@@ -244,7 +244,7 @@ def test_property_interpolation_stays_between_its_neighbours(points: list[tuple[
     ({"notes": 3}, r"expected 'notes' as text"),
     ({"extra_allreduces": -1}, r"'extra_allreduces' as a whole number of 0 or more; found -1"),
 ])
-def test_bad_profiles(change: dict, message: str) -> None:
+def test_bad_models(change: dict, message: str) -> None:
     data = {**KNOWN_MODELS["glm-5"], **change}
     with pytest.raises(ModelError, match=message):
         load_model(data)
@@ -257,17 +257,17 @@ def test_missing_field_says_where_to_find_it() -> None:
         load_model(data)
 
 
-def test_profile_must_be_a_mapping() -> None:
+def test_a_model_must_be_a_mapping() -> None:
     with pytest.raises(ModelError, match="expected a mapping"):
         load_model([("name", "x")])  # type: ignore[arg-type]
 
 
-def test_unknown_shipped_profile() -> None:
-    with pytest.raises(ModelError, match=r"expected one of glm-5, llama-3-70b; found 'glm-9'"):
+def test_an_unknown_known_model() -> None:
+    with pytest.raises(ModelError, match=r"expected a known model \(glm-5, llama-3-70b\); found 'glm-9'"):
         known_model("glm-9")
 
 
-def test_every_shipped_profile_loads_and_round_trips() -> None:
+def test_every_known_model_loads_and_round_trips() -> None:
     for key in KNOWN_MODELS:
         profile = known_model(key)
         assert isinstance(profile, Model)
@@ -280,7 +280,7 @@ def test_bad_batch(batch: object) -> None:
         measured_ceiling(known_model("glm-5"), CURVE, batch=batch)  # type: ignore[arg-type]
 
 
-def test_communication_ceiling_wants_a_loaded_profile() -> None:
+def test_communication_ceiling_wants_a_loaded_model() -> None:
     with pytest.raises(ModelError, match="expected a Model; found dict"):
         measured_ceiling(KNOWN_MODELS["glm-5"], CURVE)  # type: ignore[arg-type]
 
@@ -317,6 +317,6 @@ def test_torch_rows_without_out_of_place_use_in_place() -> None:
     assert measured_curve(rows) == [(4096, 20.0), (8192, 30.0)]
 
 
-def test_a_misspelled_shipped_profile_names_the_closest() -> None:
-    with pytest.raises(ModelError, match=r"found 'glm5'; did you mean glm-5\? Pick a shipped profile"):
+def test_a_misspelled_known_model_names_the_closest() -> None:
+    with pytest.raises(ModelError, match=r"found 'glm5'; did you mean glm-5\? Pick a known model or pass your own mapping"):
         known_model("glm5")

@@ -127,7 +127,7 @@ def test_shipped_profiles_agree_with_the_configs(key: str, name: str) -> None:
 def test_a_profile_that_disagrees_is_named_field_by_field() -> None:
     counted = collectives_per_step(config("DeepSeek-R1_config.json"), 8)
     found = disagreements(KNOWN_MODELS["glm-5"], counted)
-    assert "layers: profile 78, config.json 61" in found and "hidden_size: profile 6144, config.json 7168" in found
+    assert "layers: model 78, config.json 61" in found and "hidden_size: model 6144, config.json 7168" in found
     assert disagreements(KNOWN_MODELS["glm-5"], {"status": "not_modelled"}) == []
 
 
