@@ -157,7 +157,7 @@ author:
 notes:
   - Supports check mode; reads and changes nothing.
   - "site.yml (role C(deployment_gate)) feeds it from these inventory variables: C(deploy_model), the model
-    profile; C(deploy_accept_findings), the accepted finding ids; C(deploy_known_good_overrides); the SGLang
+    to deploy; C(deploy_accept_findings), the accepted finding ids; C(deploy_known_good_overrides); the SGLang
     version is the stack profile's; the --help is the sglang role's, or the file C(deployment_gate_sglang_help_file)
     names."
 """
