@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import deploy_gate
+import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import read_deploy_model
 

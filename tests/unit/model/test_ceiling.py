@@ -318,5 +318,6 @@ def test_torch_rows_without_out_of_place_use_in_place() -> None:
 
 
 def test_a_misspelled_known_model_names_the_closest() -> None:
-    with pytest.raises(ModelError, match=r"found 'glm5'; did you mean glm-5\? Pick a known model or pass your own mapping"):
+    with pytest.raises(ModelError, match=r"found 'glm5'; did you mean glm-5\? Pick a known model or pass your own "
+                                         r"mapping"):
         known_model("glm5")
