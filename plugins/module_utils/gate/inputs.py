@@ -179,7 +179,7 @@ def read_deploy_model(model: Any, label: str = "model",
     """The model to deploy with defaults filled in, and what is wrong with it.
 
     ``label`` is what the messages call the model: the variable the user wrote (``deploy_model``). What is read
-    but should be written otherwise (the key ``comm_profile``, the former ``shape``) is said in ``notes``.
+    but should be written otherwise (the key ``comm_profile``, the former name of ``shape``) is said in ``notes``.
     """
     if not isinstance(model, dict):
         return DeployModel(), [f"{label}: expected a mapping (name, weights_gib, tensor_parallel_size, ...); found "
@@ -253,7 +253,7 @@ def read_deploy_model(model: Any, label: str = "model",
     written, shape = _shape_key(model, label, problems, notes)
     if written is not None:
         problems.extend(_shape_problems(shape, f"{label}.{written}"))
-    deploy.shape = _shape_fields(model, shape, written, deploy)
+    deploy.shape = _shape_fields(model, shape, deploy)
     return deploy, problems
 
 
@@ -295,14 +295,14 @@ def _shape_problems(value: Any, where: str) -> list[str]:
             + (f"; did you mean {suggestion}?" if suggestion else "")]
 
 
-def _shape_fields(model: dict[str, Any], key: Any, written: str | None, deploy: DeployModel) -> dict[str, Any]:
-    """The model's all-reduce shape: its own fields, a known model by name or a mapping (``key``, the value of
-    ``shape``, written under ``written``), or the family's."""
+def _shape_fields(model: dict[str, Any], key: Any, deploy: DeployModel) -> dict[str, Any]:
+    """The model's all-reduce shape: its own fields, its ``shape`` (``key``: a known model by name, or a mapping), or
+    the family's known model."""
     base: dict[str, Any] = {}
     source = None
     if isinstance(key, dict):
         base = dict(key)
-        source = f"the model's {written}"
+        source = "the model's shape"
     else:
         for candidate in (key, deploy.family, deploy.name):
             if isinstance(candidate, str) and candidate.strip().lower() in KNOWN_MODELS:

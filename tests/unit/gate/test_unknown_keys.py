@@ -10,9 +10,11 @@ from typing import Any
 
 import deploy_gate
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.from_logs import probe_from_log
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate import decide as gate
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gate.inputs import read_deploy_model
 
+from tests.paths import FIXTURES
 from tests.unit.captures import H100, audited
 from tests.unit.modules import run_module
 
@@ -82,15 +84,21 @@ def test_comm_profile_is_read_as_shape_with_a_note(shape: Any) -> None:
                      "write shape instead"]
 
 
-def test_the_gate_reads_comm_profile_as_shape_and_notes_it():
+@pytest.mark.parametrize("shape", ["llama-3-70b", SHAPE_80], ids=["known", "mapping"])
+def test_the_gate_reads_comm_profile_as_shape_and_notes_it(shape: Any) -> None:
     model = {**LLAMA70_TP8, "family": "other"}
-    as_shape = gate.decide(audited(H100), {**model, "shape": "llama-3-70b"}, labels={"model": "deploy_model"})
-    former = gate.decide(audited(H100), {**model, "comm_profile": "llama-3-70b"}, labels={"model": "deploy_model"})
+    probe = probe_from_log(str(FIXTURES / "p2p" / "p2p-probe_8xH100-SXM-nvlink_constructed.jsonl"))
+    as_shape = gate.decide(audited(H100), {**model, "shape": shape}, probe=probe, labels={"model": "deploy_model"})
+    former = gate.decide(audited(H100), {**model, "comm_profile": shape}, probe=probe,
+                         labels={"model": "deploy_model"})
     note = ("deploy_model.comm_profile is the former name of deploy_model.shape: it is read as shape; write shape "
             "instead")
     assert note in former["notes"] and note not in as_shape["notes"]
     assert [n for n in former["notes"] if n != note] == as_shape["notes"]
     assert {k: v for k, v in former.items() if k != "notes"} == {k: v for k, v in as_shape.items() if k != "notes"}
+    source = former["launch"]["communication_ceiling"]["source"]
+    assert source.endswith("collectives per step from " + ("the known model llama-3-70b" if isinstance(shape, str)
+                                                           else "the model's shape"))
 
 
 def test_shape_and_comm_profile_that_differ_block():
