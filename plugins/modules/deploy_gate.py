@@ -70,10 +70,13 @@ options:
         C(min_compute_capability) (C('8.0'), C('sm_90')); C(min_driver) (C('570')); C(min_cuda) (C('12.8')), the
         CUDA version the driver supports;
         for the communication ceiling, C(layers), C(hidden_size), C(allreduces_per_layer) (default 2),
-        C(dtype_bytes) (default 2), or C(comm_profile), the name of a known model (C(glm-5),
-        C(llama-3-70b)) or a mapping; a C(family) that names a known model is used as well."
+        C(dtype_bytes) (default 2), or C(shape), a known model's name (C(glm-5), C(llama-3-70b)) or a mapping
+        of the model's shape (C(name), C(layers), C(allreduces_per_layer), C(hidden_size), C(dtype_bytes),
+        C(extra_allreduces), C(tensor_parallel_size), C(notes)); a C(family) that names a known model is used as
+        well. C(comm_profile), the key's former name, is still read as C(shape), with a note in RV(notes) that
+        asks for C(shape); both given and different block with C(model_invalid)."
       - Quote versions in YAML, C('12.10') read unquoted is the number 12.1.
-      - "C(notes) is free text. Any other key blocks with C(model_profile_invalid), naming the closest valid key
+      - "C(notes) is free text. Any other key blocks with C(model_invalid), naming the closest valid key
         (C(model.weight_gib: unknown key; did you mean weights_gib?)): read as absent, a misspelled key would leave
         its default in place and the gate would judge a model other than the one meant."
       - Taken as any type so that a value that is not a mapping blocks with a message naming the variable it came
@@ -154,7 +157,7 @@ author:
 notes:
   - Supports check mode; reads and changes nothing.
   - "site.yml (role C(deployment_gate)) feeds it from these inventory variables: C(deploy_model), the model
-    profile; C(deploy_accept_findings), the accepted finding ids; C(deploy_known_good_overrides); the SGLang
+    to deploy; C(deploy_accept_findings), the accepted finding ids; C(deploy_known_good_overrides); the SGLang
     version is the stack profile's; the --help is the sglang role's, or the file C(deployment_gate_sglang_help_file)
     names."
 """

@@ -72,10 +72,13 @@ options:
     description: Read the benchmark logs found in the material. False leaves them listed as unmapped.
     type: bool
     default: true
-  model_profile:
+  model:
     description:
       - Model to price the all-reduce curve of an nccl-tests log for, as M(gpuhost.gpu.nccl_bench)'s
-        O(gpuhost.gpu.nccl_bench#module:model_profile) (a name such as C(glm-5), or a mapping). Empty for none.
+        O(gpuhost.gpu.nccl_bench#module:model) (a known model's name such as C(glm-5), or a mapping of its shape).
+        Empty for none.
+      - C(model_profile), the option's former name, is a deprecated alias, to be removed after 2027-06-01.
+    aliases: [model_profile]
     type: raw
   concurrency:
     description: Concurrent requests the communication ceiling is computed for, as M(gpuhost.gpu.nccl_bench)'s.
@@ -127,7 +130,7 @@ EXAMPLES = r"""
       - tickets/4711/nvidia-bug-report.log.gz
       - tickets/4711/pastes
     base_dir: /home/support
-    model_profile: glm-5
+    model: glm-5
   register: analysed
 
 - name: Print one line per input
@@ -210,7 +213,8 @@ def get_argument_spec() -> dict:
         "dest": {"type": "path", "default": "reports"},
         "fleet": {"type": "bool", "default": True},
         "bench_logs": {"type": "bool", "default": True},
-        "model_profile": {"type": "raw"},
+        "model": {"type": "raw", "aliases": ["model_profile"], "deprecated_aliases": [
+            {"name": "model_profile", "date": "2027-06-01", "collection_name": "gpuhost.gpu"}]},
         "concurrency": {"type": "int", "default": 64},
         "tensor_parallel_gpus": {"type": "list", "elements": "int", "default": []},
         "min_bar1_mib": {"type": "int", "default": DEFAULT_MIN_BAR1_MIB},
@@ -231,7 +235,7 @@ def bench_of(material: Material, facts: dict, params: dict, warn) -> dict | None
     judged(material)
     probed = probe_from_log(probe[1], warn) if probe else None
     return {"probe": probed,
-            "nccl": nccl_from_log(nccl[1], gpu_names, params["model_profile"] or None, params["concurrency"], warn,
+            "nccl": nccl_from_log(nccl[1], gpu_names, params["model"] or None, params["concurrency"], warn,
                                   probed) if nccl else None}
 
 
@@ -289,8 +293,8 @@ def main() -> None:
             module.fail_json(msg=f"{limit}: expected a whole number of at least 1; found {params[limit]}. Leave it out "
                                  "for the default")
     try:
-        if params["model_profile"]:
-            check_model(params["model_profile"])
+        if params["model"]:
+            check_model(params["model"])
         dest = resolve(params["dest"], params["base_dir"])
         rows, facts, bench, not_read = analyse_all(params, dest, module.warn)
     except (ModelError, SubsetError) as exc:

@@ -144,11 +144,13 @@ options:
         judged by default for C(torch-gloo). An empty list judges nothing."
     type: list
     elements: dict
-  model_profile:
+  model:
     description:
-      - A model to price the measured all-reduce latency for, by name (C(glm-5), C(llama-3-70b)) or as a mapping
-        C({name, layers, allreduces_per_layer, hidden_size, dtype_bytes, tensor_parallel_size}). Adds
-        RV(communication_ceiling) and a C(communication_ceiling) finding.
+      - A model to price the measured all-reduce latency for, a known model's name (C(glm-5), C(llama-3-70b)) or a
+        mapping of its shape C({name, layers, allreduces_per_layer, hidden_size, dtype_bytes, tensor_parallel_size}).
+        Adds RV(communication_ceiling) and a C(communication_ceiling) finding.
+      - C(model_profile), the option's former name, is a deprecated alias, to be removed after 2027-06-01.
+    aliases: [model_profile]
     type: raw
   concurrency:
     description: Concurrent streams for the second figure of RV(communication_ceiling) (batch 1 is always given).
@@ -167,7 +169,7 @@ options:
         RV(communication_ceiling) is the one figure the deployment gate computes too, the same model and
         tensor-parallel size giving the same figure and basis.
       - An all-reduce over 3 or more GPUs no slower than two of the probe's GPU-to-GPU copies is a transfer test laid
-        out as all_reduce_perf and is not used, nor one measured over another rank count than the profile's; the
+        out as all_reduce_perf and is not used, nor one measured over another rank count than the model's; the
         ceiling is then estimated from the probe's slowest small-copy latency (C(basis) C(estimated_from_pair_latency)).
     type: dict
   run_in_check_mode:
@@ -359,15 +361,15 @@ startup_s:
   type: float
 communication_ceiling:
   description: >-
-    The communication ceiling: the decode rate that all-reduce latency alone allows for O(model_profile) (the figure of
+    The communication ceiling: the decode rate that all-reduce latency alone allows for O(model) (the figure of
     bench/host_ceiling.py, the same the deployment gate shows): C(batch_1) and C(batch_<concurrency>)
     (O(concurrency) streams), each with C(model), C(batch), C(tensor_parallel_size), C(allreduces_per_step),
     C(allreduce_bytes), C(allreduce_latency_us), C(latency_basis), C(basis) (C(measured_all_reduce), or
-    C(estimated_from_pair_latency) where O(probe) shows the measured figure is no all-reduce at the profile's
+    C(estimated_from_pair_latency) where O(probe) shows the measured figure is no all-reduce at the model's
     rank count), C(source), C(assumptions), C(comm_us_per_step), C(comm_us_per_token),
     C(max_tokens_per_s_single_stream), C(max_tokens_per_s_per_stream), C(max_tokens_per_s_aggregate),
     C(summary) and C(notes); and the two one-line C(summary) and C(summary_batch).
-  returned: when O(model_profile) is given
+  returned: when O(model) is given
   type: dict
   sample:
     summary: all-reduce alone limits single-stream decode to 465 tok/s on this host (measured all-reduce over 8 GPUs)
@@ -408,7 +410,8 @@ def get_argument_spec() -> dict:
         "tune": {"type": "bool", "default": False},
         "candidates": {"type": "list", "elements": "dict"},
         "thresholds": {"type": "list", "elements": "dict"},
-        "model_profile": {"type": "raw"},
+        "model": {"type": "raw", "aliases": ["model_profile"], "deprecated_aliases": [
+            {"name": "model_profile", "date": "2027-06-01", "collection_name": "gpuhost.gpu"}]},
         "concurrency": {"type": "int", "default": 64},
         "gpu_names": {"type": "list", "elements": "str"},
         "probe": {"type": "dict"},
@@ -420,8 +423,8 @@ def main() -> None:
     module = AnsibleModule(argument_spec=get_argument_spec(), supports_check_mode=True)
     try:
         result = run_bench(module.params, tmpdir=module.tmpdir, warn=module.warn, check_mode=module.check_mode)
-        if module.params["model_profile"] is not None:
-            add_communication_ceiling(result, module.params["model_profile"], module.params["concurrency"],
+        if module.params["model"] is not None:
+            add_communication_ceiling(result, module.params["model"], module.params["concurrency"],
                                       module.params["probe"])
     except BenchSkipped as exc:
         module.exit_json(changed=False, skipped=True, msg=str(exc))

@@ -68,3 +68,19 @@ def test_an_input_that_cannot_be_read_fails_the_play_after_the_others_reports(tm
     printed = " ".join(run.stdout.split())  # the callback wraps long lines
     assert f"nothing-here: NOT READ: {tmp_path}/nothing-here does not exist" in printed
     assert "1 of 2 input(s) could not be read: nothing-here" in printed
+
+
+def test_the_former_gpu_analyze_model_profile_is_still_read_and_warned_about(tmp_path: Path) -> None:
+    pastes = tmp_path / "glm5-vm"
+    pastes.mkdir()
+    shutil.copy(FIXTURES / "nccl" / ("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
+                                     "8xRTXPRO6000-vm-no-p2p.txt"), pastes / "all_reduce.log")
+    (pastes / "topo-m.txt").write_bytes(TOPO_M)
+    run = analyze(tmp_path, "-e", json.dumps({"gpu_analyze_inputs": "glm5-vm",
+                                              "gpu_analyze_model_profile": "llama-3-70b"}))
+    assert run.returncode == 0, f"{run.stdout[-4000:]}\n{run.stderr[-2000:]}"
+    report = json.loads((tmp_path / "reports" / "glm5-vm.analysis.json").read_text())
+    assert report["bench"]["nccl"]["communication_ceiling"]["batch_1"]["model"] == "Llama-3-70B"
+    said = " ".join((run.stdout + run.stderr).split())  # the display wraps long lines
+    assert said.count("gpu_analyze_model_profile is renamed gpu_analyze_model: this run reads "
+                      "gpu_analyze_model_profile") == 1

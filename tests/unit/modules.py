@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from ansible.module_utils import _internal
+from ansible.module_utils.common import warnings as module_warnings
 from ansible.module_utils.testing import patch_module_args
 
 
@@ -22,9 +23,17 @@ def run_module(main: Any, args: dict[str, Any], capsys: pytest.CaptureFixture[st
     # (a filter plugin, ansible-doc), ansible marks the process as the controller and would print them instead.
     was_controller = _internal.is_controller
     _internal.is_controller = False
+    # A deprecation (an option's deprecated alias) is kept process-wide: it would come back with every later run.
+    module_warnings._global_deprecations.clear()
     try:
         with patch_module_args(args), pytest.raises(SystemExit):
             main()
     finally:
         _internal.is_controller = was_controller
     return json.loads(capsys.readouterr().out)
+
+
+def deprecations_of(result: dict[str, Any]) -> list[tuple[str, str | None, str | None]]:
+    """(message, removal date, collection) of each deprecation a module run returned."""
+    return [(d["event"]["msg"], d.get("date"), (d.get("deprecator") or {}).get("resolved_name"))
+            for d in result.get("deprecations") or []]

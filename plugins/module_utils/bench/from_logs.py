@@ -23,14 +23,14 @@ def _failed(message: str) -> dict[str, Any]:
     return {"changed": False, "failed": True, "msg": message}
 
 
-def nccl_from_log(path: str, gpu_names: list[str] | None = None, model_profile: Any = None, concurrency: int = 64,
+def nccl_from_log(path: str, gpu_names: list[str] | None = None, model: Any = None, concurrency: int = 64,
                   warn: Callable[[str], None] = lambda message: None, probe: Any = None) -> dict[str, Any]:
-    """nccl_bench's result for ``log: path``, priced for ``model_profile`` when one is given (``probe``: the
+    """nccl_bench's result for ``log: path``, priced for ``model`` when one is given (``probe``: the
     P2P probe's result on the same host, which tells a transfer test from an all-reduce)."""
     try:
         result = run_bench({"log": path, "gpu_names": gpu_names or None}, warn=warn, check_mode=True)
-        if model_profile is not None:
-            add_communication_ceiling(result, model_profile, concurrency, probe)
+        if model is not None:
+            add_communication_ceiling(result, model, concurrency, probe)
     except (BenchFailure, BenchSkipped, BenchInputError, ModelError) as exc:
         return _failed(str(exc))
     return {"changed": False, **result}

@@ -107,8 +107,8 @@ def checked(params: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
     """(sweep settings, thresholds given or None, candidates): every option checked before anything runs."""
     try:
         nccl_bench_options(params)
-        if params.get("model_profile") is not None:
-            check_model(params["model_profile"])
+        if params.get("model") is not None:
+            check_model(params["model"])
         thresholds = normalize_thresholds(params["thresholds"]) if params.get("thresholds") is not None else None
         candidates = (normalize_candidates(params.get("candidates")) if params.get("tune")
                       else [{"name": "as-is", "env": {}}])

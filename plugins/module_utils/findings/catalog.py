@@ -605,8 +605,11 @@ CATALOG = _entries(
     # ---- the gate's own reasons ----------------------------------------------------------
     Entry("audit_missing", "gate", "critical", "the gate was given no audit facts",
           "Run gpu_host_facts on the host first and pass ansible_facts.gpu_host as audit."),
-    Entry("model_profile_invalid", "gate", "critical", "the model profile has a missing or mistyped field",
-          "Correct the model profile in the inventory."),
+    Entry("model_invalid", "gate", "critical", "the model to deploy has a missing or mistyped field",
+          "Correct the model in the inventory (deploy_model)."),
+    Entry("model_profile_invalid", "gate", "critical", "the model to deploy has a missing or mistyped field",
+          "Nothing to do: the finding is raised as model_invalid. Write that id where a list names this one.",
+          retired="renamed model_invalid", renamed_to="model_invalid"),
     Entry("known_good_override_invalid", "gate", "critical", "an entry of known_good_overrides is malformed",
           "Correct the entry in known_good_overrides "
           "(fields: id, arch, models, sglang_versions, flags, env, purpose, source, note)."),
@@ -636,9 +639,9 @@ CATALOG = _entries(
     Entry("tensor_parallel_unsatisfiable", "gate", "critical", "no tensor-parallel size fits the model and the host",
           "Serve it on a host with more GPUs, or lower tensor_parallel_size if the memory allows.",
           texts={
-              "below_min_gpus": "Raise tensor_parallel_size or correct min_gpus in the model profile.",
+              "below_min_gpus": "Raise tensor_parallel_size or correct min_gpus in the model (deploy_model).",
               "heads": "Choose a size that divides the attention heads, or 'auto'.",
-              "no_size": "Set tensor_parallel_size explicitly in the model profile.",
+              "no_size": "Set tensor_parallel_size explicitly in the model (deploy_model).",
           }),
     Entry("not_enough_gpu_memory", "gate", "critical", "the model does not fit the GPUs' memory",
           "Serve it on more or larger GPUs, use a smaller quantization, or lower kv_cache_gib_per_gpu / "
@@ -728,7 +731,7 @@ IDS_BY_ACTION = MappingProxyType({
              "nccl_tuning_recommendation", "nccl_results_not_measured", "nccl_diagnostics_flagged", "comm_floor",
              "communication_ceiling", "bench_probe_not_run", "bench_nccl_not_run", "serving_decode_slow",
              "audit_missing",
-             "model_profile_invalid", "known_good_override_invalid", "driver_version_unknown",
+             "model_invalid", "model_profile_invalid", "known_good_override_invalid", "driver_version_unknown",
              "cuda_version_unknown", "compute_capability_too_low", "compute_capability_unknown", "not_enough_gpus",
              "tensor_parallel_unsatisfiable", "not_enough_gpu_memory", "sglang_flag_unsupported", "audit_incomplete",
              "rule_error", "tensor_parallel_gpus_not_on_host", "audit_not_judged",

@@ -46,7 +46,7 @@ def communication_ceiling(out: Decision, bench: dict[str, Any], deploy: DeployMo
         out.notes.append("No communication ceiling: " + (
             f"the model's collectives per step are not modelled ({deploy.shape_not_modelled}), and none is guessed."
             if deploy.shape_not_modelled else
-            "the model profile has no layers/hidden_size (or a family with a shipped comm profile) to turn the "
+            "the model has no layers/hidden_size (nor a shape, or a family that names a known model) to turn the "
             "benchmark's latency into tokens per second." if not deploy.shape else
             "neither an all-reduce measured by the benchmark nor a GPU-to-GPU copy latency measured by the probe."))
         return None, None

@@ -110,9 +110,9 @@ def decide(audit: Any, model: Any, bench: Any = None, probe: Any = None, accept:
     table, table_problems = merged_table(known_good_overrides, names["known_good_overrides"])
     for problem in table_problems:
         out.block("known_good_override_invalid", problem)
-    deploy, model_problems = read_deploy_model(model, names["model"])
+    deploy, model_problems = read_deploy_model(model, names["model"], out.notes)
     for problem in model_problems:
-        out.block("model_profile_invalid", problem)
+        out.block("model_invalid", problem)
     apply_collectives(deploy, config_counts(model_config, model_config_problem), out.notes)
 
     if not isinstance(audit, dict) or not audit:

@@ -23,18 +23,20 @@ DEFAULT_KV_CACHE_FRACTION = 0.10
 # Activations, CUDA graphs, NCCL and custom all-reduce buffers live outside weights and KV cache.
 DEFAULT_HEADROOM_FRACTION = 0.10
 DEFAULT_BYTES_PER_PARAM = 2.0  # bf16/fp16 weights, when only the parameter count is given
+# The former name of the key shape, still read as it, with a note that asks for shape.
+FORMER_SHAPE_KEY = "comm_profile"
 # Every key the model to deploy may have (deploy_gate's model option, the inventory's deploy_model). Any other
 # is a typo until proven otherwise: read as absent it would leave its default in place (a misspelled weights_gib
 # skips the memory check).
 MODEL_KEYS = frozenset({
     "name", "family", "path", "notes", "weights_gib", "params_b", "bytes_per_param", "kv_cache_gib_per_gpu",
     "kv_cache_fraction", "memory_headroom_fraction", "min_gpus", "tensor_parallel_size", "attention_heads",
-    "num_attention_heads", "min_compute_capability", "min_driver", "min_cuda", "comm_profile", "layers",
-    "hidden_size", "allreduces_per_layer", "dtype_bytes",
+    "num_attention_heads", "min_compute_capability", "min_driver", "min_cuda", "shape", "layers",
+    "hidden_size", "allreduces_per_layer", "dtype_bytes", FORMER_SHAPE_KEY,
 })
-# The keys of a comm_profile mapping, as model/shape.py load_model reads them.
-COMM_PROFILE_KEYS = frozenset({"name", "layers", "allreduces_per_layer", "hidden_size", "dtype_bytes",
-                               "tensor_parallel_size", "notes", "extra_allreduces"})
+# The keys of a shape mapping, as model/shape.py load_model reads them.
+SHAPE_KEYS = frozenset({"name", "layers", "allreduces_per_layer", "hidden_size", "dtype_bytes",
+                        "tensor_parallel_size", "notes", "extra_allreduces"})
 
 
 def bus_id(value: Any) -> str | None:
@@ -162,7 +164,7 @@ class DeployModel:
     min_driver: str | None = None
     min_cuda: str | None = None
     shape: dict[str, Any] = field(default_factory=dict)
-    # Where the shape's collectives per step come from ("the shipped profile glm-5", "the model's config.json"),
+    # Where the shape's collectives per step come from ("the known model glm-5", "the model's config.json"),
     # and why they are not modelled when the model's config.json names an architecture the counts do not cover.
     shape_source: str | None = None
     shape_not_modelled: str | None = None
@@ -172,10 +174,12 @@ class DeployModel:
         return self.name or self.family or self.path or "the model"
 
 
-def read_deploy_model(model: Any, label: str = "model") -> tuple[DeployModel, list[str]]:
+def read_deploy_model(model: Any, label: str = "model",
+                      notes: list[str] | None = None) -> tuple[DeployModel, list[str]]:
     """The model to deploy with defaults filled in, and what is wrong with it.
 
-    ``label`` is what the messages call the model: the variable the user wrote (``deploy_model``).
+    ``label`` is what the messages call the model: the variable the user wrote (``deploy_model``). What is read
+    but should be written otherwise (the key ``comm_profile``, the former name of ``shape``) is said in ``notes``.
     """
     if not isinstance(model, dict):
         return DeployModel(), [f"{label}: expected a mapping (name, weights_gib, tensor_parallel_size, ...); found "
@@ -246,44 +250,71 @@ def read_deploy_model(model: Any, label: str = "model") -> tuple[DeployModel, li
                             f"found {value!r}")
         else:
             setattr(deploy, key, str(value) if not isinstance(value, float) else repr(value))
-    problems.extend(_comm_profile_problems(model.get("comm_profile"), label))
-    deploy.shape = _shape_fields(model, deploy)
+    written, shape = _shape_key(model, label, problems, notes)
+    if written is not None:
+        problems.extend(_shape_problems(shape, f"{label}.{written}"))
+    deploy.shape = _shape_fields(model, shape, deploy)
     return deploy, problems
 
 
-def _comm_profile_problems(value: Any, label: str) -> list[str]:
-    """What is wrong with comm_profile: read as absent, a misspelled one would drop the ceiling without a word."""
+def _shape_key(model: dict[str, Any], label: str, problems: list[str],
+               notes: list[str] | None) -> tuple[str | None, Any]:
+    """The key the shape was written under (``shape``, or its former name ``comm_profile``, read with a note) and
+    its value; (None, None) without either."""
+    shape, former = model.get("shape"), model.get(FORMER_SHAPE_KEY)
+    if former is None:
+        return ("shape", shape) if shape is not None else (None, None)
+    if notes is not None:
+        notes.append(f"{label}.{FORMER_SHAPE_KEY} is the former name of {label}.shape: it is read as shape; write "
+                     "shape instead")
+    if shape is None:
+        return FORMER_SHAPE_KEY, former
+    if _same_shape(shape, former):
+        return "shape", shape
+    problems.append(f"{label}: shape and {FORMER_SHAPE_KEY} (its former name) differ ({shape!r} and {former!r}); "
+                    f"keep shape only")
+    return "shape", shape
+
+
+def _same_shape(a: Any, b: Any) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        return a.strip().lower() == b.strip().lower()
+    return bool(a == b)
+
+
+def _shape_problems(value: Any, where: str) -> list[str]:
+    """What is wrong with the shape: read as absent, a misspelled one would drop the ceiling without a word."""
     if value is None or (isinstance(value, str) and value.strip().lower() in KNOWN_MODELS):
         return []
     if isinstance(value, dict):
-        return unknown_keys(value, COMM_PROFILE_KEYS, f"{label}.comm_profile")
-    shipped = ", ".join(sorted(KNOWN_MODELS))
+        return unknown_keys(value, SHAPE_KEYS, where)
+    known = ", ".join(sorted(KNOWN_MODELS))
     suggestion = closest(value.strip().lower(), KNOWN_MODELS) if isinstance(value, str) else None
-    return [f"{label}.comm_profile: expected a shipped profile ({shipped}) or a mapping (name, layers, hidden_size, "
-            f"allreduces_per_layer, dtype_bytes); found {value!r}"
+    return [f"{where}: expected a known model ({known}) or a mapping of the model's shape (name, layers, "
+            f"hidden_size, allreduces_per_layer, dtype_bytes); found {value!r}"
             + (f"; did you mean {suggestion}?" if suggestion else "")]
 
 
-def _shape_fields(model: dict[str, Any], deploy: DeployModel) -> dict[str, Any]:
-    """The model's all-reduce shape: its own fields, a known model by key (comm_profile), or the family's."""
+def _shape_fields(model: dict[str, Any], key: Any, deploy: DeployModel) -> dict[str, Any]:
+    """The model's all-reduce shape: its own fields, its ``shape`` (``key``: a known model by name, or a mapping), or
+    the family's known model."""
     base: dict[str, Any] = {}
     source = None
-    key = model.get("comm_profile")
     if isinstance(key, dict):
         base = dict(key)
-        source = "the model profile's comm_profile"
+        source = "the model's shape"
     else:
         for candidate in (key, deploy.family, deploy.name):
             if isinstance(candidate, str) and candidate.strip().lower() in KNOWN_MODELS:
                 base = dict(KNOWN_MODELS[candidate.strip().lower()])
-                source = f"the shipped profile {candidate.strip().lower()}"
+                source = f"the known model {candidate.strip().lower()}"
                 break
     inline = [name for name in ("layers", "hidden_size", "allreduces_per_layer", "dtype_bytes")
               if model.get(name) is not None]
     for name in inline:
         base[name] = as_int(model[name]) if as_int(model[name]) is not None else model[name]
     if inline:
-        source = "the model profile's own fields" + (f" over {source}" if source else "")
+        source = "the model's own fields" + (f" over {source}" if source else "")
     if not base.get("layers") or not base.get("hidden_size"):
         return {}
     deploy.shape_source = source

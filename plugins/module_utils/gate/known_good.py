@@ -11,7 +11,7 @@ Entry fields:
   id               unique name, reported back as the source of the flags
   arch             an ``sm_XY`` name or a list of them (``sm_120`` for RTX PRO 6000 / RTX 50xx Blackwell,
                    ``sm_100`` for B200, ``sm_90`` for H100/H200, ``sm_89`` for Ada)
-  models           globs matched, case-insensitively, against the model profile's ``family``, ``name``
+  models           globs matched, case-insensitively, against the model's ``family``, ``name``
                    and the last part of its ``path``
   sglang_versions  the SGLang versions it is known good for: PEP 440 clauses (``">=0.5.6,<0.5.12"``,
                    ``"0.5.*"``), a list of them, or null for "not pinned"

@@ -160,13 +160,13 @@ def model_fields(name: str, counted: Mapping[str, Any], tensor_parallel_size: in
 
 def disagreements(known: Mapping[str, Any], counted: Mapping[str, Any]) -> list[str]:
     """Where a known model (or a model's own fields) and a config.json disagree: each
-    '<field>: profile X, config.json Y'."""
+    '<field>: model X, config.json Y'."""
     if counted.get("status") != "modelled":
         return []
     found = []
     for field in ("layers", "hidden_size", "allreduces_per_layer", "dtype_bytes", "extra_allreduces"):
         if field in known and known[field] != counted.get(field):
-            found.append(f"{field}: profile {known[field]}, config.json {counted.get(field)}")
+            found.append(f"{field}: model {known[field]}, config.json {counted.get(field)}")
     return found
 
 

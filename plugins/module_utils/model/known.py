@@ -1,9 +1,8 @@
 """The known models: the models whose shape ships with the collection, for their communication ceiling.
 
 Each entry is plain data in the shape ``shape.load_model`` reads, so users can give their own models as
-variables in the same shape (nccl_bench's model_profile, deploy_model's comm_profile; those option names
-keep the older word). Where a figure comes from is said next to it; what could not
-be checked against the model's own files is said too.
+variables in the same shape (nccl_bench's and gpu_analyze's ``model`` option, deploy_model's ``shape``). Where
+a figure comes from is said next to it; what could not be checked against the model's own files is said too.
 """
 
 from __future__ import annotations
@@ -69,7 +68,7 @@ def known_model(name: str) -> Model:
     if key not in KNOWN_MODELS:
         suggestion = closest(key, KNOWN_MODELS) if isinstance(key, str) else None
         hint = f"; did you mean {suggestion}?" if suggestion else "."
-        raise ModelError(f"model profile: expected one of {', '.join(sorted(KNOWN_MODELS))}; found {name!r}"
-                         f"{hint} Pick a shipped profile or pass your own (name, layers, allreduces_per_layer, "
+        raise ModelError(f"model: expected a known model ({', '.join(sorted(KNOWN_MODELS))}); found {name!r}"
+                         f"{hint} Pick a known model or pass your own mapping (name, layers, allreduces_per_layer, "
                          "hidden_size, dtype_bytes, tensor_parallel_size)")
     return load_model(KNOWN_MODELS[key])

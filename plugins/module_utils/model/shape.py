@@ -2,7 +2,7 @@
 activations' bytes) at a tensor-parallel size, its all-reduces per decoded token, and how it is read.
 
 The ways in, all to ``Model``: ``load_model`` checks a mapping (a YAML or JSON document, an Ansible variable
-such as nccl_bench's model_profile option, an entry of known.py) field by field; known.py ``known_model``
+such as nccl_bench's model option, an entry of known.py) field by field; known.py ``known_model``
 takes a known model by its key; config_json.py ``model_from_config`` reads a model's own config.json.
 ceiling.py prices a Model's communication ceiling.
 
@@ -57,31 +57,31 @@ _FIELDS = ("name", *_INT_FIELDS, "notes", "extra_allreduces")
 def load_model(data: Mapping[str, Any]) -> Model:
     """A Model from a mapping (a YAML or JSON document, an Ansible variable), checked field by field."""
     if not isinstance(data, Mapping):
-        raise ModelError(f"model profile: expected a mapping of {', '.join(_FIELDS)}; found "
-                         f"{type(data).__name__}. Give the profile as a dictionary")
-    unknown = unknown_keys(data, _FIELDS, "model profile")
+        raise ModelError(f"model: expected a mapping of {', '.join(_FIELDS)}; found "
+                         f"{type(data).__name__}. Give the model as a dictionary")
+    unknown = unknown_keys(data, _FIELDS, "model")
     if unknown:
         raise ModelError("; ".join(unknown) + ". Rename or remove " + ("it" if len(unknown) == 1 else "them"))
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise ModelError(f"model profile: expected 'name' as a non-empty string; found {name!r}. Name the model")
+        raise ModelError(f"model: expected 'name' as a non-empty string; found {name!r}. Name the model")
     values: dict[str, int] = {}
     for key in _INT_FIELDS:
         if key not in data:
-            raise ModelError(f"model profile {name!r}: expected the field {key!r}; found it missing. "
+            raise ModelError(f"model {name!r}: expected the field {key!r}; found it missing. "
                              "Take it from the model's config.json (num_hidden_layers, hidden_size, torch_dtype)")
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ModelError(f"model profile {name!r}: expected {key!r} as a whole number of 1 or more; "
+            raise ModelError(f"model {name!r}: expected {key!r} as a whole number of 1 or more; "
                              f"found {value!r}. Correct the value")
         values[key] = value
     extra = data.get("extra_allreduces", 0)
     if isinstance(extra, bool) or not isinstance(extra, int) or extra < 0:
-        raise ModelError(f"model profile {name!r}: expected 'extra_allreduces' as a whole number of 0 or more; "
+        raise ModelError(f"model {name!r}: expected 'extra_allreduces' as a whole number of 0 or more; "
                          f"found {extra!r}. Count the all-reduces outside the layers (1 for the embedding)")
     values["extra_allreduces"] = extra
     notes = data.get("notes", "")
     if not isinstance(notes, str):
-        raise ModelError(f"model profile {name!r}: expected 'notes' as text; found {type(notes).__name__}. "
+        raise ModelError(f"model {name!r}: expected 'notes' as text; found {type(notes).__name__}. "
                          "Write the notes as one string")
     return Model(name=name.strip(), notes=notes, **values)

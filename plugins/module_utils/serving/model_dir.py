@@ -1,8 +1,8 @@
-"""A model directory before a server loads it: there, readable, and as large as the model profile says.
+"""A model directory before a server loads it: there, readable, and as large as the model says.
 
 ``walk`` lists the weight files under a directory as whoever runs it can see them (the module
-sglang_model_check runs it as the service user); ``judge`` compares the total with the profile's
-``weights_gib``. A weights size far from the profile means a partial download, the wrong quantization
+sglang_model_check runs it as the service user); ``judge`` compares the total with the model's
+``weights_gib``. A weights size far from the model's means a partial download, the wrong quantization
 or the wrong model: SGLang would find out minutes into loading, or not at all.
 """
 
@@ -203,6 +203,6 @@ def judge(listing: Listing, expected_gib: float, tolerance: float, user: str = "
         elif expected_gib > 0 and abs(found - expected_gib) > tolerance * expected_gib:
             problems.append(
                 f"the weight files under {listing.path} hold {found:.1f} GiB in {len(listing.files)} files; the "
-                f"model profile expects {expected_gib:g} GiB (within {tolerance:.0%}). A partial download, another "
-                "quantization or another model? Finish the download, or correct the profile's weights_gib.")
+                f"model's weights_gib expects {expected_gib:g} GiB (within {tolerance:.0%}). A partial download, "
+                "another quantization or another model? Finish the download, or correct the model's weights_gib.")
     return Judgement(ok=not problems, found_gib=round(found, 3), expected_gib=expected_gib, problems=problems)

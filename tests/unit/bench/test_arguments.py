@@ -55,7 +55,7 @@ def fake_nccl_tests(directory: Path) -> Path:
     ({"tune": True, "candidates": [{"name": "x", "env": {"NCCL X": "1"}}]}, "candidates[0].env",
      "variable names of letters"),
     ({"thresholds": [{"size_bytes": 16384, "max_time_us": "nan"}]}, "thresholds[0]", "finite"),
-    ({"model_profile": {"name": "m", "layers": 0}}, "model profile", "expected"),
+    ({"model": {"name": "m", "layers": 0}}, "model 'm'", "expected"),
 ])
 def test_nccl_bench_refuses_absurd_options_before_running(capsys, tmp_path, args, option, expected):
     marker = fake_nccl_tests(tmp_path)

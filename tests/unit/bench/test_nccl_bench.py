@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests import paths
-from tests.unit.modules import run_module
+from tests.unit.modules import deprecations_of, run_module
 
 FIXTURES = paths.FIXTURES / "nccl"
 
@@ -208,7 +208,7 @@ def test_log_without_p2p_breaches_the_defaults(capsys, tmp_path):
 def test_log_that_does_not_name_its_collective_is_not_judged_as_all_reduce(capsys):
     # Two ranks, an operation, root -1 and busbw = algbw: all-reduce and send/recv print exactly this.
     path = fixture("all_reduce_perf_*2x2080Ti-no-p2p.txt")
-    result = run_module(nccl_bench.main, {"log": str(path), "model_profile": "glm-5"}, capsys, check_mode=True)
+    result = run_module(nccl_bench.main, {"log": str(path), "model": "glm-5"}, capsys, check_mode=True)
 
     assert result["collective"] is None
     assert result["results"] == parse_nccl_tests(path.read_text()).as_dict()["results"]
@@ -223,12 +223,24 @@ def test_log_that_does_not_name_its_collective_is_not_judged_as_all_reduce(capsy
 
 def test_log_of_another_collective_is_not_judged_as_all_reduce(capsys):
     path = fixture("broadcast_perf_2.0-era*mpirun-command_excerpt.txt")
-    result = run_module(nccl_bench.main, {"log": str(path), "model_profile": "glm-5"}, capsys)
+    result = run_module(nccl_bench.main, {"log": str(path), "model": "glm-5"}, capsys)
 
     assert (result["collective"], list(result["per_collective"])) == ("broadcast", ["broadcast"])
     assert result["violations"] == []
     assert all(u["reason"].startswith("the results are of broadcast") for u in result["unjudged_thresholds"])
     assert result["notes"] == ["No communication ceiling for GLM-5: the benchmark measured broadcast, not all-reduce."]
+
+
+def test_the_former_option_name_model_profile_still_prices_the_log_and_is_deprecated(capsys):
+    path = fixture("all_reduce_perf_*2x2080Ti-no-p2p.txt")
+    now = run_module(nccl_bench.main, {"log": str(path), "model": "llama-3-70b"}, capsys, check_mode=True)
+    former = run_module(nccl_bench.main, {"log": str(path), "model_profile": "llama-3-70b"}, capsys, check_mode=True)
+
+    assert deprecations_of(former) == [("Alias 'model_profile' is deprecated. See the module docs for more "
+                                        "information", "2027-06-01", "gpuhost.gpu")]
+    assert "deprecations" not in now
+    del former["deprecations"]
+    assert former == now
 
 
 def test_log_of_a_healthy_pcie_host_passes(capsys):

@@ -16,7 +16,7 @@ import pytest
 from tests.paths import CAPTURES, FIXTURES, ROOT
 from tests.unit import schemas
 from tests.unit.material.test_capture import TOPO_M
-from tests.unit.modules import run_module
+from tests.unit.modules import deprecations_of, run_module
 
 BUG_REPORT = FIXTURES / "bug-reports" / "nvidia-bug-report_418_2xV100-SXM2_baremetal_constructed.log"
 NCCL_LOG = FIXTURES / "nccl" / ("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
@@ -50,7 +50,7 @@ def test_many_inputs_each_give_a_report_and_a_bad_one_stops_none(tmp_path: Path,
     incident(tmp_path / "glm5-incident")
     shutil.copy(BUG_REPORT, tmp_path / "nvidia-bug-report.log")
     result = analyse(capsys, tmp_path, ["glm5-incident", "nvidia-bug-report.log", str(H100), "missing/",
-                                        "glm5-incident/"], model_profile="glm-5")
+                                        "glm5-incident/"], model="glm-5")
     rows = {row["host"]: row for row in result["inputs"]}
     assert list(rows) == [f"{name}.analysis" for name in ("glm5-incident", "nvidia-bug-report", "baremetal-8xH100-SXM",
                                                          "missing", "glm5-incident-2")]
@@ -73,7 +73,7 @@ def test_many_inputs_each_give_a_report_and_a_bad_one_stops_none(tmp_path: Path,
 
 def test_the_incidents_pastes_give_the_critical_p2p_finding_and_their_benchmark(tmp_path: Path, capsys) -> None:
     incident(tmp_path / "incident")
-    result = analyse(capsys, tmp_path, ["incident"], model_profile="glm-5")
+    result = analyse(capsys, tmp_path, ["incident"], model="glm-5")
     report = json.loads((tmp_path / "reports" / "incident.analysis.json").read_text())
     assert "p2p_not_supported" in {f["id"] for f in report["findings"]}
     assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
@@ -116,10 +116,23 @@ def test_a_second_run_changes_nothing(tmp_path: Path, capsys) -> None:
     assert again["changed"] is False and again["written"] == []
 
 
-def test_an_unknown_model_profile_fails_before_anything_is_read(tmp_path: Path, capsys) -> None:
+def test_an_unknown_model_fails_before_anything_is_read(tmp_path: Path, capsys) -> None:
     result = run_module(gpu_analyze.main, {"inputs": [str(H100)], "dest": str(tmp_path / "r"),
-                                           "model_profile": "no-such-model"}, capsys)
-    assert result["failed"] and "model profile" in result["msg"] and not (tmp_path / "r").exists()
+                                           "model": "no-such-model"}, capsys)
+    assert result["failed"] and "known model" in result["msg"] and not (tmp_path / "r").exists()
+
+
+def test_the_former_option_name_model_profile_still_prices_the_log_and_is_deprecated(tmp_path: Path,
+                                                                                      capsys) -> None:
+    incident(tmp_path / "incident")
+    now = analyse(capsys, tmp_path, ["incident"], model="llama-3-70b", dest=str(tmp_path / "now"))
+    former = analyse(capsys, tmp_path, ["incident"], model_profile="llama-3-70b", dest=str(tmp_path / "former"))
+    assert deprecations_of(former) == [("Alias 'model_profile' is deprecated. See the module docs for more "
+                                        "information", "2027-06-01", "gpuhost.gpu")]
+    assert "deprecations" not in now
+    report = "incident.analysis.json"
+    assert (tmp_path / "former" / report).read_text() == (tmp_path / "now" / report).read_text()
+    assert "Llama-3-70B" in (tmp_path / "now" / report).read_text()
 
 
 # ---------------------------------------------------------------------------
@@ -433,7 +446,7 @@ def test_an_input_named_like_an_audited_host_leaves_the_audits_report(tmp_path: 
     for path, content in audit_files.items():
         path.write_bytes(content)
     incident(tmp_path / "gpu-node-1")
-    result = analyse(capsys, tmp_path, ["gpu-node-1"], model_profile="glm-5")
+    result = analyse(capsys, tmp_path, ["gpu-node-1"], model="glm-5")
     for path, content in audit_files.items():
         assert path.read_bytes() == content, path.name
     row = result["inputs"][0]

@@ -94,6 +94,16 @@ def test_the_renamed_comm_floor_stays_retired_beside_its_successor() -> None:
         make("comm_floor", "x")
 
 
+def test_the_renamed_model_profile_invalid_stays_retired_beside_its_successor() -> None:
+    old, new = CATALOG["model_profile_invalid"], CATALOG["model_invalid"]
+    assert old.retired == "renamed model_invalid" and old.renamed_to == "model_invalid"
+    assert not new.retired and not new.renamed_to
+    assert (old.category, old.severity, catalog.ACTION_OF[old.id]) == (new.category, new.severity,
+                                                                       catalog.ACTION_OF[new.id])
+    with pytest.raises(CatalogError, match="retired"):
+        make("model_profile_invalid", "x")
+
+
 @pytest.mark.parametrize(("renamed_to", "retired"), [
     ("no_such_id", "renamed no_such_id"),  # a successor the catalog does not have
     ("p2p_not_supported", ""),  # an id still raised has no successor

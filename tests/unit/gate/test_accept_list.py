@@ -21,6 +21,14 @@ def test_the_retired_comm_floor_is_read_as_communication_ceiling() -> None:
                      "it is read as communication_ceiling; write communication_ceiling in the list instead"]
 
 
+def test_the_retired_model_profile_invalid_is_read_as_model_invalid() -> None:
+    notes: list[str] = []
+    assert read_accept(["model_profile_invalid"], "deploy_accept_findings", notes) == {
+        "model_invalid": "model_profile_invalid"}
+    assert notes == ["deploy_accept_findings lists model_profile_invalid, a retired finding id (renamed "
+                     "model_invalid): it is read as model_invalid; write model_invalid in the list instead"]
+
+
 def test_the_new_id_written_too_is_taken_as_written() -> None:
     notes: list[str] = []
     accepted = read_accept(["comm_floor", "communication_ceiling"], "accept", notes)

@@ -218,9 +218,9 @@ def test_the_communication_ceiling_says_which_path_it_prices():
 
 
 @pytest.mark.parametrize("capture", ALL)
-@pytest.mark.parametrize("profile", [GLM5, LLAMA70, LLAMA70_TP2], ids=["glm5", "llama70", "llama70-tp2"])
-def test_the_gate_never_leaves_sglang_to_assume_p2p_nobody_proved(capture, profile):
-    result = gate.decide(audited(capture), profile, accept=["p2p_not_supported"], sglang_version="0.5.23")
+@pytest.mark.parametrize("model", [GLM5, LLAMA70, LLAMA70_TP2], ids=["glm5", "llama70", "llama70-tp2"])
+def test_the_gate_never_leaves_sglang_to_assume_p2p_nobody_proved(capture, model):
+    result = gate.decide(audited(capture), model, accept=["p2p_not_supported"], sglang_version="0.5.23")
     found = result["launch"]["all_reduce"]
     if found and found["p2p_check"] == "assumed" and found["path"] == "custom":
         assert result["launch"]["p2p"]["state"] == "proven", found["reason"]

@@ -48,7 +48,7 @@ def test_with_the_probe_the_transfer_is_refused_and_the_ceiling_estimated() -> N
     assert result["summary"].endswith("; communication ceiling 32.7 tok/s single stream, 30.6 ms of all-reduce per "
                                       "token (estimated: 14 ring steps at TP 8 "
                                       "from the 13.9 us GPU-to-GPU copy latency; "
-                                      "collectives per step from the shipped profile glm-5)")
+                                      "collectives per step from the known model glm-5)")
 
 
 def test_the_probe_alone_gives_an_estimate() -> None:
@@ -97,7 +97,7 @@ def test_the_benchmark_and_the_gate_give_one_figure_for_one_model_and_tp() -> No
     # The benchmark priced with the probe beside it: the incident's copy test is refused there too, and the
     # ceiling it reports is the gate's, figure and basis, for GLM-5 at TP 8.
     probe = probe_from_log(str(INCIDENT_PROBE))
-    bench = nccl_from_log(str(TRANSFER_LOG), model_profile="glm-5", probe=probe)
+    bench = nccl_from_log(str(TRANSFER_LOG), model="glm-5", probe=probe)
     ceiling = bench["communication_ceiling"]["batch_1"]
     assert ceiling["basis"] == "estimated_from_pair_latency"
     assert any("these figures are a transfer test, not an all-reduce" in n for n in bench["notes"])
@@ -111,5 +111,5 @@ def test_the_benchmark_and_the_gate_give_one_figure_for_one_model_and_tp() -> No
 
 
 def test_without_the_probe_the_benchmark_takes_the_log_for_what_it_claims() -> None:
-    bench = nccl_from_log(str(TRANSFER_LOG), model_profile="glm-5")
+    bench = nccl_from_log(str(TRANSFER_LOG), model="glm-5")
     assert bench["communication_ceiling"]["batch_1"]["basis"] == "measured_all_reduce"

@@ -147,9 +147,9 @@ def test_every_launch_line_the_gate_builds_starts_on_each_release(version):
 
 @pytest.mark.parametrize("version", list(RELEASES))
 @pytest.mark.parametrize("capture", ALL)
-@pytest.mark.parametrize("profile", [GLM5, LLAMA70_TP2], ids=["glm5", "llama70-tp2"])
-def test_every_gate_decision_launches_on_each_release(version, capture, profile):
-    result = gate.decide(audited(capture), profile, accept=["p2p_not_supported"], sglang_version=version,
+@pytest.mark.parametrize("model", [GLM5, LLAMA70_TP2], ids=["glm5", "llama70-tp2"])
+def test_every_gate_decision_launches_on_each_release(version, capture, model):
+    result = gate.decide(audited(capture), model, accept=["p2p_not_supported"], sglang_version=version,
                          sglang_help=release_help(version))
     assert result["launch"]["flag_check"]["refused"] == []
     if result["launch"]["args"]:

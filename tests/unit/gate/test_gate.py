@@ -540,10 +540,10 @@ def test_accepting_an_id_that_matches_nothing_says_so():
      "model: kv_cache_fraction (0.5) plus memory_headroom_fraction (0.5) leave nothing for the weights; lower them"),
     ("GLM-5", "model: expected a mapping (name, weights_gib, tensor_parallel_size, ...); found str"),
 ])
-def test_invalid_model_profiles_block_with_what_is_wrong(model, message):
+def test_invalid_models_block_with_what_is_wrong(model, message):
     result = gate.decide(audit(H100), model)
     assert result["verdict"] == "block"
-    assert message in [r["summary"] for r in result["reasons"] if r["id"] == "model_profile_invalid"]
+    assert message in [r["summary"] for r in result["reasons"] if r["id"] == "model_invalid"]
 
 
 def test_params_estimate_weights_with_a_note():
@@ -678,7 +678,7 @@ JUNK = st.recursive(
 MODEL_KEYS = ["name", "family", "path", "weights_gib", "params_b", "bytes_per_param", "min_gpus",
               "tensor_parallel_size", "min_compute_capability", "min_driver", "min_cuda", "kv_cache_gib_per_gpu",
               "kv_cache_fraction", "memory_headroom_fraction", "attention_heads", "layers", "hidden_size",
-              "comm_profile"]
+              "shape", "comm_profile"]
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -106,10 +106,10 @@ def test_an_accepted_risk_points_to_the_proxmox_fix_shown_once() -> None:
 
 def test_the_same_reason_twice_gets_two_anchors() -> None:
     result = gate.decide(audited(MICROVM), {"name": "x", "weights_gib": "a lot", "attention_heads": "many"})
-    assert [reason["id"] for reason in result["reasons"]][:2] == ["model_profile_invalid", "model_profile_invalid"]
+    assert [reason["id"] for reason in result["reasons"]][:2] == ["model_invalid", "model_invalid"]
     text = render({**result, "proxmox_link": {}})
-    assert "### 1. `model_profile_invalid`" in text and "### 2. `model_profile_invalid`" in text
-    assert "(#1-model_profile_invalid)" in text and "(#2-model_profile_invalid)" in text
+    assert "### 1. `model_invalid`" in text and "### 2. `model_invalid`" in text
+    assert "(#1-model_invalid)" in text and "(#2-model_invalid)" in text
 
 
 def test_the_gate_report_is_byte_identical_for_the_same_result() -> None:

@@ -30,9 +30,9 @@ def decide(model: dict, config: object, problem: str | None = None) -> dict:
                        model_config=config, model_config_problem=problem)
 
 
-def test_without_the_config_the_floor_names_the_shipped_profile() -> None:
+def test_without_the_config_the_ceiling_names_the_known_model() -> None:
     floor = decide(GLM5, None)["launch"]["communication_ceiling"]
-    assert floor["source"].endswith("; collectives per step from the shipped profile glm-5")
+    assert floor["source"].endswith("; collectives per step from the known model glm-5")
 
 
 def test_the_config_prices_the_floor_and_says_so() -> None:
@@ -40,19 +40,19 @@ def test_the_config_prices_the_floor_and_says_so() -> None:
     floor = result["launch"]["communication_ceiling"]
     assert floor["source"].endswith("; collectives per step from the model's config.json (GlmMoeDsaForCausalLM)")
     assert floor["comm_us_per_token"] == pytest.approx((78 * 2 + 1) * HOP_US)
-    assert not any("disagree" in n for n in result["notes"])  # the shipped profile matches GLM-5.1's file
+    assert not any("disagree" in n for n in result["notes"])  # the known model matches GLM-5.1's file
 
 
-def test_a_config_that_disagrees_with_the_profile_wins_with_a_note() -> None:
+def test_a_config_that_disagrees_with_the_known_model_wins_with_a_note() -> None:
     result = decide(GLM5, counted("DeepSeek-R1_config.json"))
     floor = result["launch"]["communication_ceiling"]
     assert floor["comm_us_per_token"] == pytest.approx((61 * 2 + 1) * HOP_US)
     assert "config.json (DeepseekV3ForCausalLM)" in floor["source"]
     note = next(n for n in result["notes"] if "disagree" in n)
-    assert "the shipped profile glm-5 disagree" in note and "layers: profile 78, config.json 61" in note
+    assert "the known model glm-5 disagree" in note and "layers: model 78, config.json 61" in note
 
 
-def test_a_config_counts_a_model_without_any_profile() -> None:
+def test_a_config_counts_a_model_without_any_known_shape() -> None:
     model = {"name": "Llama-3.1-70B", "weights_gib": 132, "tensor_parallel_size": 8}
     floor = decide(model, counted("Llama-3.1-70B_config_excerpt.json"))["launch"]["communication_ceiling"]
     assert floor["comm_us_per_token"] == pytest.approx((80 * 2 + 1) * HOP_US)
@@ -62,15 +62,15 @@ def test_a_config_counts_a_model_without_any_profile() -> None:
 UNKNOWN = {"architectures": ["Gemma3ForCausalLM"]}
 
 
-def test_not_modelled_keeps_the_shipped_profile_with_a_note() -> None:
+def test_not_modelled_keeps_the_known_model_with_a_note() -> None:
     assert collectives_per_step(UNKNOWN, 8)["status"] == "not_modelled"
     result = decide(GLM5, UNKNOWN)
-    assert result["launch"]["communication_ceiling"]["source"].endswith("from the shipped profile glm-5")
-    assert any("'Gemma3ForCausalLM' is not modelled" in n and "uses the shipped profile glm-5" in n
+    assert result["launch"]["communication_ceiling"]["source"].endswith("from the known model glm-5")
+    assert any("'Gemma3ForCausalLM' is not modelled" in n and "uses the known model glm-5" in n
                for n in result["notes"])
 
 
-def test_not_modelled_without_a_profile_is_no_floor_not_a_guess() -> None:
+def test_not_modelled_without_a_known_shape_is_no_ceiling_not_a_guess() -> None:
     result = decide({"name": "Gemma-3", "weights_gib": 50, "tensor_parallel_size": 8}, UNKNOWN)
     assert result["launch"]["communication_ceiling"] is None and result["launch"]["communication_ceiling_tok_s"] is None
     assert any(n.startswith("No communication ceiling: the model's collectives per step are not modelled")
@@ -83,16 +83,16 @@ def test_not_modelled_without_a_profile_is_no_floor_not_a_guess() -> None:
     ({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": "many", "hidden_size": 8192},
      "expected 'num_hidden_layers' as a whole number of 0 or more; found 'many'"),
 ])
-def test_an_unreadable_value_is_a_note_and_the_profile_stays(bad: object, said: str) -> None:
+def test_an_unreadable_value_is_a_note_and_the_known_model_stays(bad: object, said: str) -> None:
     result = decide(GLM5, bad)
-    assert result["launch"]["communication_ceiling"]["source"].endswith("from the shipped profile glm-5")
+    assert result["launch"]["communication_ceiling"]["source"].endswith("from the known model glm-5")
     assert any(n.startswith("The model's config.json gives no collectives per step (") and said in n
-               and "uses the shipped profile glm-5" in n for n in result["notes"])
+               and "uses the known model glm-5" in n for n in result["notes"])
 
 
-def test_a_config_that_was_not_read_says_why_and_the_profile_stays() -> None:
+def test_a_config_that_was_not_read_says_why_and_the_known_model_stays() -> None:
     result = decide(GLM5, None, "/models/x/config.json cannot be read (No such file or directory)")
-    assert result["launch"]["communication_ceiling"]["source"].endswith("from the shipped profile glm-5")
+    assert result["launch"]["communication_ceiling"]["source"].endswith("from the known model glm-5")
     assert any("(config.json was not read: /models/x/config.json cannot be read (No such file or directory))" in n
                for n in result["notes"])
 
@@ -132,7 +132,7 @@ def test_a_bad_config_is_a_note_never_a_failure(tmp_path, capsys: pytest.Capture
         (tmp_path / "config.json").write_text(content, encoding="utf-8")
     result = gate_module(capsys, model={**GLM5, "path": str(tmp_path)})
     assert not result.get("failed") and result["verdict"] == "pass"
-    assert result["launch"]["communication_ceiling"]["source"].endswith("from the shipped profile glm-5")
+    assert result["launch"]["communication_ceiling"]["source"].endswith("from the known model glm-5")
     assert any(said in n and "Traceback" not in n for n in result["notes"])
 
 

@@ -1,4 +1,4 @@
-"""What the all-reduce latency costs a model: profiles, interpolation, the communication ceiling."""
+"""What the all-reduce latency costs a model: models, interpolation, the communication ceiling."""
 
 from __future__ import annotations
 
@@ -38,16 +38,16 @@ def incident_run():
 
 
 def test_the_transfer_figures_read_as_an_all_reduce_are_labelled_measured() -> None:
-    profile = known_model("glm-5")
+    model = known_model("glm-5")
     run = incident_run()
-    ceiling = measured_ceiling(profile, run.latency_curve(), batch=1, measured_ranks=run.nranks)
+    ceiling = measured_ceiling(model, run.latency_curve(), batch=1, measured_ranks=run.nranks)
 
     # Independent of model/ceiling.py: the message is one token's hidden state, and the curve has a point at that
     # very size, so the step time is that point's time once per all-reduce of every layer and the embedding.
-    message = profile.hidden_size * profile.dtype_bytes
+    message = model.hidden_size * model.dtype_bytes
     measured = {r.size_bytes: r.out_of_place.time_us for r in run.results}
     assert message in measured
-    expected_step_us = (profile.layers * profile.allreduces_per_layer + 1) * measured[message]
+    expected_step_us = (model.layers * model.allreduces_per_layer + 1) * measured[message]
     expected_rate = 1_000_000 / expected_step_us
 
     assert ceiling["allreduce_bytes"] == message
@@ -62,8 +62,8 @@ def test_the_transfer_figures_read_as_an_all_reduce_are_labelled_measured() -> N
 
 def test_the_incident_figures_read_as_a_transfer_explain_a_large_share_of_the_token_time() -> None:
     """The same 13.7 us, read for what it is: one GPU-to-GPU hop. An 8-GPU all-reduce waits 14 of them."""
-    profile = known_model("glm-5")
-    ceiling = estimated_ceiling(profile, hop_latency_us=13.7, bus_gbps=32.6)
+    model = known_model("glm-5")
+    ceiling = estimated_ceiling(model, hop_latency_us=13.7, bus_gbps=32.6)
 
     # Independent arithmetic: 2(8-1) = 14 hops of 13.7 us, plus 2*7/8 of 12288 bytes at 32.6 GB/s, per
     # all-reduce; 78 layers x 2 + the embedding's = 157 all-reduces per token.
@@ -87,7 +87,7 @@ def test_the_incident_figures_read_as_a_transfer_explain_a_large_share_of_the_to
                    "base latency is left out", "32.6 GB/s"):
         assert any(needle in a for a in ceiling["assumptions"]), needle
 
-    wrong = measured_ceiling(profile, incident_run().latency_curve(), measured_ranks=8)
+    wrong = measured_ceiling(model, incident_run().latency_curve(), measured_ranks=8)
     assert explained_share(wrong, observed_us) < 0.03
 
 
@@ -107,23 +107,23 @@ def test_batch_estimate_uses_the_larger_message() -> None:
     assert ceiling["summary_batch"].startswith("at 64 concurrent streams")
 
 
-def test_incident_profile_is_the_published_architecture() -> None:
-    profile = known_model("glm-5")
-    assert (profile.layers, profile.allreduces_per_layer, profile.hidden_size, profile.dtype_bytes,
-            profile.tensor_parallel_size, profile.extra_allreduces) == (78, 2, 6144, 2, 8, 1)
-    assert allreduce_bytes_per_token(profile, 1) == 12288  # the 12 KB of the incident
+def test_the_incident_model_is_the_published_architecture() -> None:
+    model = known_model("glm-5")
+    assert (model.layers, model.allreduces_per_layer, model.hidden_size, model.dtype_bytes,
+            model.tensor_parallel_size, model.extra_allreduces) == (78, 2, 6144, 2, 8, 1)
+    assert allreduce_bytes_per_token(model, 1) == 12288  # the 12 KB of the incident
 
 
 def test_ceiling_at_a_concurrency() -> None:
-    profile = known_model("glm-5")
+    model = known_model("glm-5")
     curve = [(4096, 12.0), (12288, 13.7), (131072, 40.0), (1048576, 180.0), (805306368, 43230.0)]
-    ceiling = measured_ceiling(profile, curve, batch=64)
+    ceiling = measured_ceiling(model, curve, batch=64)
 
-    size = 64 * profile.hidden_size * profile.dtype_bytes  # 786432 bytes: between two measured points
+    size = 64 * model.hidden_size * model.dtype_bytes  # 786432 bytes: between two measured points
     low, high = (131072, 40.0), (1048576, 180.0)
     t = math.exp(math.log(low[1]) + (math.log(size) - math.log(low[0])) / (math.log(high[0]) - math.log(low[0]))
                  * (math.log(high[1]) - math.log(low[1])))
-    step = (profile.layers * profile.allreduces_per_layer + 1) * t
+    step = (model.layers * model.allreduces_per_layer + 1) * t
     assert ceiling["latency_basis"] == "interpolated"
     assert ceiling["allreduce_latency_us"] == pytest.approx(t)
     assert ceiling["comm_us_per_step"] == pytest.approx(step)
@@ -131,13 +131,13 @@ def test_ceiling_at_a_concurrency() -> None:
     assert ceiling["max_tokens_per_s_aggregate"] == pytest.approx(64 * 1e6 / step)
     # The single-stream figure is always the batch-1 one.
     assert ceiling["max_tokens_per_s_single_stream"] == pytest.approx(
-        1e6 / ((profile.layers * profile.allreduces_per_layer + 1) * 13.7))
+        1e6 / ((model.layers * model.allreduces_per_layer + 1) * 13.7))
     assert ceiling["summary_batch"].startswith("at 64 concurrent streams, all-reduce alone limits decode to ")
 
 
 def test_ceiling_notes_what_was_not_measured() -> None:
-    profile = known_model("glm-5")
-    ceiling = measured_ceiling(profile, [(12288, 13.7), (65536, 20.0)], batch=8, measured_ranks=4)
+    model = known_model("glm-5")
+    ceiling = measured_ceiling(model, [(12288, 13.7), (65536, 20.0)], batch=8, measured_ranks=4)
 
     assert ceiling["latency_basis"] == "extrapolated"  # 98304 bytes: above the largest measured size
     assert any("measured over 4 GPUs" in note for note in ceiling["notes"])
@@ -145,18 +145,18 @@ def test_ceiling_notes_what_was_not_measured() -> None:
 
 
 def test_tensor_parallel_one_has_no_ceiling() -> None:
-    profile = load_model({**KNOWN_MODELS["glm-5"], "tensor_parallel_size": 1})
-    ceiling = measured_ceiling(profile, [(12288, 13.7)])
+    model = load_model({**KNOWN_MODELS["glm-5"], "tensor_parallel_size": 1})
+    ceiling = measured_ceiling(model, [(12288, 13.7)])
 
     assert ceiling["comm_us_per_token"] == 0.0
     assert ceiling["max_tokens_per_s_single_stream"] is None
     assert "no all-reduce" in ceiling["summary"]
 
 
-def test_llama_profile() -> None:
-    profile = known_model("Llama-3-70B")
-    assert (profile.layers, profile.hidden_size) == (80, 8192)
-    assert allreduce_bytes_per_token(profile, 4) == 8192 * 2 * 4
+def test_llama_model() -> None:
+    model = known_model("Llama-3-70B")
+    assert (model.layers, model.hidden_size) == (80, 8192)
+    assert allreduce_bytes_per_token(model, 4) == 8192 * 2 * 4
 
 
 @pytest.mark.parametrize(("rate", "text"), [(467.9, "468"), (99.94, "99.9"), (11.04, "11.0"), (1010.4, "1010")])
@@ -232,11 +232,11 @@ def test_property_interpolation_stays_between_its_neighbours(points: list[tuple[
 
 
 # --------------------------------------------------------------------------------------------------
-# Profiles
+# Models
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"layer": 78}, r"model profile.layer: unknown key; did you mean layers\?"),
+    ({"layer": 78}, r"model.layer: unknown key; did you mean layers\?"),
     ({"layers": 0}, r"expected 'layers' as a whole number of 1 or more; found 0"),
     ({"hidden_size": "6144"}, r"'hidden_size' as a whole number of 1 or more; found '6144'"),
     ({"dtype_bytes": True}, r"'dtype_bytes' as a whole number.*found True"),
@@ -244,7 +244,7 @@ def test_property_interpolation_stays_between_its_neighbours(points: list[tuple[
     ({"notes": 3}, r"expected 'notes' as text"),
     ({"extra_allreduces": -1}, r"'extra_allreduces' as a whole number of 0 or more; found -1"),
 ])
-def test_bad_profiles(change: dict, message: str) -> None:
+def test_bad_models(change: dict, message: str) -> None:
     data = {**KNOWN_MODELS["glm-5"], **change}
     with pytest.raises(ModelError, match=message):
         load_model(data)
@@ -257,21 +257,21 @@ def test_missing_field_says_where_to_find_it() -> None:
         load_model(data)
 
 
-def test_profile_must_be_a_mapping() -> None:
+def test_a_model_must_be_a_mapping() -> None:
     with pytest.raises(ModelError, match="expected a mapping"):
         load_model([("name", "x")])  # type: ignore[arg-type]
 
 
-def test_unknown_shipped_profile() -> None:
-    with pytest.raises(ModelError, match=r"expected one of glm-5, llama-3-70b; found 'glm-9'"):
+def test_an_unknown_known_model() -> None:
+    with pytest.raises(ModelError, match=r"expected a known model \(glm-5, llama-3-70b\); found 'glm-9'"):
         known_model("glm-9")
 
 
-def test_every_shipped_profile_loads_and_round_trips() -> None:
+def test_every_known_model_loads_and_round_trips() -> None:
     for key in KNOWN_MODELS:
-        profile = known_model(key)
-        assert isinstance(profile, Model)
-        assert load_model(profile.as_dict()) == profile
+        model = known_model(key)
+        assert isinstance(model, Model)
+        assert load_model(model.as_dict()) == model
 
 
 @pytest.mark.parametrize("batch", [0, -1, 1.5, True])
@@ -280,7 +280,7 @@ def test_bad_batch(batch: object) -> None:
         measured_ceiling(known_model("glm-5"), CURVE, batch=batch)  # type: ignore[arg-type]
 
 
-def test_communication_ceiling_wants_a_loaded_profile() -> None:
+def test_communication_ceiling_wants_a_loaded_model() -> None:
     with pytest.raises(ModelError, match="expected a Model; found dict"):
         measured_ceiling(KNOWN_MODELS["glm-5"], CURVE)  # type: ignore[arg-type]
 
@@ -296,9 +296,9 @@ def test_bench_result_priced_for_glm5_from_the_incident_log() -> None:
         "transfer-test-in-all_reduce_perf-layout_incident-reconstructed_8xRTXPRO6000-vm-no-p2p.txt")
     result = parse_nccl_tests(log.read_text()).as_dict()
     add_communication_ceiling(result, "glm-5", 64)
-    profile = known_model("glm-5")
-    per_token_us = dict(measured_curve(result["results"]))[profile.hidden_size * profile.dtype_bytes] * (
-        profile.layers * profile.allreduces_per_layer + profile.extra_allreduces)
+    model = known_model("glm-5")
+    per_token_us = dict(measured_curve(result["results"]))[model.hidden_size * model.dtype_bytes] * (
+        model.layers * model.allreduces_per_layer + model.extra_allreduces)
     ceiling = result["communication_ceiling"]["batch_1"]
     assert ceiling["comm_us_per_token"] == pytest.approx(per_token_us)
     assert ceiling["max_tokens_per_s_single_stream"] == pytest.approx(1e6 / per_token_us)
@@ -317,6 +317,7 @@ def test_torch_rows_without_out_of_place_use_in_place() -> None:
     assert measured_curve(rows) == [(4096, 20.0), (8192, 30.0)]
 
 
-def test_a_misspelled_shipped_profile_names_the_closest() -> None:
-    with pytest.raises(ModelError, match=r"found 'glm5'; did you mean glm-5\? Pick a shipped profile"):
+def test_a_misspelled_known_model_names_the_closest() -> None:
+    with pytest.raises(ModelError, match=r"found 'glm5'; did you mean glm-5\? Pick a known model or pass your own "
+                                         r"mapping"):
         known_model("glm5")

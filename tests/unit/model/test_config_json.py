@@ -1,4 +1,4 @@
-"""Collectives per decode step from config.json: real configs of the profiled families
+"""Collectives per decode step from config.json: real configs of the known models' families
 (tests/fixtures/model_configs, sources in its SOURCES.md)."""
 
 from __future__ import annotations
@@ -120,20 +120,20 @@ def test_bad_configs_say_what_to_do(data: object, tp: int, message: str) -> None
 
 @pytest.mark.parametrize(("key", "name"), [("glm-5", "GLM-5.1_config.json"),
                                            ("llama-3-70b", "Llama-3.1-70B_config_excerpt.json")])
-def test_shipped_profiles_agree_with_the_configs(key: str, name: str) -> None:
+def test_known_models_agree_with_the_configs(key: str, name: str) -> None:
     assert check_against_config(key, config(name)) == []
 
 
-def test_a_profile_that_disagrees_is_named_field_by_field() -> None:
+def test_a_known_model_that_disagrees_is_named_field_by_field() -> None:
     counted = collectives_per_step(config("DeepSeek-R1_config.json"), 8)
     found = disagreements(KNOWN_MODELS["glm-5"], counted)
-    assert "layers: profile 78, config.json 61" in found and "hidden_size: profile 6144, config.json 7168" in found
+    assert "layers: model 78, config.json 61" in found and "hidden_size: model 6144, config.json 7168" in found
     assert disagreements(KNOWN_MODELS["glm-5"], {"status": "not_modelled"}) == []
 
 
-def test_a_config_makes_a_profile_the_floor_reads() -> None:
+def test_a_config_makes_a_model_the_ceiling_reads() -> None:
     counted = collectives_per_step(config("Qwen3-235B-A22B-Instruct-2507_config.json"), 8)
-    profile = load_model(model_fields("Qwen3-235B-A22B", counted, 8))
-    assert profile.allreduces_per_step == 189
+    model = load_model(model_fields("Qwen3-235B-A22B", counted, 8))
+    assert model.allreduces_per_step == 189
     with pytest.raises(ModelError, match="not modelled"):
         model_fields("x", collectives_per_step({}, 8), 8)

@@ -93,14 +93,14 @@ def _benches() -> str:
         INCIDENT: {"probe": probe(P2P / "p2p-probe_8xRTXPRO6000-vm-no-p2p_constructed.jsonl"),
                    "nccl": nccl(log=NCCL / ("transfer-test-in-all_reduce_perf-layout_incident-reconstructed_"
                                             "8xRTXPRO6000-vm-no-p2p.txt"),
-                                model_profile="glm-5")},
+                                model="glm-5")},
         PRO6000: {"probe": probe(P2P / "p2p-probe_8xRTXPRO6000-baremetal-p2p_constructed.jsonl"),
                   "nccl": nccl(**no_engine)},  # no nccl-tests, no torch: it says why, with the torch probe
         H100: {"probe": probe(P2P / "p2p-probe_8xH100-SXM-nvlink_constructed.jsonl"),
                "nccl": nccl(log=NCCL / "all_reduce_perf_json-v3_constructed-from-writer.json",
-                            model_profile="llama-3-70b")},
+                            model="llama-3-70b")},
         RTX4090: {"probe": probe(P2P / "p2pBandwidthLatencyTest_2xRTX4090-no-p2p.txt"),
-                  "nccl": nccl(log=NCCL / "all_reduce_perf_2.15-2.16_2x2080Ti-no-p2p.txt", model_profile="glm-5",
+                  "nccl": nccl(log=NCCL / "all_reduce_perf_2.15-2.16_2x2080Ti-no-p2p.txt", model="glm-5",
                                concurrency=1)},
         I440FX: {"probe": probe(P2P / "nvbandwidth_v0.8_6xA6000-read-ce.txt"),
                  "nccl": nccl(log=NCCL / "all_reduce_perf_2.13-2.14_nccl2.20.5_debug-info-interleaved_2xA100.txt")},

@@ -82,9 +82,9 @@ def test_judge_names_a_partial_download(model: Path) -> None:
         (model / f"model-0000{shard}-of-00005.safetensors").unlink()
     verdict = judge(walk(str(model)), 405, 0.1)
     assert verdict.problems == [
-        f"the weight files under {model} hold 243.0 GiB in 3 files; the model profile expects 405 GiB (within 10%). "
-        "A partial download, another quantization or another model? Finish the download, or correct the profile's "
-        "weights_gib."]
+        f"the weight files under {model} hold 243.0 GiB in 3 files; the model's weights_gib expects 405 GiB (within "
+        "10%). A partial download, another quantization or another model? Finish the download, or correct the "
+        "model's weights_gib."]
 
 
 def absent(root: Path) -> Path:
@@ -155,7 +155,7 @@ def test_module_passes_a_good_model(capsys: pytest.CaptureFixture[str], shared_m
 def test_module_fails_with_found_and_expected(capsys: pytest.CaptureFixture[str], shared_model: Path) -> None:
     result = check(capsys, shared_model, expected_gib=405)
     assert result["failed"] is True
-    assert "hold 2.0 GiB in 2 files; the model profile expects 405 GiB (within 10%)" in result["msg"]
+    assert "hold 2.0 GiB in 2 files; the model's weights_gib expects 405 GiB (within 10%)" in result["msg"]
     report = check(capsys, shared_model, expected_gib=405, fail_on_problem=False)
     assert "failed" not in report and report["ok"] is False
 
