@@ -42,7 +42,7 @@ WRONG = [[None, {"peer_access": True, "ce_wrong": 4, "sm_wrong": 4}],
 PROBE_FAILED = "after the change the P2P probe found p2p_write_not_arriving"
 
 
-class Killed(BaseException):  # noqa: N818 - what it stands for, not an error
+class Killed(BaseException):
     """The run is killed here (not an Exception: nothing in the module may catch it)."""
 
 
