@@ -738,13 +738,12 @@ def set_config(module: AnsibleModule, node: Node, record: fix.FixRecord, state: 
 def settle(module: AnsibleModule, node: Node, record: fix.FixRecord, pending_keys: list[str]) -> fix.FixRecord:
     """The record moved on to what the node shows (a run cut after a step but before recording it, or a VM
     started by hand): recorded, except in check mode."""
-    running = node.running() if record.state in (fix.APPLIED, fix.RESTARTING) else None
-    moved = fix.settled(record, fix.Observed(has_target=True, running=running, pending=bool(pending_keys)))
-    if moved is None:
-        return record
-    if module.check_mode:
-        return fix.advance(record, moved, utc_now())
-    return node.advance(record, moved)
+    while True:  # backed_up may settle to applied, then applied to restarted
+        running = node.running() if record.state in (fix.APPLIED, fix.RESTARTING) else None
+        moved = fix.settled(record, fix.Observed(has_target=True, running=running, pending=bool(pending_keys)))
+        if moved is None:
+            return record
+        record = fix.advance(record, moved, utc_now()) if module.check_mode else node.advance(record, moved)
 
 
 def finish_rollback(module: AnsibleModule, node: Node, record: fix.FixRecord) -> NoReturn:
@@ -769,6 +768,10 @@ def restart_step(module: AnsibleModule, node: Node) -> None:
                   fix=node.described(record))
     _data, config = node.read_config()
     running = node.running()
+    if running is None:  # a start of a VM that runs would fail, and roll a working change back
+        node.fail(f"expected qm status {vmid} to say whether VM {vmid} runs before restarting it; it could not tell "
+                  "(see the warning). Nothing was done: check that qm answers (pvecm status, systemctl status "
+                  "pve-cluster), then run this again.", fix=node.described(record))
     stop_first, start = fix.restart_plan(record, running, bool(config.pending.options or config.pending_delete))
     if not start:
         record = settle(module, node, record, [])
