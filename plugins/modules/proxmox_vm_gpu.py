@@ -501,6 +501,8 @@ class Node:
     def save(self, record: fix.FixRecord) -> None:
         try:
             self.backup_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for stale in self.backup_dir.glob(f".{self.state_file.name}.*.tmp"):  # left by a run killed mid-write
+                stale.unlink(missing_ok=True)
             write_atomically(self.state_file, fix.render_record(record))
         except OSError as err:
             self.fail(f"expected to record the fix's state ({record.state}) in {self.state_file}; found "

@@ -94,6 +94,7 @@ def test_killed_after_every_step_the_next_run_ends_it(scenario: Scenario, tmp_pa
         matrix.append((kill_after, where, next_run, ending(node, original, scenario.ends)))
     # Killed after the last step, the fix has ended: the next run finds nothing to do.
     wrong = [row for row in matrix if row[3] != "ok" or row[2] not in (scenario.ends, "none")]
+    assert not list(tmp_path.glob("*/backups/.*.tmp"))  # no record half written, none left behind
     assert not wrong, "\n".join(f"killed after step {n} ({where}): next run {run}; {seen}"
                                 for n, where, run, seen in wrong)
 
@@ -200,3 +201,14 @@ def test_a_record_that_is_no_record_stops_the_fix_saying_what_to_do(
         result = vm_gpu(capsys, node)
     assert result["failed"] and "expected a record of format gpuhost-p2p-fix-state/1" in result["msg"]
     assert "move the file away to start afresh" in result["msg"] and node.conf.read_bytes() == original
+
+
+def test_a_record_half_written_by_a_killed_run_is_removed_by_the_next(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    node, _original = started(tmp_path / "node", SCENARIOS[0])
+    node.backups.mkdir()
+    stale = node.backups / f".{VMID}.p2p-fix.json.k1ll3d.tmp"
+    stale.write_text('{"format": "gpuhost-p2p-fix-st')
+    with watched(node, monkeypatch):
+        assert vm_gpu(capsys, node)["fix"]["state"] == "applied"
+    assert not stale.exists() and [p.name for p in node.backups.glob(".*")] == []
