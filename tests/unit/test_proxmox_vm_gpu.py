@@ -89,9 +89,12 @@ def test_stopped_vm_is_fixed_once_with_a_backup(host: Host, capsys: pytest.Captu
     assert "hostpci0: 0000:01:00.0,pcie=1\n" in text and "balloon: 0\n" in text and "[PENDING]" not in text
     assert text.startswith("#Gaming-era template")  # the stand-in, like the module, leaves other lines alone
 
+    # The fix stays open until the guest is measured: a second run changes nothing, takes no second backup and
+    # still names the first, the config the VM had before the fix.
     again = run(capsys, host.args())
-    assert not again["changed"] and again["command"] == [] and again["backup"] is None
-    assert sorted(p.name for p in host.backups.iterdir()) == [Path(result["backup"]).name]
+    assert not again["changed"] and again["command"] == [] and again["backup"] == result["backup"]
+    assert again["fix"]["state"] == "applied" and again["next"] == "wait_start"  # stopped: its next start applies it
+    assert sorted(p.name for p in host.backups.glob("*.conf.*")) == [Path(result["backup"]).name]
 
 
 def test_running_vm_gets_pending_changes_and_the_restart(host: Host, capsys: pytest.CaptureFixture[str]) -> None:
