@@ -22,7 +22,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench_audit import CAPTURES, ROOT, run, write_inventory
+from bench_audit import CAPTURES, ROOT, host_reports, run, write_inventory
 
 FIXTURES = ROOT / "tests" / "fixtures"
 GOAL_S = 10.0
@@ -100,7 +100,7 @@ def main() -> None:
                     wall, cpu = timed(argv, env)
                 walls[kind].append(wall)
                 cpus[kind].append(cpu)
-                written = len(list(reports.glob("*.json")))
+                written = len(host_reports(reports))
                 if written != args.inputs:
                     raise SystemExit(f"{kind} wrote {written} JSON reports for {args.inputs} inputs")
     median = {kind: statistics.median(times) for kind, times in walls.items()}

@@ -48,6 +48,12 @@ REFERENCES = {
 }
 
 
+def host_reports(reports: Path) -> list[Path]:
+    """The per-host JSON reports in a report directory: fleet.json (plugins/module_utils/files/fleet_table.py,
+    FLEET_JSON) is the fleet table's, not a host's."""
+    return [path for path in reports.glob("*.json") if path.name != "fleet.json"]
+
+
 def run(argv: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
@@ -122,7 +128,7 @@ def fleet(hosts: int, rounds: int, env: dict[str, str], audit_playbook: Path) ->
                 walls[kind].append(run(argv, dict(env, BENCH_AUDIT_TIMING=str(timing))))
                 if kind != "audit":
                     continue
-                written = len(list(reports.glob("*.json")))
+                written = len(host_reports(reports))
                 if written != hosts:
                     sys.exit(f"the audit wrote {written} JSON reports for {hosts} hosts")
                 recorded = json.loads(timing.read_text())
