@@ -32,7 +32,6 @@ Output:
 from __future__ import annotations
 
 import re
-import shlex
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +45,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_secret
     redact_secret_values,
     without_secrets,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.shell_words import shell_words
 
 # Where qemu-server keeps what these parsers read.
 QEMU_SERVER_DIR = "/etc/pve/qemu-server"
@@ -366,7 +366,7 @@ GLOBAL_SHORT = re.compile(r"^(?P<driver>[^.=]+)\.(?P<prop>[^=]+)=(?P<value>.*)$"
 
 def split_args(value: str) -> tuple[list[str], list[str]]:
     try:
-        return shlex.split(value), []
+        return shell_words(value), []
     except ValueError as exc:
         return [], [f"the args line cannot be split into words as qemu-server does ({exc}): QEMU gets none of it"]
 
