@@ -10,7 +10,8 @@ once (a cubic regex never gets to the next size).
 
 The patterns are the shapes that made readers quadratic or worse, taken from real outputs (tests/fixtures): a
 secret word repeated in a VM description, colons after an nccl-tests rank line, blank lines, GPU rows of a
-topology matrix, unclosed quotes and braces, an NCCL log record's head, and plain words and digits."""
+topology matrix, unclosed quotes, braces and brackets, an NCCL log record's head, lines padded with blanks, and
+plain words and digits."""
 
 from __future__ import annotations
 
@@ -35,29 +36,34 @@ CALL_SECONDS = 3.0
 ATTEMPTS = 2
 MEASURED = 0.05  # seconds of CPU each size is repeated for when a first, single call looks quadratic
 
-# (name, the start of the text, the unit repeated after it). Each runs once as one long line and once with a
+# (name, the start of the text, the unit repeated after it, its end). Each runs once as one long line and once with a
 # newline after each unit.
-PATTERNS: tuple[tuple[str, str, str], ...] = (
+PATTERNS: tuple[tuple[str, str, str, str], ...] = (
     # A Proxmox VM description (tests/fixtures/proxmox) holding a secret word again and again.
-    ("secret words", "args: -x ", "pass"),
-    ("secret names", "description: ", "root-password:"),
+    ("secret words", "args: -x ", "pass", ""),
+    ("secret names", "description: ", "root-password:", ""),
     # An nccl-tests rank line (tests/fixtures/nccl) and colons after it.
-    ("colons after a rank line", "#  Rank  0 Group  0 Pid  4096 on host device  0 [0x3d] ", ":"),
-    ("an NCCL log record's head", "", "host:1:2 [0] "),
+    ("colons after a rank line", "#  Rank  0 Group  0 Pid  4096 on host device  0 [0x3d] ", ":", ""),
+    ("an NCCL log record's head", "", "host:1:2 [0] ", ""),
     # A topology matrix's GPU row (tests/fixtures/nvidia-smi/topo-m_*): header and row alike.
-    ("GPU rows", "\tGPU0\tGPU1\n", "GPU0\t X \tNV18\t"),
-    ("blank", "", " "),
-    ("unclosed quotes", "data=", "\""),
-    ("unclosed braces", "-object ", " {"),
-    ("markup", "<system version=\"1\">", "<pci busid=\"0000:01:00.0\">"),
-    ("numbers", "", "0 "),
-    ("words", "", "NVIDIA "),
+    ("GPU rows", "\tGPU0\tGPU1\n", "GPU0\t X \tNV18\t", ""),
+    ("blanks", "", " ", "x"),
+    ("unclosed quotes", "data=", "\"", ""),
+    ("unclosed braces", "-object ", " {", ""),
+    ("markup", "<system version=\"1\">", "<pci busid=\"0000:01:00.0\">", ""),
+    # A --query-gpu header (tests/fixtures/nvidia-smi/query-gpu_*) whose unit never closes.
+    ("open brackets", "name, pci.bus_id ", "[", "]"),
+    # An lspci device line (tests/fixtures/pci) and a kernel log line (tests/fixtures/kernel-log) padded with blanks.
+    ("blanks in an lspci device line", "0000:01:00.0 3D controller: NVIDIA Corporation Device 2330", " ", "x"),
+    ("blanks in a hypervisor line", "[    0.000000] Hypervisor detected: KVM", " ", "x"),
+    ("numbers", "", "0 ", ""),
+    ("words", "", "NVIDIA ", ""),
 )
 
 
-def _texts(start: str, unit: str, newline: bool) -> list[str]:
+def _texts(start: str, unit: str, end: str, newline: bool) -> list[str]:
     unit = unit + "\n" if newline else unit
-    return [start + unit * ((size - len(start)) // len(unit)) for size in SIZES]
+    return [start + unit * ((size - len(start) - len(end)) // len(unit)) + end for size in SIZES]
 
 
 def _gzipped(entry: EntryPoint) -> EntryPoint:
@@ -106,9 +112,9 @@ def growth(times: list[float], floor: float = 0.0005) -> float:
 def test_time_grows_no_faster_than_the_input(entry: EntryPoint) -> None:
     entry = _gzipped(entry)
     slow = []
-    for name, start, unit in PATTERNS:
+    for name, start, unit, end in PATTERNS:
         for newline in (False, True):
-            texts = _texts(start, unit, newline)
+            texts = _texts(start, unit, end, newline)
             inputs = [text.encode("utf-8") if entry.takes == "bytes" else text for text in texts]
             shape = f"{name}, {'lines' if newline else 'one line'}"
             try:

@@ -89,7 +89,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_hea
     HEALTH_QUERY_FIELDS,
     HEALTH_QUERY_FIELDS_OLD,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS, without_unit
 
 # Pasted outputs are filed under the keys of the commands the gatherers run (audit/commands.py).
 P2P_KEYS = {letter: command.key for letter, command in TOPO_P2P.items()}
@@ -131,7 +131,6 @@ _VM_COMMAND_RE = re.compile(r"^(?:qm config (?P<vmid>\d{1,9})|"
                             r"cat " + re.escape(QEMU_SERVER_DIR) + r"/(?P<file_vmid>\d{1,9})\.conf)$")
 _VM_NAME_RE = re.compile(r"^(?:.*/)?(?P<vmid>\d{1,9})\.conf$")
 _DOMAIN_DEVICE_RE = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] ")
-_HEADER_UNIT_RE = re.compile(r"\s*\[[^\]]*\]$")
 
 
 class PieceError(ValueError):
@@ -338,7 +337,7 @@ def _take_query(built: _Built, name: str, command: str | None, output: str, entr
         built.put("commands", command, _ran(output), name, entry)
         return
     first = next((line for line in clean_lines(output) if line.strip()), "")
-    fields = tuple(_HEADER_UNIT_RE.sub("", value.strip()) for value in first.split(","))
+    fields = tuple(without_unit(value.strip()) for value in first.split(","))
     by_fields = {tuple(QUERY_GPU_FIELDS): QUERY_KEY, tuple(HEALTH_QUERY_FIELDS): HEALTH_KEYS[0],
                  tuple(HEALTH_QUERY_FIELDS_OLD): HEALTH_KEYS[1]}
     if fields in by_fields:

@@ -81,9 +81,11 @@ class LspciDevice:
 _LSPCI_HEADER_RE = re.compile(
     r"^(?P<bdf>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(?P<rest>\S.*)$"
 )
-_PROG_IF_RE = re.compile(r"\s*\(prog-if (?P<progif>[0-9a-fA-F]{2})(?: \[[^\]]*\])?\)\s*$")
-_REV_RE = re.compile(r"\s*\(rev (?P<rev>[0-9a-fA-F]{2})\)\s*$")
-_IDS_NN_RE = re.compile(r"\s*\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]\s*$")
+# Each starts where a run of blanks starts ((?<!\s)): from every blank of a long run, \s* ran to its end, and a device
+# line with 64 KiB of blanks took seconds (docs/development.md, "Regexes over input").
+_PROG_IF_RE = re.compile(r"(?<!\s)\s*\(prog-if (?P<progif>[0-9a-fA-F]{2})(?: \[[^\]]*\])?\)\s*$")
+_REV_RE = re.compile(r"(?<!\s)\s*\(rev (?P<rev>[0-9a-fA-F]{2})\)\s*$")
+_IDS_NN_RE = re.compile(r"(?<!\s)\s*\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]\s*$")
 _IDS_N_RE = re.compile(r"^(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})$")
 _CLASS_NN_RE = re.compile(r"^(?P<name>.*?)\s*\[(?P<code>[0-9a-fA-F]{4})\]$")
 _CLASS_N_RE = re.compile(r"^(?:Class )?(?P<code>[0-9a-fA-F]{4})$")
