@@ -59,7 +59,9 @@ MAX_CLIQUE = 15  # the clique id is 4 bits wide (QEMU vfio-pci)
 SECTION = re.compile(r"^\[(?P<name>[^\]]*)\]\s*$")
 SNAPSHOT_NAME = re.compile(r"^[a-z][a-z0-9_\-]+$", re.IGNORECASE)
 SPECIAL_SECTIONS = ("cloudinit", "fleecing")
-KEY_VALUE = re.compile(r"^(?P<key>[a-z][a-z_\-]*\d*):\s*(?P<value>.+?)\s*$")
+# The value is .*\S|. (a blank value: one blank), never .+?\s*$, which tried \s*$ from each blank of a run inside the
+# value: quadratic in a line of blanks (docs/development.md, "Regexes over input").
+KEY_VALUE = re.compile(r"^(?P<key>[a-z][a-z_\-]*\d*):\s*(?P<value>.*\S|.)\s*$")
 ARGS_LINE = re.compile(r"^args:\s*(?P<value>.*\S)\s*$")
 DESCRIPTION_LINE = re.compile(r"^description:\s*(?P<value>.*\S)\s*$")
 DELETE_LINE = re.compile(r"^delete:\s*(?P<value>.*\S)\s*$")
