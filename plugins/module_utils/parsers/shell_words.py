@@ -1,11 +1,14 @@
 """A line split into words as a POSIX shell splits it, as ``shlex.split`` does (quotes, backslashes), in time linear
 in the line: ``shlex`` grows each word a character at a time by string concatenation, and a 256 KB word took a
-second (a 1 MB QEMU ``args`` value a quarter of a minute). Same words, same errors (``ValueError``, shlex's messages).
+second (a 1 MB QEMU ``args`` value a quarter of a minute). Same words, same errors (``ShellWordsError``, a
+``ValueError`` as shlex's, with shlex's messages).
 """
 
 from __future__ import annotations
 
 import re
+
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import ParseError
 
 _WHITESPACE = " \t\r\n"
 # What may follow a backslash inside double quotes and lose the backslash (shlex's escapedquotes and escape).
@@ -13,9 +16,13 @@ _ESCAPED_IN_DOUBLE = '"\\'
 _PLAIN = re.compile(r"[^ \t\r\n'\"\\]+")
 
 
+class ShellWordsError(ParseError):
+    """A line a shell cannot split: a quote not closed, a backslash with nothing after it."""
+
+
 def shell_words(line: str) -> list[str]:
-    """The words of ``line`` as ``shlex.split(line)`` gives them; ``ValueError`` ("No closing quotation", "No escaped
-    character") as it raises."""
+    """The words of ``line`` as ``shlex.split(line)`` gives them; ``ShellWordsError`` ("No closing quotation", "No
+    escaped character") where it raises ``ValueError``."""
     words: list[str] = []
     word: list[str] = []
     in_word = False  # a word has started (an empty quoted word counts)
@@ -29,14 +36,14 @@ def shell_words(line: str) -> list[str]:
             at += 1
         elif char == "\\":
             if at + 1 >= end:
-                raise ValueError("No escaped character")
+                raise ShellWordsError("No escaped character")
             word.append(line[at + 1])
             in_word = True
             at += 2
         elif char == "'":
             close = line.find("'", at + 1)
             if close < 0:
-                raise ValueError("No closing quotation")
+                raise ShellWordsError("No closing quotation")
             word.append(line[at + 1:close])
             in_word = True
             at = close + 1
@@ -61,12 +68,12 @@ def _double_quoted(line: str, at: int, word: list[str]) -> int:
         backslash = line.find("\\", at, quote if quote >= 0 else end)
         if backslash < 0:
             if quote < 0:
-                raise ValueError("No closing quotation")
+                raise ShellWordsError("No closing quotation")
             word.append(line[at:quote])
             return quote + 1
         word.append(line[at:backslash])
         if backslash + 1 >= end:
-            raise ValueError("No escaped character")
+            raise ShellWordsError("No escaped character")
         escaped = line[backslash + 1]
         word.append(escaped if escaped in _ESCAPED_IN_DOUBLE else "\\" + escaped)
         at = backslash + 2
