@@ -55,7 +55,6 @@ _FAILURE_RE = re.compile(r"^(?:ASSERT in expression .+|.*\bInvalid value when ch
                          r"CUDA_ERROR\w*.*)$")
 
 
-
 def _is_description(line: str) -> bool:
     """A test case's description (one line): it ends in its unit, or names rows and then columns (the multinode
     bisect test has no unit). By hand, not by the regex it replaces (``(?:\\(unit\\)|\\(row\\).*\\(column\\).*)``): from
@@ -66,6 +65,7 @@ def _is_description(line: str) -> bool:
         return True
     row = line.find("(row)", 1)
     return row >= 0 and line.find("(column)", row + 5) >= 0
+
 
 def describe(name: str | None, description: str | None, rows: list[list[float | None]],
              total: float | None = None) -> dict[str, Any]:

@@ -53,7 +53,6 @@ QUERY_GPU_FIELDS = (
 """The fields the audit asks for, in this order: ``--query-gpu=`` + ``",".join(QUERY_GPU_FIELDS)``."""
 
 
-
 def without_unit(value: str) -> str:
     """A header field without the unit nvidia-smi adds (``memory.total [MiB]`` -> ``memory.total``): the last ``[...]``
     ending the field, from the first ``[`` after the ``]`` before it, and the blanks before it. Found from the end by
