@@ -40,7 +40,8 @@ description:
     rewritten only when its content differs; check mode writes nothing and says what it would write.
   - An input that cannot be read (missing, unreadable, an empty directory, a capture of another format) is a row
     with its error in RV(inputs) and in analysis.md, and the module does not fail for it; the others are audited and
-    written all the same.
+    written all the same. One bad file of a directory costs only itself (it is listed as not used, with the reason,
+    in its host's report).
 version_added: "1.0.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -115,6 +116,14 @@ options:
         are never followed and only regular files are read, whatever the limits.
     type: int
     default: 120
+  parse_timeout:
+    description:
+      - Seconds of CPU time parsing one file of the material may take (a 200 MB bug report takes about 30); a file
+        past them is not used, listed with this limit's name, and the others are analysed.
+      - A file that cannot be parsed at all (nested thousands of levels deep, or one that makes a reader fail) is
+        not used either, with the reason; the rest of its input is analysed all the same.
+    type: int
+    default: 60
 author:
   - GPU host audit maintainers (@gpuhost)
 notes:
@@ -185,6 +194,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import (
     Material,
     MaterialError,
+    audit_material,
     judged,
     read_material,
     resolve,
@@ -222,6 +232,7 @@ def get_argument_spec() -> dict:
         "max_input_mib": {"type": "int", "default": MaterialLimits.input_bytes // MIB},
         "max_decompressed_mib": {"type": "int", "default": MaterialLimits.decompressed_bytes // MIB},
         "read_timeout": {"type": "int", "default": int(MaterialLimits.seconds)},
+        "parse_timeout": {"type": "int", "default": int(MaterialLimits.parse_seconds)},
     }
 
 
@@ -243,9 +254,11 @@ def analyse(given: str, params: dict, subsets: list[str], options: RuleOptions,
             warn) -> tuple[Material, dict, dict | None]:
     """(material, facts, bench) of one input; MaterialError or CaptureError when it cannot be read."""
     limits = MaterialLimits.from_options(params["max_file_mib"], params["max_input_mib"],
-                                         params["max_decompressed_mib"], params["read_timeout"])
-    material = read_material(given, params["base_dir"], limits)
-    facts = audit(replay(material.capture), subsets, options)
+                                         params["max_decompressed_mib"], params["read_timeout"],
+                                         params["parse_timeout"])
+    # A file the audit cannot read (nested thousands deep, out of parse time) is refused alone, with the reason.
+    material, facts = audit_material(read_material(given, params["base_dir"], limits),
+                                     lambda capture: audit(replay(capture), subsets, options))
     bench = bench_of(material, facts, params, warn)
     return material, with_material(facts, material.capture, material), bench
 
@@ -288,7 +301,7 @@ def main() -> None:
     if not params["inputs"]:
         module.fail_json(msg="inputs: expected at least one capture file, bug report or directory of pasted "
                              "outputs; found none. Give INPUT=\"path ...\" (make analyze) or gpu_analyze_inputs")
-    for limit in ("max_file_mib", "max_input_mib", "max_decompressed_mib", "read_timeout"):
+    for limit in ("max_file_mib", "max_input_mib", "max_decompressed_mib", "read_timeout", "parse_timeout"):
         if params[limit] < 1:
             module.fail_json(msg=f"{limit}: expected a whole number of at least 1; found {params[limit]}. Leave it out "
                                  "for the default")

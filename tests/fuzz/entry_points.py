@@ -108,7 +108,11 @@ def _analysis_entry_points() -> list[EntryPoint]:
     from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import GunzipLimitError, gunzip
     from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import detect_kind
     from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_readers import replay
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import MaterialError, read_material
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import (
+        MaterialError,
+        audit_material,
+        read_material,
+    )
     from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_material
     from ansible_collections.gpuhost.gpu.plugins.module_utils.report.files_plan import ANALYSIS_INDEX, planned_files
     from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import RuleOptions
@@ -149,8 +153,9 @@ def _analysis_entry_points() -> list[EntryPoint]:
         return path
 
     def analysis(data: bytes, path: str | None = None) -> dict[str, str]:
-        material = read_material(path or on_disk(data))
-        facts = with_material(audit(replay(material.capture), subsets, RuleOptions()), material.capture, material)
+        material, facts = audit_material(read_material(path or on_disk(data)),
+                                         lambda capture: audit(replay(capture), subsets, RuleOptions()))
+        facts = with_material(facts, material.capture, material)
         return planned_files(os.path.join(work, "reports"), {"material": facts}, ANALYSIS_INDEX)
 
     return [

@@ -1,6 +1,7 @@
 """Seeded mutation fuzzing: every real sample (tests/fuzz/corpus.py) mutated (tests/fuzz/mutate.py) through
 every parser and analysis entry point (tests/fuzz/entry_points.py); only the declared error may escape, and
-no case may run longer than CASE_SECONDS.
+no case may use more than CASE_SECONDS of CPU time (tests/cpu_limit.py: CPU, not wall-clock, time, so that a
+loaded machine slows a case without failing it).
 
 ``make test`` runs a fixed slice (FUZZ_CASES cases per entry point, seed FUZZ_SEED); ``make fuzz`` a longer
 one. A crash names its entry point, seed and case, which rebuild its input exactly:
@@ -12,11 +13,11 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import traceback
 
 import pytest
 
+from tests.cpu_limit import CpuTimeout, cpu_limit
 from tests.fuzz.corpus import samples
 from tests.fuzz.entry_points import EntryPoint, entry_points
 from tests.fuzz.mutate import as_text, mutate
@@ -31,17 +32,9 @@ def _cases(given: str) -> int:
 
 CASES = _cases(os.environ.get("FUZZ_CASES", "200"))
 SEED = os.environ.get("FUZZ_SEED", "27")
-# A parser of a few hundred KiB of text takes milliseconds; seconds mean a runaway regex or loop.
+# A parser of a few hundred KiB of text takes milliseconds of CPU; seconds mean a runaway regex or loop.
 CASE_SECONDS = 10.0
 SHOWN = 5
-
-
-class CaseTimeout(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise CaseTimeout(f"ran longer than {CASE_SECONDS:g} s")
 
 
 def case_input(entry: EntryPoint, case: int) -> tuple[str, bytes | str]:
@@ -71,22 +64,16 @@ def test_every_parse_function_is_fuzzed() -> None:
 @pytest.mark.parametrize("entry", entry_points(), ids=lambda entry: entry.name)
 def test_only_the_declared_error_escapes(entry: EntryPoint) -> None:
     crashes = []
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    try:
-        for case in range(CASES):
-            origin, data = case_input(entry, case)
-            signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
-            try:
+    for case in range(CASES):
+        origin, data = case_input(entry, case)
+        try:
+            with cpu_limit(CASE_SECONDS):
                 entry.call(data)
-            except entry.declared:
-                pass
-            except Exception as exc:  # what the fuzzer is for: anything else is a crash
-                crashes.append(f"case {case} (from {origin}): {type(exc).__name__}: {str(exc)[:200]}\n"
-                               + "".join(traceback.format_tb(exc.__traceback__)[-2:]))
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-    finally:
-        signal.signal(signal.SIGALRM, previous)
+        except entry.declared:
+            pass
+        except (Exception, CpuTimeout) as exc:  # what the fuzzer is for: anything else is a crash
+            crashes.append(f"case {case} (from {origin}): {type(exc).__name__}: {str(exc)[:200]}\n"
+                           + "".join(traceback.format_tb(exc.__traceback__)[-2:]))
     report = os.environ.get("FUZZ_REPORT")
     if report:
         with open(report, "a", encoding="utf-8") as handle:

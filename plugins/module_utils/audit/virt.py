@@ -42,7 +42,9 @@ DMI_HYPERVISORS = (
 HYPERV_PRODUCT = "virtual machine"
 
 # dmesg: "Hypervisor detected: KVM" (x86) names the hypervisor the kernel found.
-DMESG_HYPERVISOR = re.compile(r"Hypervisor detected:\s*(?P<name>.+?)\s*$", re.MULTILINE)
+# The name is the rest of the line, stripped where it is read: a lazy name before \s*$ tried the blanks' run again at
+# each of its characters (quadratic in a line of blanks).
+DMESG_HYPERVISOR = re.compile(r"Hypervisor detected:\s*(?P<name>[^\n]+)")
 DMESG_HYPERVISOR_NAMES = {"kvm": "kvm", "vmware": "vmware", "microsoft hyper-v": "hyperv",
                           "microsoft hyperv": "hyperv", "xen hvm": "xen", "xen pv": "xen",
                           "acrn": "acrn", "jailhouse": "jailhouse", "bhyve": "bhyve"}

@@ -68,9 +68,15 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import 
     detect_kind,
     pasted_command,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import how_to_raise
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_gpus import NCCL_DEBUG_MATERIAL
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_topology import NCCL_TOPO_MATERIAL
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.p2p_matrix import p2p_command
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.parse_budget import (
+    DEFAULT_PARSE_SECONDS,
+    parse_budget,
+    refusal,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reads import (
     CMDLINE_FILE,
     HEALTH_KEYS,
@@ -89,7 +95,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_hea
     HEALTH_QUERY_FIELDS,
     HEALTH_QUERY_FIELDS_OLD,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS, without_unit
 
 # Pasted outputs are filed under the keys of the commands the gatherers run (audit/commands.py).
 P2P_KEYS = {letter: command.key for letter, command in TOPO_P2P.items()}
@@ -131,7 +137,6 @@ _VM_COMMAND_RE = re.compile(r"^(?:qm config (?P<vmid>\d{1,9})|"
                             r"cat " + re.escape(QEMU_SERVER_DIR) + r"/(?P<file_vmid>\d{1,9})\.conf)$")
 _VM_NAME_RE = re.compile(r"^(?:.*/)?(?P<vmid>\d{1,9})\.conf$")
 _DOMAIN_DEVICE_RE = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] ")
-_HEADER_UNIT_RE = re.compile(r"\s*\[[^\]]*\]$")
 
 
 class PieceError(ValueError):
@@ -163,6 +168,8 @@ class _Built:
     sources: dict[str, list[str]] = field(default_factory=dict)  # capture entry -> inputs that gave it
     inputs: list[dict[str, Any]] = field(default_factory=list)
     unmapped: list[dict[str, Any]] = field(default_factory=list)
+    # How to undo what the file being taken has filed so far, should it fail (_take_one).
+    undo: list[Callable[[], None]] = field(default_factory=list)
 
     def put(self, section: str, key: str, value: Any, origin: str, entry: dict[str, Any]) -> None:
         store: dict[str, Any] = getattr(self, section)
@@ -172,22 +179,31 @@ class _Built:
             self.unmapped.append({"name": origin, "why": f"{first} already gave {key}, with other content; "
                                                          "give one host's material per input"})
             return
+        if key not in store:
+            self.undo.append(lambda: store.pop(key))
         store[key] = value
-        self.sources.setdefault(label, []).append(origin)
+        self.add_source(label, origin)
         entry["as"].append(label)
+
+    def add_source(self, label: str, origin: str) -> None:
+        origins = self.sources.setdefault(label, [])
+        origins.append(origin)
+        self.undo.append(lambda: origins.pop() if len(origins) > 1 else self.sources.pop(label))
 
     def skip(self, origin: str, why: str) -> None:
         self.unmapped.append({"name": origin, "why": why})
 
 
 def build_capture(inputs: Iterable[Piece | tuple[str, bytes]], note: str | None = None,
-                  max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> dict[str, Any]:
+                  max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+                  parse_seconds: float | None = DEFAULT_PARSE_SECONDS) -> dict[str, Any]:
     """A ``gpuhost-capture/1`` capture from the material, with its ``from_material`` section (see the module text).
-    gzip input that decompresses past ``max_decompressed`` bytes is not read (listed as unmapped).
-    Raises ``PieceError`` only for input that is not named bytes."""
+    gzip input that decompresses past ``max_decompressed`` bytes is not read (listed as unmapped), nor is an input
+    whose reading takes more than ``parse_seconds`` of CPU or fails (material/parse_budget.py): one bad file costs
+    only itself. Raises ``PieceError`` only for input that is not named bytes."""
     built = _Built()
     for item in _inputs(inputs):
-        _take(built, item, max_decompressed)
+        _take_one(built, item, max_decompressed, parse_seconds)
     capture: dict[str, Any] = {
         "format": CAPTURE_FORMAT,
         "note": note or "Built from material (" + ", ".join(i["name"] for i in built.inputs) + ") by "
@@ -226,6 +242,25 @@ def _inputs(inputs: Any) -> list[Piece]:
                              f"'nvidia-smi topo -p2p r'; found {type(item.command).__name__}.")
         found.append(Piece(item.name, bytes(data), item.command, bool(item.gzip), bool(item.truncated)))
     return found
+
+
+def _take_one(built: _Built, item: Piece, max_decompressed: int, parse_seconds: float | None) -> None:
+    """Take one file within its parse budget; when it fails or runs out, undo what it filed and list it as not used
+    with the reason, so that the other files are read all the same."""
+    inputs, unmapped = len(built.inputs), len(built.unmapped)
+    built.undo = []
+    try:
+        with parse_budget(parse_seconds):
+            _take(built, item, max_decompressed)
+    except Exception as exc:  # any failure of one file's readers is that file's, never the material's
+        for undo in reversed(built.undo):
+            undo()
+        del built.inputs[inputs:], built.unmapped[unmapped:]
+        built.inputs.append({"name": item.name, "kind": None, "gzip": item.gzip or item.data[:2] == GZIP_MAGIC,
+                             "truncated": item.truncated, "as": []})
+        built.skip(item.name, refusal(exc, how_to_raise("parse_seconds")))
+    finally:
+        built.undo = []
 
 
 def _take(built: _Built, item: Piece, max_decompressed: int) -> None:
@@ -338,7 +373,7 @@ def _take_query(built: _Built, name: str, command: str | None, output: str, entr
         built.put("commands", command, _ran(output), name, entry)
         return
     first = next((line for line in clean_lines(output) if line.strip()), "")
-    fields = tuple(_HEADER_UNIT_RE.sub("", value.strip()) for value in first.split(","))
+    fields = tuple(without_unit(value.strip()) for value in first.split(","))
     by_fields = {tuple(QUERY_GPU_FIELDS): QUERY_KEY, tuple(HEALTH_QUERY_FIELDS): HEALTH_KEYS[0],
                  tuple(HEALTH_QUERY_FIELDS_OLD): HEALTH_KEYS[1]}
     if fields in by_fields:
@@ -385,7 +420,8 @@ def _take_vm_config(built: _Built, name: str, command: str | None, output: str, 
     if f"{vmid}.conf" not in listing:
         listing.append(f"{vmid}.conf")
         listing.sort()
-    built.sources.setdefault(f"dirs:{QEMU_SERVER_DIR}", []).append(name)
+        built.undo.append(lambda: listing.remove(f"{vmid}.conf"))
+    built.add_source(f"dirs:{QEMU_SERVER_DIR}", name)
 
 
 _HANDLERS: dict[str, Callable[[_Built, str, str | None, str, dict[str, Any]], None]] = {

@@ -269,8 +269,9 @@ def _p2p_tool_kind(lines: list[str]) -> str | None:
 
 def _topo_kind(lines: list[str]) -> str | None:
     rows = [index for index, line in enumerate(lines) if _GPU_ROW_RE.match(line)]
+    row_set = set(rows)  # a set: `in` on the list made a paste of many GPU lines take minutes
     headers = [index for index, line in enumerate(lines) if _GPU_HEADER_RE.match(line.replace("\t", " "))
-               and index not in rows]
+               and index not in row_set]
     if not rows or not headers or headers[0] > rows[0]:
         return None
     header = lines[headers[0]].split()

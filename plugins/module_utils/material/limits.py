@@ -1,5 +1,5 @@
 """Limits on reading material, which may be hostile: bytes read, bytes decompressed, time, and what
-may be read at all.
+may be read at all (and the CPU time parsing one file may take, kept by material/parse_budget.py).
 
 Material arrives from outside (a ticket's attachments, a customer's archive) and is read on the
 controller or in an execution environment. Without limits, a directory entry linking to ``/proc/cmdline``
@@ -33,6 +33,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import
     MIB,
     limit_text,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.parse_budget import DEFAULT_PARSE_SECONDS
 
 PSEUDO_FILE_SYSTEMS = ("/proc", "/sys", "/dev")
 _PIECE = MIB
@@ -43,6 +44,7 @@ RAISE = {
     "input_bytes": "max_input_mib",
     "decompressed_bytes": "max_decompressed_mib",
     "seconds": "read_timeout",
+    "parse_seconds": "parse_timeout",
 }
 
 
@@ -54,11 +56,14 @@ class MaterialLimits:
     decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED
     # Reading and decompressing a large bug report takes seconds; a minute more is never material.
     seconds: float = 120.0
+    # CPU seconds parsing one file may take (material/parse_budget.py): a 200 MB bug report takes about 30.
+    parse_seconds: float = DEFAULT_PARSE_SECONDS
 
     @classmethod
     def from_options(cls, max_file_mib: int, max_input_mib: int, max_decompressed_mib: int,
-                     read_timeout: float) -> MaterialLimits:
-        return cls(max_file_mib * MIB, max_input_mib * MIB, max_decompressed_mib * MIB, float(read_timeout))
+                     read_timeout: float, parse_timeout: float = DEFAULT_PARSE_SECONDS) -> MaterialLimits:
+        return cls(max_file_mib * MIB, max_input_mib * MIB, max_decompressed_mib * MIB, float(read_timeout),
+                   float(parse_timeout))
 
 
 def how_to_raise(limit: str) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import
     how_to_raise,
     on_pseudo_file_system,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.parse_budget import parse_budget, refusal
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.printable_names import printable
 
 # The module that judges each benchmark step's log, by the step's name (Material.bench_logs' keys).
@@ -65,6 +67,10 @@ class Material:
     notes: list[dict[str, str]] = field(default_factory=list)  # {name, why}: not read, beyond the capture's inputs
     reasons: dict[str, str] = field(default_factory=dict)  # input name -> why, replacing the capture's
     read_as: dict[str, str] = field(default_factory=dict)  # input name -> the step that read it (bench:...)
+    # The files the capture was built from (none for a capture file), and the limits they were read within: to
+    # build it again without a file the audit could not read (audit_material).
+    files: list[tuple[Piece, str]] = field(default_factory=list)
+    limits: MaterialLimits = field(default_factory=MaterialLimits)
 
 
 def resolve(path: str, base_dir: str | None = None) -> str:
@@ -99,8 +105,10 @@ def as_capture(data: bytes, path: str) -> dict[str, Any] | None:
         return None
     try:
         document = json.loads(data)
-    except ValueError:
-        return None  # an nccl-tests -J output cut short is JSON-like too: material/kinds.py tells its kind
+    except (ValueError, RecursionError):
+        # An nccl-tests -J output cut short is JSON-like too, and JSON nested thousands deep no capture: kinds.py
+        # tells their kind, and material/capture.py refuses what cannot be read.
+        return None
     if not isinstance(document, dict) or not str(document.get("format", "")).startswith("gpuhost-capture"):
         return None
     if document["format"] != CAPTURE_FORMAT:
@@ -170,9 +178,9 @@ def _built(path: str, form: str, files: list[tuple[Piece, str]], notes: list[dic
     capture = build_capture([item for item, _unused in files], max_decompressed=limits.decompressed_bytes,
                             note=f"Built from the material {os.path.basename(path)} by "
                                  "material/reader.py and material/capture.py: only what the material holds; see "
-                                 "the from_material section.")
+                                 "the from_material section.", parse_seconds=limits.parse_seconds)
     full_path = {item.name: full for item, full in files}
-    material = Material(path, form, capture, notes=notes)
+    material = Material(path, form, capture, notes=notes, files=files, limits=limits)
     for entry in capture["from_material"]["inputs"]:
         bench = BENCH_LOG_KINDS.get(entry.get("kind") or "")
         if bench is None:
@@ -205,3 +213,44 @@ def judged(material: Material) -> None:
     leave the unused inputs, as their values are in the report's benchmark section."""
     for step, (name, _unused) in material.bench_logs.items():
         material.read_as[name] = f"bench:{_MODULES[step]}"
+
+
+def audit_material(material: Material, audit: Callable[[dict[str, Any]], dict[str, Any]]
+                   ) -> tuple[Material, dict[str, Any]]:
+    """(the material, the facts ``audit`` gives of its capture). One bad file costs only itself: when the audit of
+    the whole capture fails or runs out of time (``parse_seconds`` per file, material/parse_budget.py), each file is
+    audited alone, and the capture is built again without those that fail alone, each listed as not used with
+    the reason. ``MaterialError`` when no file is left; the audit's own error when no file fails alone (a defect of
+    the audit, not of one file)."""
+    limits = material.limits
+    try:
+        with parse_budget(limits.parse_seconds * len(material.files) if material.files else None):
+            return material, audit(material.capture)
+    except Exception:  # which file, if one, is found below; else the error goes on as it was
+        if not material.files:
+            raise
+        failed = _failing_alone(material.files, audit, limits)
+        if not failed:
+            raise
+    kept = [(item, full) for item, full in material.files if item.name not in failed]
+    if not kept:
+        raise MaterialError(f"{material.path}: nothing in it could be read: "
+                            + "; ".join(f"{name}: {why}" for name, why in failed.items())) from None
+    notes = [*material.notes, *({"name": name, "why": why} for name, why in failed.items())]
+    rebuilt = _built(material.path, material.form, kept, notes, limits)
+    with parse_budget(limits.parse_seconds * len(kept)):
+        return rebuilt, audit(rebuilt.capture)
+
+
+def _failing_alone(files: list[tuple[Piece, str]], audit: Callable[[dict[str, Any]], dict[str, Any]],
+                   limits: MaterialLimits) -> dict[str, str]:
+    """Each file whose capture alone the audit cannot take -> why, in the files' order."""
+    failed = {}
+    for item, _unused in files:
+        try:
+            with parse_budget(limits.parse_seconds):
+                audit(build_capture([item], max_decompressed=limits.decompressed_bytes,
+                                    parse_seconds=limits.parse_seconds))
+        except Exception as exc:  # this file's failure, whatever it is: it is refused with the reason
+            failed[item.name] = refusal(exc, how_to_raise("parse_seconds"))
+    return failed

@@ -81,16 +81,18 @@ class LspciDevice:
 _LSPCI_HEADER_RE = re.compile(
     r"^(?P<bdf>(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(?P<rest>\S.*)$"
 )
-_PROG_IF_RE = re.compile(r"\s*\(prog-if (?P<progif>[0-9a-fA-F]{2})(?: \[[^\]]*\])?\)\s*$")
-_REV_RE = re.compile(r"\s*\(rev (?P<rev>[0-9a-fA-F]{2})\)\s*$")
-_IDS_NN_RE = re.compile(r"\s*\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]\s*$")
+# Each starts where a run of blanks starts ((?<!\s)): from every blank of a long run, \s* ran to its end, and a device
+# line with 64 KiB of blanks took seconds (docs/development.md, "Regexes over input").
+_PROG_IF_RE = re.compile(r"(?<!\s)\s*\(prog-if (?P<progif>[0-9a-fA-F]{2})(?: \[[^\]]*\])?\)\s*$")
+_REV_RE = re.compile(r"(?<!\s)\s*\(rev (?P<rev>[0-9a-fA-F]{2})\)\s*$")
+_IDS_NN_RE = re.compile(r"(?<!\s)\s*\[(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})\]\s*$")
 _IDS_N_RE = re.compile(r"^(?P<vendor>[0-9a-fA-F]{4}):(?P<device>[0-9a-fA-F]{4})$")
-_CLASS_NN_RE = re.compile(r"^(?P<name>.*?)\s*\[(?P<code>[0-9a-fA-F]{4})\]$")
+_CLASS_NN_RE = re.compile(r"^(?P<name>.*?)(?<!\s)\s*\[(?P<code>[0-9a-fA-F]{4})\]$")
 _CLASS_N_RE = re.compile(r"^(?:Class )?(?P<code>[0-9a-fA-F]{4})$")
 _CAP_RE = re.compile(r"^Capabilities:\s*\[(?P<offset>[0-9a-fA-F]+)(?:\s+v(?P<version>\d+))?\]\s*(?P<name>.*)$")
 _EXPRESS_RE = re.compile(
     r"^Express\s+(?:\(v(?P<version>\d+)\)\s+)?(?P<type>.+?)"
-    r"(?:\s+\(Slot(?P<slot>[+-])\))?(?:,\s*(?:MSI|IntMsgNum)\s+[0-9a-fA-F]+)?(?:,.*)?$"
+    r"(?:(?<!\s)\s+\(Slot(?P<slot>[+-])\))?(?:,\s*(?:MSI|IntMsgNum)\s+[0-9a-fA-F]+)?(?:,.*)?$"
 )
 _SPEED_RE = re.compile(r"Speed\s+(?P<speed>[0-9.]+)\s*GT/s|Speed\s+unknown", re.IGNORECASE)
 _WIDTH_RE = re.compile(r"Width\s+x(?P<width>\d+)")
@@ -399,7 +401,7 @@ def _lspci_link(value: str) -> tuple[float | None, int | None]:
 
 
 def _lspci_acs_flags(value: str, device: LspciDevice) -> AcsFlags | None:
-    words = dict(re.findall(r"([A-Za-z]+)([+-])", value))
+    words = dict(re.findall(r"(?<![A-Za-z])([A-Za-z]+)([+-])", value))  # from a word's start: linear
     found = {name: words.get(word) for name, word, _bit in ACS_BITS}
     if all(sign is None for sign in found.values()):
         device.warnings.append(f"ACS line without flags: {value!r}")

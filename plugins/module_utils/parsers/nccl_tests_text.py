@@ -70,8 +70,11 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_tests imp
 # --------------------------------------------------------------------------------------------------
 # Line shapes
 
-# A NCCL log record: "host:pid:tid [dev] NCCL INFO ..." (WARN records carry "file.cc:line" first).
-_NCCL_LOG_RE = re.compile(r"\S+:\d{1,12}:\d{1,12} \[\d{1,6}\] (?:\S+:\d{1,9} )?NCCL (?:INFO|WARN|ERROR|TRACE|ABORT)\b")
+# A NCCL log record: "host:pid:tid [dev] NCCL INFO ..." (WARN records carry "file.cc:line" first). It starts where
+# a word starts ((?<!\S)): tried at every character of a long word, \S+ ran to the word's end from each, and one
+# 60 KB line took a minute.
+_NCCL_LOG_RE = re.compile(r"(?<!\S)\S+:\d{1,12}:\d{1,12} \[\d{1,6}\] (?:\S+:\d{1,9} )?"
+                          r"NCCL (?:INFO|WARN|ERROR|TRACE|ABORT)\b")
 _GLUED_NUMBER_RE = re.compile(r"-?\d{1,19}(?:\.\d{1,19})?(?=[A-Za-z])")
 _TESTS_VERSION_RE = re.compile(r"^nccl-tests version \S+ nccl-headers=\d{1,9} nccl-library=(\d{1,9})\b")
 _STARTING_RE = re.compile(r"^Collective test starting:\s*(\S+)")

@@ -39,9 +39,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.p2p_common imp
 )
 
 _RUNNING_RE = re.compile(r"^Running (\S+?)\.?\s*$")
-# A test case's description: ends in its unit, or names rows and columns (the multinode bisect test has
-# no unit).
-_DESCRIPTION_RE = re.compile(r"^(?!Running |SUM |&&&& )\S.*(?:\((?:GB/s|ns|us)\)|\(row\).*\(column\).*)\s*$")
 _BISECT_RE = re.compile(r"^Bisect benchmarking\b")
 _COLUMNS_RE = re.compile(r"^\s*\d+(?:\s+\d+)*\s*$")
 _SUM_RE = re.compile(r"^(?:SUM|&&&& PERF) (\S+) (\S+?)(?: ?[+-]?(?:GB/s|ns))?\s*$")
@@ -52,10 +49,22 @@ _UNIT_RE = re.compile(r"\((GB/s|ns|us)\)\s*$")
 _DEVICE_RE = re.compile(r"^Device (\d{1,3}): (.+?) \(([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\)\s*$")
 _NUMBER_TOKEN_RE = re.compile(r"^[-+]?\d+(?:[.,]\d*)*$")
 # v0.2 printed the name alone (NVIDIA/nvbandwidth issue 15): the bus id is then not told.
-_DEVICE_NAME_RE = re.compile(r"^Device (\d{1,3}): (\S.*?)\s*$")
+_DEVICE_NAME_RE = re.compile(r"^Device (\d{1,3}): (\S(?:.*\S)?)\s*$")  # not \S.*?\s*$: quadratic in blanks
 # What nvbandwidth prints when a test case stops (inline_common.h ASSERT, memcpy.cpp's pattern check).
 _FAILURE_RE = re.compile(r"^(?:ASSERT in expression .+|.*\bInvalid value when checking the pattern\b.*|"
                          r"CUDA_ERROR\w*.*)$")
+
+
+def _is_description(line: str) -> bool:
+    """A test case's description (one line): it ends in its unit, or names rows and then columns (the multinode
+    bisect test has no unit). By hand, not by the regex it replaces (``(?:\\(unit\\)|\\(row\\).*\\(column\\).*)``): from
+    each "(row)" it searched the rest of the line for "(column)" again, quadratic in a line of many."""
+    if not line[:1].strip() or line.startswith(("Running ", "SUM ", "&&&& ")):
+        return False
+    if line[1:].rstrip().endswith(("(GB/s)", "(ns)", "(us)")):
+        return True
+    row = line.find("(row)", 1)
+    return row >= 0 and line.find("(column)", row + 5) >= 0
 
 
 def describe(name: str | None, description: str | None, rows: list[list[float | None]],
@@ -263,7 +272,7 @@ def parse_nvbandwidth_text(text: str) -> dict[str, Any]:
             reader.close(match.group(1), total)
             reader.running = None
             continue
-        if _DESCRIPTION_RE.match(stripped) or _BISECT_RE.match(stripped):
+        if _is_description(stripped) or _BISECT_RE.match(stripped):
             reader.start(stripped, None)
             continue
         if not stripped and reader.pending is not None and reader.pending["rows"]:

@@ -53,12 +53,14 @@ SEPARATOR = "_" * 44
 _SEPARATOR_RE = re.compile(r"^_{30,60}\s*$")
 _PROLOGUE = "Start of NVIDIA bug report log file"
 _EPILOGUE = "End of NVIDIA bug report log file"
-_FILE_RE = re.compile(r"^\*\*\* (?P<path>/\S.*?)\s*$")
+# A value that ends before the line's trailing blanks is \S(?:.*\S)?, never \S.*?\s*$: the lazy form tried \s*$ from
+# each blank of a run inside the value, quadratic in a line of blanks (docs/development.md, "Regexes over input").
+_FILE_RE = re.compile(r"^\*\*\* (?P<path>/\S(?:.*\S)?)\s*$")
 _ABSENT_RE = re.compile(r"^\*\*\* (?P<path>/\S.*?) (?P<state>does not exist|is not readable)\s*$")
 _LS_RE = re.compile(r"^\*\*\* ls: ")
 _BINARY_RE = re.compile(r'^base64 "(?P<path>[^"]+)"\s*$')
-_SKIPPED_RE = re.compile(r"^Skipping(?::\s*|\s+)(?P<what>\S.*?)\s*$")
-_ERROR_RE = re.compile(r"^Error: (?P<what>\S.*?)\s*$")
+_SKIPPED_RE = re.compile(r"^Skipping(?::\s*|\s+)(?P<what>\S(?:.*\S)?)\s*$")
+_ERROR_RE = re.compile(r"^Error: (?P<what>\S(?:.*\S)?)\s*$")
 # A command as the script echoes it: the binary by its absolute path (from `which`), optionally under
 # `timeout N`; the name keeps the arguments as printed.
 _COMMAND_RE = re.compile(r"^(?P<timeout>timeout \d{1,5} )?/(?:[\w.+-]+/)*(?P<binary>[\w.+-]+)(?P<args>(?:\s.*)?)$")
@@ -67,9 +69,9 @@ _BARE_COMMANDS = ("journalctl", "ldd", "dmesg", "xset", "nvidia-settings", "xran
 _BARE_COMMAND_RE = re.compile(r"^(?P<binary>" + "|".join(re.escape(c) for c in _BARE_COMMANDS)
                               + r")(?P<args>(?:\s.*)?)$")
 _COLON_TITLE_RE = re.compile(r"^(?P<name>\S.*?):\s*$")
-_VERSION_RE = re.compile(r"^nvidia-bug-report\.sh Version:\s*(?P<value>\S.*?)\s*$")
-_DATE_RE = re.compile(r"^Date:\s*(?P<value>\S.*?)\s*$")
-_UNAME_RE = re.compile(r"^uname:\s*(?P<value>\S.*?)\s*$")
+_VERSION_RE = re.compile(r"^nvidia-bug-report\.sh Version:\s*(?P<value>\S(?:.*\S)?)\s*$")
+_DATE_RE = re.compile(r"^Date:\s*(?P<value>\S(?:.*\S)?)\s*$")
+_UNAME_RE = re.compile(r"^uname:\s*(?P<value>\S(?:.*\S)?)\s*$")
 _NAME_CHARS = 120
 # The prologue, the version line and the epilogue, each at the start of a line (a text that quotes them is none).
 _MARKER_LINE_RE = re.compile(r"^(?:" + re.escape(_PROLOGUE) + "|" + re.escape(_EPILOGUE)

@@ -52,7 +52,18 @@ QUERY_GPU_FIELDS = (
 )
 """The fields the audit asks for, in this order: ``--query-gpu=`` + ``",".join(QUERY_GPU_FIELDS)``."""
 
-_HEADER_UNIT_RE = re.compile(r"\s*\[[^\]]*\]$")
+
+def without_unit(value: str) -> str:
+    """A header field without the unit nvidia-smi adds (``memory.total [MiB]`` -> ``memory.total``): the last ``[...]``
+    ending the field, from the first ``[`` after the ``]`` before it, and the blanks before it. Found from the end by
+    hand: the regex it replaces (``\\s*\\[[^\\]]*\\]$``) ran to the end from each ``[`` of a field of many."""
+    newline = "\n" if value.endswith("]\n") else ""  # where the regex's $ matched too
+    body = value[:-1] if newline else value
+    if not body.endswith("]"):
+        return value
+    last = len(body) - 1
+    opened = body.find("[", body.rfind("]", 0, last) + 1, last)
+    return value if opened < 0 else body[:opened].rstrip() + newline
 
 
 def is_invalid_field_error(output: str) -> str | None:
@@ -93,7 +104,7 @@ def split_query_gpu_csv(text: str, fields: Sequence[str]) -> list[dict[str, str]
         if len(values) != len(fields):
             raise smi_error(f"{what} line {number}", f"{len(fields)} comma-separated values ({', '.join(fields)})",
                             line, "Query again with the same field list, or check for commas inside values.")
-        if not rows and [_HEADER_UNIT_RE.sub("", value) for value in values] == fields:
+        if not rows and [without_unit(value) for value in values] == fields:
             continue
         rows.append(dict(zip(fields, values, strict=True)))
     return rows
@@ -162,7 +173,7 @@ def _typed_value(name: str, raw: Any, where: str) -> Any:
         return None
     if name in _INT_FIELDS:
         # Without ``nounits`` memory comes as "81559 MiB".
-        number = small_int(re.sub(r"\s*MiB$", "", value) if name == "memory.total" else value)
+        number = small_int(re.sub(r"(?<!\s)\s*MiB$", "", value) if name == "memory.total" else value)
         if number is None:
             raise smi_error(f"nvidia-smi --query-gpu {where} field {name}", "a whole number", raw,
                             "Query with --format=csv,noheader,nounits so numbers come without units.")

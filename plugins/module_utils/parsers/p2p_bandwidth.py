@@ -209,14 +209,17 @@ def _connected(connectivity: list[list[float | None]] | None, i: int, j: int) ->
     return bool(connectivity[i][j])
 
 
+# A line's leading blanks are [^\S\n]*, never \s*: under (?m) a \s* from each line start runs over every blank line
+# below it, and 25,000 blank lines took half a minute (docs/development.md, "Regexes over input").
 # Lines only p2pBandwidthLatencyTest prints: its banner, its matrix titles, its D\D / GPU / CPU headers.
-_P2P_MARK_RE = re.compile(r"(?m)^\s*(?:\[?P2P \(Peer-to-Peer\)|P2P Connectivity Matrix|(?:Uni|Bi)directional P2P=|"
+_P2P_MARK_RE = re.compile(r"(?m)^[^\S\n]*(?:\[?P2P \(Peer-to-Peer\)|P2P Connectivity Matrix|"
+                          r"(?:Uni|Bi)directional P2P=|"
                           r"P2P=(?:Enabled|Disabled) Latency|(?:D\\D|GPU|CPU)(?:\s+\d+)+\s*$|"
                           r"Device=\d{1,4} (?:CAN|CANNOT) Access Peer Device=\d{1,4}\s*$)")
 # Lines only nvbandwidth prints.
-_NVB_MARK_RE = re.compile(r"(?m)nvbandwidth|^\s*Running \S+\.\s*$|^\s*(?:SUM|&&&& PERF) \S+ [\d.]+|"
+_NVB_MARK_RE = re.compile(r"(?m)nvbandwidth|^[^\S\n]*Running \S+\.\s*$|^[^\S\n]*(?:SUM|&&&& PERF) \S+ [\d.]+|"
                           r"(?:GPU|CPU)\(row\)|\(column\)")
-_BARE_COLUMNS_RE = re.compile(r"(?m)^\s*\d+(?:\s+\d+)+\s*$")
+_BARE_COLUMNS_RE = re.compile(r"(?m)^[^\S\n]*\d+(?:\s+\d+)+\s*$")
 
 
 def parse_p2p_log(text: str) -> dict[str, Any]:

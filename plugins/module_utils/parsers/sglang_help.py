@@ -181,11 +181,15 @@ def _entries(lines: list[str]) -> list[tuple[str, str]]:
         index += 1
         match = _OPTION_LINE_RE.match(line)
         if match and (indent is None or len(match.group(1)) <= indent):
-            invocation = match.group(2) + match.group(3)
-            # A terminal wrapped the line inside the choices: the rest of the braces is on the next lines.
-            while invocation.count("{") > invocation.count("}") and index < len(lines) and lines[index].strip():
-                invocation += lines[index].strip()
+            parts = [match.group(2) + match.group(3)]
+            # A terminal wrapped the line inside the choices: the rest of the braces is on the next lines. The
+            # braces still open are counted line by line (counting the whole text again each line was quadratic).
+            still_open = parts[0].count("{") - parts[0].count("}")
+            while still_open > 0 and index < len(lines) and lines[index].strip():
+                parts.append(lines[index].strip())
+                still_open += parts[-1].count("{") - parts[-1].count("}")
                 index += 1
+            invocation = "".join(parts)
             head, *help_start = _HELP_GAP_RE.split(invocation.strip(), maxsplit=1)
             indent = len(match.group(1))
             entries.append((head, help_start))
@@ -200,7 +204,7 @@ def _join_wrapped(lines: list[str]) -> str:
     so a line that ends in one continues the word."""
     text = ""
     for line in lines:
-        if re.search(r"[A-Za-z0-9]-$", text) and line[:1].isalnum():
+        if re.fullmatch(r"[A-Za-z0-9]-", text[-2:]) and line[:1].isalnum():  # its end only, not all of it
             text += line
         else:
             text = f"{text} {line}" if text else line

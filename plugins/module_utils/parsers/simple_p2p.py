@@ -30,11 +30,14 @@ _START_RE = re.compile(r"^\[[^\]]*simpleP2P\] - Starting\.\.\.\s*$")
 _COUNT_RE = re.compile(r"^CUDA-capable device count: (\d{1,4})\s*$")
 # Its "> " lines lose the mark on the way in when p2p_lines takes it for a Markdown quote: either reads.
 _CAPABLE_RE = re.compile(r'^(?:> )?GPU(\d{1,4}) = "\s*(.*?)" IS\s+(NOT\s+)?capable of Peer-to-Peer')
-_ACCESS_RE = re.compile(r"^(?:> )?Peer access from (.*?) \(GPU(\d{1,4})\) -> (.*?) \(GPU(\d{1,4})\) : (Yes|No)\s*$")
+# A GPU's name is at most 256 characters (nvidia-smi's are under 100): unbounded, .*? and .* tried the rest of the line
+# from each "(GPUn) -> " of it, quadratic in a line of many (docs/development.md, "Regexes over input").
+_ACCESS_RE = re.compile(r"^(?:> )?Peer access from (.{0,256}?) \(GPU(\d{1,4})\) -> (.{0,256}?) \(GPU(\d{1,4})\) : "
+                        r"(Yes|No)\s*$")
 _COPY_RE = re.compile(r"^cudaMemcpyPeer / cudaMemcpy between GPU(\d{1,4}) and GPU(\d{1,4}): "
                       r"([0-9]+(?:\.[0-9]+)?)\s*GB/s\s*$")
 _RESULT_RE = re.compile(r"^Test (passed|failed)!?\s*$")
-MARK_RE = re.compile(r"^\s*(?:(?:> )?Peer access from .* \(GPU\d{1,4}\) -> .* \(GPU\d{1,4}\) : (?:Yes|No)|"
+MARK_RE = re.compile(r"^\s*(?:(?:> )?Peer access from .{0,256} \(GPU\d{1,4}\) -> .{0,256} \(GPU\d{1,4}\) : (?:Yes|No)|"
                      r"\[[^\]]*simpleP2P\] - Starting\.\.\.|cudaMemcpyPeer / cudaMemcpy between GPU\d{1,4} and GPU\d)")
 """A line only simpleP2P prints (material/kinds.py and p2p_bandwidth.parse_p2p_log tell it by this)."""
 

@@ -7,6 +7,7 @@ args as written (the clique rules see every ``-set``).
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config import (
@@ -18,6 +19,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import h
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.cpu_limit import within
 from tests.unit.audit.test_capture_privacy import GPU_VM, audit_and_save, node_with_secrets
 
 SECRET = "Hunter2-Qx7"
@@ -70,3 +72,37 @@ def test_secrets_inside_values_reach_neither_facts_report_nor_capture() -> None:
     # The clique args were read before the redaction; a pasted fix would lose the secret, and says so.
     remedies = " ".join(f.get("remedy") or "" for f in live["findings"])
     assert "--args" in remedies and f"args hold a secret, shown here as {REDACTED}" in remedies
+
+
+# The one regex the hand loop of parsers/proxmox_secrets.py replaced: on short texts it is quick, and the loop must
+# redact what it redacted, no more, no less.
+_NAMED_BEFORE = re.compile(
+    r"(?P<name>[\w.:\-]*(?:pass|secret|token|credential|sshkey|private|api[_-]?key)[\w.\-]*)"
+    r"(?P<sep>[\"']?[ \t]*(?:[:=]|%3[AaDd])[ \t]*)(?P<value>\"[^\"]*\"|'[^']*'|(?:[^\s,\"']|,,)+)", re.IGNORECASE)
+_OBJECT_BEFORE = re.compile(r"(?:^|[\s'\"])(?:secret,|\{[^}]*\"qom-type\"\s*:\s*\"secret\")\S*", re.IGNORECASE)
+_DATA_BEFORE = re.compile(r"(?P<name>\bdata[\"']?)(?P<sep>\s*[:=]\s*)(?P<value>\"[^\"]*\"|(?:[^\s,}\"']|,,)+)")
+_PIECES = ("pass", "PASS", "secret", "secret,", "token", "api_key", "apikey", "data", ":", "=", "%3A", "%3d", " ", "\t",
+           "\n", ",", ",,", "\"", "'", "{", "}", "\"qom-type\"", "\"secret\"", "x", "1", ".", "-", "\u017f", "id=")
+
+
+def _redacted_before(text: str) -> str:
+    def named(match: re.Match[str]) -> str:
+        return f"{match.group('name')}{match.group('sep')}{REDACTED}"
+
+    text = _OBJECT_BEFORE.sub(lambda found: _DATA_BEFORE.sub(named, found.group(0)), text)
+    return _NAMED_BEFORE.sub(named, text)
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=16).map("".join))
+def test_the_hand_loop_redacts_what_the_regex_did(text: str) -> None:
+    assert redact_secret_values(text) == (_redacted_before(text) if text else text)
+
+
+@pytest.mark.parametrize("text", [
+    "args: -x " + "pass" * 500,  # a minute with the regex, which tried every split of the word at every start
+    "description: " + "root-password:" * 600,
+    "-object " + " {" * 20000,
+    "password=\"" * 5000,
+])
+def test_a_long_run_of_secret_words_costs_no_more_than_its_length(text: str) -> None:
+    assert within(1.0, lambda: redact_secret_values(text)) is not None

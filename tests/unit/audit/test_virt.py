@@ -144,3 +144,21 @@ def test_dmesg_refused_is_a_problem_not_an_error() -> None:
     source = detect(files={"/proc/cpuinfo": CPUINFO_METAL}, commands={"dmesg": {"rc": 1, "stderr": refused}})
     virt.gather_virtualization(source, [], 0, [])
     assert source.problems == [{"what": "dmesg", "error": refused}]
+
+
+def test_a_hypervisor_line_padded_with_blanks_is_read_in_linear_time() -> None:
+    # The lazy name before \s*$ tried the run of blanks again at each of its characters.
+    from tests.cpu_limit import within
+
+    line = "[    0.000000] Hypervisor detected: KVM" + " " * 65536 + "x\n"
+    assert within(1.0, lambda: virt.dmesg_hypervisor(line)) == "kvm" + " " * 65536 + "x"
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    ("[    0.000000] Hypervisor detected: KVM  \n", "kvm"),
+    ("Hypervisor detected:\n  Microsoft Hyper-V\n", "hyperv"),
+    ("Hypervisor detected:   ", ""),
+    ("no hypervisor here\n", None),
+])
+def test_the_hypervisor_line_is_read_as_before(text: str, name: str | None) -> None:
+    assert virt.dmesg_hypervisor(text) == name

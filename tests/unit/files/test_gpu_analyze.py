@@ -457,3 +457,54 @@ def test_an_input_named_like_an_audited_host_leaves_the_audits_report(tmp_path: 
     markdown = (reports / "gpu-node-1.analysis.md").read_text()
     assert "(gpu-node-1.analysis-nccl.svg)" in markdown
     assert "| gpu-node-1.analysis | this run |" in (reports / "analysis.md").read_text()
+
+
+def deep_topology(levels: int) -> str:
+    """An NCCL topology dump with a GPU under ``levels`` nested PCI switches (no tool nests so deep)."""
+    return ('<system version="1">\n<cpu numaid="0" arch="x86_64">\n'
+            + '<pci busid="0000:16:00.0" class="0x060400">\n' * levels
+            + '<pci busid="0000:18:00.0" class="0x030200" link_width="16">\n<gpu dev="0" sm="90" rank="0" gdr="1"/>\n'
+            + "</pci>\n" * (levels + 1) + "</cpu>\n</system>\n")
+
+
+def test_one_bad_file_costs_only_itself(tmp_path: Path, capsys) -> None:
+    # A 5,000-deep topology dump and deeply nested JSON beside the incident's pastes: the audit stopped on
+    # RecursionError and the whole directory was lost ("a defect of the audit").
+    directory = incident(tmp_path / "incident")
+    (directory / "system.xml").write_text(deep_topology(5000))
+    nested = "[" * 100000 + "]" * 100000
+    (directory / "results.json").write_text('{"version": "1", "results": ' + nested + "}")
+    (directory / "dcgm.json").write_text('{"DCGM GPU Diagnostic": {"test_categories": ' + nested + "}}")
+    result = analyse(capsys, tmp_path, ["incident"], model_profile="glm-5")
+    assert result["inputs"][0]["error"] is None and not result.get("failed")
+    report = json.loads((tmp_path / "reports" / "incident.analysis.json").read_text())
+    assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
+    assert any(row["size_bytes"] == 12288 for row in report["bench"]["nccl"]["results"])
+    not_used = {entry["name"]: entry["why"] for entry in report["material"]["unmapped"]}
+    assert not_used["system.xml"].startswith("not used: nested too deeply to be read"), not_used
+    # JSON nested as deep is no capture and no tool's output; DCGM's reader says what it could not read in it.
+    assert not_used["results.json"].startswith("not output of a tool this reader knows")
+    assert "| system.xml | not used: nested too deeply" in (tmp_path / "reports" / "incident.analysis.md").read_text()
+
+
+def test_a_file_past_its_parse_time_is_not_used_and_the_others_are(tmp_path: Path, capsys, monkeypatch) -> None:
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material import nccl_gpus, nccl_topology
+
+    directory = tmp_path / "incident"
+    directory.mkdir()
+    (directory / "p2p.txt").write_text("root@glm5-vm:~# nvidia-smi topo -p2p r\n" + P2P_NS.read_text())
+    (directory / "system.xml").write_text(deep_topology(2))
+
+    def stalls(text):  # a reader that never ends on this dump: the budget stops it
+        while True:
+            pass
+
+    monkeypatch.setattr(nccl_topology, "parse_nccl_topo_xml", stalls)
+    monkeypatch.setattr(nccl_gpus, "parse_nccl_topo_xml", stalls)
+    result = analyse(capsys, tmp_path, ["incident"], parse_timeout=1)
+    assert result["inputs"][0]["error"] is None
+    report = json.loads((tmp_path / "reports" / "incident.analysis.json").read_text())
+    assert report["summary"]["worst_finding"] == {"id": "p2p_not_supported", "severity": "critical"}
+    why = {entry["name"]: entry["why"] for entry in report["material"]["unmapped"]}["system.xml"]
+    assert why.startswith("not used: parsing it took more than 1 s of CPU time, the limit on parse time per file")
+    assert "gpu_analyze_parse_timeout=N" in why

@@ -516,3 +516,28 @@ def test_material_without_a_critical_finding_but_lacking_evidence_is_not_judged_
     assert not [f for f in found["findings"] if f["severity"] == "critical"]
     assert found["summary"]["verdict"] == "not judged"
     assert schemas.validator("facts").is_valid(found)
+
+
+def test_a_file_whose_reader_fails_midway_is_undone_and_listed_and_the_others_are_kept(monkeypatch) -> None:
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material import capture as capture_module
+
+    conf = (FIXTURES / "proxmox" / "q35-8gpu-clique-ok_pve8.3.conf").read_bytes()
+    real = capture_module._take_vm_config
+
+    def fails_after_filing(built, name, command, output, entry):
+        real(built, name, command, output, entry)
+        if name == "131.conf":
+            raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setitem(capture_module._HANDLERS, "proxmox-vm-config", fails_after_filing)
+    capture = build_capture([("130.conf", conf), ("131.conf", conf), ("p2p", P2P_NS)])
+    # What 131.conf filed before it failed is gone: its file, its line in the listing, its sources.
+    assert capture["dirs"] == {"/etc/pve/qemu-server": ["130.conf"]}
+    assert list(capture["files"]) == ["/etc/pve/qemu-server/130.conf"]
+    inputs = {entry["name"]: entry for entry in capture["from_material"]["inputs"]}
+    assert inputs["131.conf"]["kind"] is None and inputs["131.conf"]["as"] == []
+    assert inputs["130.conf"]["as"] and inputs["p2p"]["as"]
+    why = {u["name"]: u["why"] for u in capture["from_material"]["unmapped"]}
+    assert why == {"131.conf": "not used: nested too deeply to be read (thousands of levels, as no tool writes); give "
+                               "the tool's output as it printed it"}
+    assert capture["from_material"]["seen"][-1]["from"] == ["130.conf"]

@@ -13,6 +13,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_rep
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.cpu_limit import within
 from tests.paths import FIXTURES
 
 # Each fixture's kind, by its path under tests/fixtures (the first pattern that matches). None: no output of a
@@ -296,3 +297,12 @@ def test_an_exception_allows_fewer_only_where_fewer_exist() -> None:
         assert kind in KINDS and why.strip(), kind
         # An exception never outlives its reason: once three exist, it goes.
         assert allowed < REAL_OUTPUTS_WANTED and len(found[kind]) < REAL_OUTPUTS_WANTED, kind
+
+
+def test_a_long_topology_style_paste_is_told_in_linear_time() -> None:
+    # Every GPU row is a header too: each was looked up in the list of rows (a 1.3 MB paste took a minute and a half).
+    # The recogniser itself, on 60,000 rows: telling the kind of a paste that size costs more than the lookups did.
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import _topo_kind
+
+    lines = ["\tGPU0\tGPU1", *["GPU0\t X \tNV18"] * 60000]
+    assert within(1.0, lambda: _topo_kind(lines)) == "nvidia-smi-topo-m"

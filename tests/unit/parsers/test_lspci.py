@@ -364,3 +364,11 @@ def test_lspci_fixtures_with_garbled_lines(name, draw):
     index = draw.draw(st.integers(min_value=0, max_value=len(lines) - 1))
     lines[index] = draw.draw(st.text(max_size=200))
     _lspci_or_clear_error("\n".join(lines))
+
+
+def test_a_device_line_padded_with_blanks_is_read_in_linear_time() -> None:
+    # From each blank of the run, the (rev ..) / (prog-if ..) / [vendor:device] patterns' \s* ran to its end.
+    from tests.cpu_limit import within
+
+    text = "0000:01:00.0 3D controller: NVIDIA Corporation Device 2330" + " " * 65536 + "x (rev a1)\n"
+    assert within(1.0, lambda: parse_lspci_vvv(text))

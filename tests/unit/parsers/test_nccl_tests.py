@@ -6,6 +6,7 @@ import contextlib
 import json
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import ParseError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_tests import (
     Measurement,
     NcclTestsParseError,
@@ -19,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests import paths
+from tests.cpu_limit import within
 
 FIXTURES = paths.FIXTURES / "nccl"
 
@@ -651,3 +653,10 @@ def test_property_json_truncated_or_retyped(name: str, data: st.DataObject) -> N
         if isinstance(entry, dict):
             entry[data.draw(st.sampled_from(sorted(entry)))] = value
             _only_own_errors(parse_nccl_tests_json, json.dumps(document))
+
+
+def test_one_long_line_of_colons_after_a_rank_line_is_read_in_linear_time() -> None:
+    # One 60 KB line: the NCCL log record's regex ran to the word's end from each of its characters (a minute).
+    line = "#  Rank  0 Group  0 Pid  4096 on host device  0 [0x3d] NVIDIA H100 " + ":" * 60000
+    with contextlib.suppress(ParseError):
+        within(1.0, lambda: parse_nccl_tests(line + "\n"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_common import (
@@ -998,3 +999,21 @@ def test_property_merged_cells_read_as_printed(name: str, data: st.DataObject) -
     assert merged.nic_to_nic == original.nic_to_nic
     assert merged.cpu_affinity == original.cpu_affinity
     assert merged.numa_affinity == original.numa_affinity
+
+
+_UNIT_BEFORE = re.compile(r"\s*\[[^\]]*\]$")  # what without_unit replaced: the same result, in linear time
+
+
+@given(st.lists(st.sampled_from(["[", "]", " ", "\t", "\n", "MiB", "memory.total"]), max_size=12).map("".join))
+def test_a_header_field_loses_its_unit_as_the_regex_took_it(value: str) -> None:
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import without_unit
+
+    assert without_unit(value) == _UNIT_BEFORE.sub("", value)
+
+
+def test_a_header_field_of_many_brackets_loses_its_unit_in_linear_time() -> None:
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import without_unit
+
+    from tests.cpu_limit import within
+
+    assert within(1.0, lambda: without_unit("name " + "[" * 65536 + "]")) == "name"

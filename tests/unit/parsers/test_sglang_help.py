@@ -15,6 +15,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.sglang_help im
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.cpu_limit import within
 from tests.paths import FIXTURES
 
 NSA = (FIXTURES / "sglang" / "launch_server-help_nsa-options_py3.11-layout_constructed.txt").read_text()
@@ -191,3 +192,13 @@ def test_no_text_raises_anything_but_the_readers_own_error(text):
     for option in result.options:
         assert option.names and all(name.startswith("-") for name in option.names)
         result.resolve(option.names[0])
+
+
+@pytest.mark.parametrize("text", [
+    # The braces still open were counted over the whole joined text again at each line.
+    "usage: launch_server [-h]\n\noptions:\n  --x {\n" + "  {a,\n" * 40000,
+    # A help text's end was searched for a hyphen over the whole text joined so far, at each line.
+    "usage: launch_server [-h]\n\noptions:\n  --x X\n" + "      word-\n" * 20000,
+])
+def test_long_options_and_help_texts_are_read_in_linear_time(text: str) -> None:
+    assert within(1.0, lambda: parse_help(text)).options

@@ -77,3 +77,12 @@ def test_property_a_cut_paste_keeps_the_pairs_it_shows(data: st.DataObject) -> N
     for i, row in enumerate(parsed["access"]):
         for j, cell in enumerate(row):
             assert cell is None or cell == whole["access"][i][j]
+
+
+def test_a_line_of_many_arrows_is_read_in_linear_time() -> None:
+    # Unbounded, the names' .*? tried the rest of the line from each "(GPUn) -> " of it.
+    from tests.cpu_limit import within
+
+    line = "Peer access from " + "NVIDIA H100 (GPU1) -> " * 6000 + "\n"
+    with contextlib.suppress(P2PToolParseError):
+        within(1.0, lambda: parse_simple_p2p(line))
