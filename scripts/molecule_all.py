@@ -2,8 +2,8 @@
 """Run molecule scenarios, several at a time, and say which passed.
 
 `make molecule` calls this. Each scenario boots its own containers (their names differ) and keeps its state in
-molecule's per-scenario directory, so scenarios are independent; running two at once roughly halves the wall time
-of the suite on a two-core machine, since a scenario spends much of its time waiting on apt, pip and systemd.
+molecule's per-scenario directory, so scenarios are independent; running several at once divides the wall time of
+the suite on a two-core machine, since a scenario spends much of its time waiting on podman, apt, pip and systemd.
 
 A scenario's output goes to a log file and is printed whole when it ends, so that the output of scenarios that ran
 side by side never interleaves. The longest scenarios start first (DURATIONS, measured), so that no long one starts

@@ -4,7 +4,7 @@
 #   then two lines of work side by side, so that both cores stay busy from the first test to the last:
 #   tests     lint, alerts, fleet, docs-test, ee-test, collection-test, sanity, one after another, each run
 #             whatever the one before did;
-#   beside    unit (one process), then molecule (every scenario, two at a time: scripts/molecule_all.py), one
+#   beside    unit (one process), then molecule (every scenario, MOLECULE_JOBS at a time: scripts/molecule_all.py), one
 #             after the other, each one's output kept in .cache/test-logs/<step>.log and printed whole once the
 #             tests line is done and the step has ended.
 # The tests line takes about as long as the unit tests and the first scenarios beside it; run after it, molecule
