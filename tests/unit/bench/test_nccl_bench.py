@@ -191,8 +191,8 @@ def test_thresholds_given_are_calibrated_by_whoever_gave_them():
 def test_calibration_figures_put_each_run_beside_the_limit():
     limits = nccl_thresholds.default_thresholds(2, "torch-nccl")
     figures = nccl_thresholds.calibration_figures(
-        "torch-nccl", 2, {"torch-nccl": [row(16384, 30.0, 0.5)], "torch-nccl NCCL_P2P_DISABLE=1": [row(16384, 55.0, 0.3)],
-                          "nccl-tests": []}, limits)
+        "torch-nccl", 2, {"torch-nccl": [row(16384, 30.0, 0.5)],
+                          "torch-nccl NCCL_P2P_DISABLE=1": [row(16384, 55.0, 0.3)], "nccl-tests": []}, limits)
     at = figures["at_size_bytes"]["16384"]
     assert at["runs"] == {"torch-nccl": {"time_us": 30.0, "size_bytes": 16384},
                           "torch-nccl NCCL_P2P_DISABLE=1": {"time_us": 55.0, "size_bytes": 16384},

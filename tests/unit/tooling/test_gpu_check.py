@@ -216,3 +216,38 @@ def test_carry_prints_the_paths_their_sizes_and_the_call(tmp_path: Path, bare_py
     assert wheel_in_copy.is_file()
     proc = gpu_check(tmp_path, bare_python, str(tmp_path / "node-out"), script=node / "scripts" / "gpu-check.sh")
     assert proc.returncode == 3, proc.stdout + proc.stderr
+
+
+def test_a_multi_gpu_run_records_what_calibrates_the_torch_loop(tmp_path: Path, monkeypatch) -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import nccl_runner, nccl_sweeps, nccl_thresholds
+
+    def rows(time_us: float) -> list[dict]:
+        return [{"size_bytes": 16384, "count": 4096, "type": "float", "redop": "sum", "out_of_place": None,
+                 "in_place": {"time_us": time_us, "algbw_gbps": 0.5, "busbw_gbps": 0.9, "wrong": 0}}]
+
+    asked = []
+
+    def run_bench(params: dict, tmpdir: str | None = None) -> dict:
+        asked.append((params["engine"], params["env"]))
+        time_us = {"torch-nccl": 55.0 if params["env"].get("NCCL_P2P_DISABLE") else 30.0, "nccl-tests": 21.0}
+        return {"engine": params["engine"], "status": "ok", "nranks": 2, "nccl_version": "2.27.5",
+                "results": rows(time_us[params["engine"]]),
+                "thresholds": nccl_thresholds.default_thresholds(2, params["engine"]), "violations": [], "findings": []}
+
+    monkeypatch.setattr(nccl_runner, "run_bench", run_bench)
+    monkeypatch.setattr(nccl_sweeps, "find_nccl_tests", lambda directory, collective: "/usr/bin/all_reduce_perf")
+    outcome = gpu_check.nccl_step(tmp_path, "python-with-torch")
+    assert [engine for engine, _env in asked] == ["torch-nccl", "torch-nccl", "nccl-tests"]
+    assert asked[1][1] == {"NCCL_P2P_DISABLE": "1"}
+    calibration = outcome["calibration"]
+    assert (calibration["engine"], calibration["timing"], calibration["calibrated"]) == (
+        "torch-nccl", "max over ranks", False)
+    runs = calibration["at_size_bytes"]["16384"]["runs"]
+    assert {label: run["time_us"] for label, run in runs.items()} == {
+        "torch-nccl": 30.0, "torch-nccl NCCL_P2P_DISABLE=1": 55.0, "nccl-tests": 21.0}
+    assert [t["calibration"] for t in outcome["thresholds"]] == [None, None]
