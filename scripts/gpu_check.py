@@ -473,7 +473,13 @@ def write_evidence(out: Path, results: dict[str, Any]) -> None:
 
 def check(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "gpu-check.json").write_text("{}\n")
+    except OSError as exc:
+        print(f"gpu-check: expected a folder the evidence can be written to; {out}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 2
     import_module_utils()
     nvml = nvml_binding()
     home, home_why = cuda_home()
