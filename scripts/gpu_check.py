@@ -75,9 +75,12 @@ def run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> d
             "seconds": round(time.monotonic() - started, 2)}
 
 
-def first_line(text: str | None) -> str | None:
+def version_text(text: str | None, marker: str = "") -> str | None:
+    """A tool's version from its output: the lines holding ``marker`` (all lines when empty), joined; the last line
+    when none does."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else None
+    chosen = [line for line in lines if marker in line] or lines[-1:]
+    return "; ".join(chosen) or None
 
 
 # ---------------------------------------------------------------------------
@@ -152,7 +155,7 @@ def torch_python(given: str | None) -> tuple[str | None, str]:
     for candidate in dict.fromkeys(os.path.realpath(c) if not given else c for c in candidates if c):
         probe = run([candidate, "-c", "import torch; print(torch.__version__)"], 120)
         if probe["rc"] == 0:
-            return candidate, f"torch {first_line(probe['stdout'])}"
+            return candidate, f"torch {version_text(probe['stdout'], '.')}"
         tried.append(candidate)
     return None, f"no Python with torch (tried {', '.join(tried) or 'none'}; set GPU_CHECK_PYTHON to one)"
 
@@ -250,6 +253,7 @@ def nvidia_smi_step(out: Path, state: dict[str, Any], comparisons: list[dict[str
     version = run(["nvidia-smi", "--version"], 30)
     stamp = time.strftime("%Y-%m-%d", time.gmtime())
     models = ", ".join(where["models"]) or "unknown"
+    smi_version = version_text(version["stdout"], "version") or "nvidia-smi"
     rows = []
     forms = {}
     for form, (argv, parser) in smi_forms().items():
@@ -265,7 +269,7 @@ def nvidia_smi_step(out: Path, state: dict[str, Any], comparisons: list[dict[str
             except Exception as exc:  # a parser that fails on a real output is what this check is for
                 entry["parsed"] = f"{type(exc).__name__}: {exc}"[:600]
             rows.append(f"| `{name}` | `{' '.join(argv)}` | real GPU: {where['gpu_count']}x {models}, driver "
-                        f"{where['driver_version']}, {first_line(version['stdout']) or 'nvidia-smi'}; saved by "
+                        f"{where['driver_version']}, {smi_version}; saved by "
                         f"scripts/gpu-check.sh on {platform.node()}, {stamp} |")
         else:
             entry["stderr"] = (result.get("stderr") or result.get("stdout") or "")[-300:]
@@ -280,7 +284,7 @@ def nvidia_smi_step(out: Path, state: dict[str, Any], comparisons: list[dict[str
     differs = [c for c in comparisons if c["step"] == "nvidia_smi" and c["equal"] is False]
     failed = forms["query-gpu"]["rc"] != 0 or bool(unread)
     return {"status": "failed" if failed else "differs" if differs else "ok", "nvidia_smi_version":
-            first_line(version["stdout"]), "forms": forms, "unparsed": unread, "comparison": compared,
+            version_text(version["stdout"], "version"), "forms": forms, "unparsed": unread, "comparison": compared,
             "differences": len(differs), "fixtures": "fixtures/nvidia-smi/SOURCES.md"}
 
 
@@ -489,7 +493,7 @@ def check(args: argparse.Namespace) -> int:
                              "nvidia_smi": nvidia_smi, "cuda_home": str(home) if home else None,
                              "cuda_home_why": home_why, "torch_python": python, "torch_why": torch_why}
     if home:
-        tools["nvcc_version"] = first_line(run([str(home / "bin" / "nvcc"), "--version"], 60)["stdout"])
+        tools["nvcc_version"] = version_text(run([str(home / "bin" / "nvcc"), "--version"], 60)["stdout"], "release")
     results: dict[str, Any] = {"format": FORMAT, "host": platform.node(), "kernel": platform.release(),
                                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "tools": tools,
                                "steps": {}, "comparisons": []}
@@ -536,7 +540,7 @@ def carry() -> int:
         wheel = nvml_wheel()
         if wheel is None:
             print(f"gpu-check: expected the nvidia-ml-py {version} wheel in {folder}; pip download failed: "
-                  f"{got.get('error') or first_line(got['stderr'])}. Download it where an index is reachable and "
+                  f"{got.get('error') or version_text(got['stderr'])}. Download it where an index is reachable and "
                   f"put it there (or set {WHEEL_DIR_ENV}).", file=sys.stderr)
             return 2
     listed = run(["git", "-C", str(ROOT), "ls-files", "-z", "--", *CARRY_PATHS], 60)
