@@ -214,7 +214,8 @@ def fixture_name(form: str, argv: list[str], where: dict[str, Any]) -> str:
     """A fixture's file name in tests/fixtures/nvidia-smi's style: form, driver branch, GPUs, and real-gpu."""
     driver = str(where.get("driver_version") or "driver-unknown").split(".")[0]
     model = (where.get("models") or ["unknown-GPU"])[0].replace("NVIDIA ", "")
-    gpus = f"{where.get('gpu_count') or 0}x{'-'.join(model.split())}"
+    model = "".join(c if c.isascii() and (c.isalnum() or c in ".-") else "-" for c in "-".join(model.split()))
+    gpus = f"{where.get('gpu_count') or 0}x{model}"
     suffix = ".xml" if argv[-1] == "-x" else ".csv" if "--format=csv,noheader,nounits" in argv else ".txt"
     return f"{form}_{driver}_{gpus}_real-gpu{suffix}"
 
@@ -304,9 +305,10 @@ def compare_with_nvidia_smi(facts: dict[str, Any], comparisons: list[dict[str, A
     smi_gpus, smi_p2p, smi_topology, _unused = gather_gpus(smi_source, facts.get("pci") or {})
 
     def add(what: str, nvml_value: Any, smi_value: Any) -> None:
+        # A value only one of them tells is no contradiction: equal is null (not compared), not false.
+        equal = None if nvml_value is None or smi_value is None else nvml_value == smi_value
         comparisons.append({"step": "nvidia_smi", "what": what, "measured": nvml_value, "source": "audit (NVML)",
-                            "against": smi_value, "against_source": "audit (nvidia-smi)",
-                            "equal": nvml_value == smi_value})
+                            "against": smi_value, "against_source": "audit (nvidia-smi)", "equal": equal})
 
     add("GPU count", gpus.get("count"), smi_gpus.get("count"))
     add("driver version", gpus.get("driver_version"), smi_gpus.get("driver_version"))
@@ -392,7 +394,15 @@ def p2p_step(out: Path, python: str, comparisons: list[dict[str, Any]]) -> dict[
                                     "measured": wrong, "source": "the probe", "against": 0,
                                     "against_source": "expected", "equal": wrong == 0})
     latency = small_latency_matrix(result)
-    return {"status": result.get("status") or "ok", "devices": len(result.get("devices") or []),
+    # How the stream holds behind the GPU copy times fared: a figure whose hold was outlasted is null.
+    holds = {"first_hold": 0, "longer_hold": 0, "outlasted": 0}
+    with contextlib.suppress(OSError):
+        for line in (out / "p2p-probe.jsonl").read_text().splitlines():
+            hold = json.loads(line).get("hold") if line.startswith("{") and '"timing"' in line else None
+            if isinstance(hold, dict):
+                key = "outlasted" if not hold.get("held") else "first_hold" if hold.get("tries") == 1 else "longer_hold"
+                holds[key] += 1
+    return {"status": result.get("status") or "ok", "devices": len(result.get("devices") or []), "holds": holds,
             "access": result.get("access"), "small_copy_latency": latency,
             "latency_limit_us": DEFAULT_MAX_SMALL_LATENCY_US,
             "findings": [f"{f['severity']}: {f['id']}" for f in result.get("findings") or []],

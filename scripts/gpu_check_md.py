@@ -50,7 +50,8 @@ def render(results: dict[str, Any]) -> str:
     if comparisons:
         lines += table(["step", "what", "measured", "by", "compared with", "from", "equal"], [
             [c["step"], c["what"], c["measured"], c["source"], c["against"], c["against_source"],
-             "yes" if c["equal"] else "**no**"] for c in comparisons])
+             {True: "yes", False: "**no**"}.get(c["equal"], "not compared: one side has no value")]
+            for c in comparisons])
     else:
         lines += ["None: no step that compares ran.", ""]
     smi = steps.get("nvidia_smi") or {}
@@ -68,7 +69,7 @@ def render(results: dict[str, Any]) -> str:
     if latency:
         lines += ["## P2P small-copy latency", "", f"{latency.get('name')} (us, source row to destination column; "
                   f"null: not measured or the stream hold was outlasted), judged against "
-                  f"{probe.get('latency_limit_us')} us:", ""]
+                  f"{probe.get('latency_limit_us')} us. Stream holds: {cell(probe.get('holds'))}.", ""]
         values = latency.get("values") or []
         lines += table(["", *(f"GPU{j}" for j in range(len(values)))],
                        [[f"GPU{i}", *row] for i, row in enumerate(values)])

@@ -156,10 +156,13 @@ def test_nvml_is_compared_with_nvidia_smi_field_by_field_and_a_difference_is_evi
     # The same GPUs as NVML would give them, one figure off.
     facts["gpus"]["source"] = "nvml"
     facts["gpus"]["devices"][3]["memory_total_mib"] += 1
+    # A value one reading does not tell is not compared, nor counted as a difference.
+    facts["gpus"]["devices"][5]["uuid"] = None
     comparisons: list[dict] = []
     assert gpu_check.compare_with_nvidia_smi(facts, comparisons, ReplaySource(capture)) == "compared"
-    differs = [c for c in comparisons if not c["equal"]]
+    differs = [c for c in comparisons if c["equal"] is False]
     assert [c["what"] for c in differs] == ["GPU3 memory_total_mib"]
+    assert [c["what"] for c in comparisons if c["equal"] is None] == ["GPU5 uuid"]
     assert differs[0]["source"] == "audit (NVML)" and differs[0]["against_source"] == "audit (nvidia-smi)"
     assert {"GPU count", "driver version", "P2P read matrix", "topology matrix", "GPU0 name"} <= {
         c["what"] for c in comparisons}
