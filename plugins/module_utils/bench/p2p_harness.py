@@ -292,7 +292,7 @@ def time_paths(torch, sleep, src: int, dst: int, size: int) -> dict:
 
 def held_copy_time(torch, sleep, device: int, stream, copy, iters: int, sync) -> dict:
     """{gpu_us, cycles, tries, held}: the GPU time per copy of ``iters`` copies queued behind a hold of
-    ``stream``; gpu_us is None when no hold outlasted the queueing (or torch has no _sleep to hold with)."""
+    ``stream``; gpu_us is None when the queueing outlasted every hold (or torch has no _sleep to hold with)."""
     if sleep is None:
         return {"gpu_us": None, "cycles": 0, "tries": 0, "held": False}
     cycles = HOLD_CYCLES * max(1, iters // 50)
