@@ -151,7 +151,7 @@ bench-analyze: venv ## Time make analyze's playbook on 200 inputs beside audit.y
 quickstart-test: ## The README's quick start in fresh Debian 12, Debian 13, Ubuntu 24.04 containers (root; RELEASES=...)
 	scripts/quickstart-test.sh
 
-gpu-check: ## On a machine with a GPU: the GPU paths for real (scripts/gpu-check.sh); reports/gpu-check/gpu-check.json
+gpu-check: ## On a machine with a GPU: the GPU paths for real, no torch needed (scripts/gpu-check.sh; --carry: what to copy)
 	scripts/gpu-check.sh
 
 time-extension-build: venv ## Time first build, wheelhouse install, no-op re-run (scripts/time_extension_build.py)

@@ -1,45 +1,42 @@
 #!/usr/bin/env bash
-# The GPU paths for real, on a machine with a GPU, in under 8 minutes: scripts/gpu_check.py does
-# the work (live audit with NVML and nvidia-smi, NVML vs nvidia-smi, P2P probe, torch-NCCL sweep,
-# tests/cuda_ext built for this GPU and run) and writes every result to OUT/gpu-check.json.
+# The GPU paths for real, on a bare GPU node, in a few minutes: scripts/gpu_check.py does the work and
+# writes its evidence to OUT/gpu-check.json and OUT/gpu-check.md (OUT defaults to reports/gpu-check).
 #
-#   scripts/gpu-check.sh [OUT]          OUT defaults to reports/gpu-check
+#   scripts/gpu-check.sh [OUT]       run the check; every step that needs no torch runs without it
+#   scripts/gpu-check.sh --carry     print what to copy onto the GPU node (paths, sizes) and the call
 #
-# GPU_CHECK_PYTHON: the interpreter with torch (default: the first of python3, python that imports
-# torch). nvidia-ml-py, when that interpreter lacks it, is installed from a wheel in .cache/wheels
-# (`pip download --no-deps -d .cache/wheels nvidia-ml-py` beforehand, for a machine with no
-# package index) into a temporary folder; nothing is installed into the interpreter itself.
+# Needs a Python >= 3.11 (GPU_CHECK_CHECK_PYTHON, else the first of python3.13, python3.12, python3.11,
+# python3 that is one) and nothing else installed: nvidia-ml-py comes from the carried wheel when that
+# Python lacks it; torch (GPU_CHECK_PYTHON: an interpreter that has it) only for the P2P probe and the
+# NCCL sweep, which are skipped with the reason otherwise. GPU_CHECK_DEADLINE_S bounds the whole run.
+# Exit status: 0 every step that ran passed; 1 a step failed or a comparison differs; 2 the check could
+# not start; 3 no NVIDIA GPU here, so nothing on a GPU was checked.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-out="${1:-reports/gpu-check}"
-deadline="${GPU_CHECK_DEADLINE_S:-470}"
+export PYTHONDONTWRITEBYTECODE=1   # nothing is left in the checkout
 
-python="${GPU_CHECK_PYTHON:-}"
+python="${GPU_CHECK_CHECK_PYTHON:-}"
 if [[ -z "$python" ]]; then
-  for candidate in python3 python; do
-    if command -v "$candidate" >/dev/null && "$candidate" -c 'import torch' 2>/dev/null; then
+  for candidate in python3.13 python3.12 python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 \
+        && "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
       python="$(command -v "$candidate")"; break
     fi
   done
 fi
 if [[ -z "$python" ]]; then
-  echo "gpu-check: expected a Python that imports torch (set GPU_CHECK_PYTHON); found none on PATH" >&2
+  echo "gpu-check: expected a Python >= 3.11 (python3.13, python3.12, python3.11 or python3; or set" \
+       "GPU_CHECK_CHECK_PYTHON); found none that runs" >&2
   exit 2
 fi
 
-extra=""
-if ! "$python" -c 'import pynvml' 2>/dev/null; then
-  wheel="$(ls .cache/wheels/nvidia_ml_py-*.whl 2>/dev/null | tail -n 1 || true)"
-  if [[ -n "$wheel" ]]; then
-    extra="$(mktemp -d)"
-    trap 'rm -rf "$extra"' EXIT
-    "$python" -m pip install --quiet --no-deps --no-index --target "$extra" "$wheel"
-  else
-    echo "gpu-check: $python has no pynvml and .cache/wheels holds no nvidia-ml-py wheel: the audit falls back" \
-         "to nvidia-smi" >&2
-  fi
+if [[ "${1:-}" == "--carry" ]]; then
+  exec "$python" scripts/gpu_check.py --carry
 fi
-
-mkdir -p "$out"
-PYTHONPATH="${extra}${PYTHONPATH:+:$PYTHONPATH}" timeout --kill-after=10 "$deadline" \
-  "$python" scripts/gpu_check.py --out "$out" --python "$python"
+out="${1:-reports/gpu-check}"
+if [[ "$out" == -* ]]; then
+  echo "gpu-check: expected OUT (a folder) or --carry; got $out" >&2
+  exit 2
+fi
+deadline="${GPU_CHECK_DEADLINE_S:-470}"
+timeout --kill-after=10 "$deadline" "$python" scripts/gpu_check.py --out "$out"

@@ -140,8 +140,12 @@ options:
         optional C(collective) (default all_reduce), C(severity) and C(why). The better of the two placements is
         judged at the measured size nearest to C(size_bytes) (within a factor of 2).
       - "Default for the GPU engines: all-reduce of 16 KiB within 10 us + 2 us per ring hop (2(n-1) hops: 14 us for
-        2 GPUs, 22 us for 4, 38 us for 8; critical), and at least 8 GB/s busbw at 64 MiB (warning). Nothing is
+        2 GPUs, 22 us for 4, 38 us for 8), and at least 8 GB/s busbw at 64 MiB (warning). Nothing is
         judged by default for C(torch-gloo). An empty list judges nothing."
+      - "Each engine times one operation its own way: C(nccl-tests) the mean over ranks, the torch loop
+        (C(torch-nccl)) the slowest rank, with torch's cost per call. The defaults were calibrated on nccl-tests,
+        where the 16 KiB limit is critical; with C(torch-nccl) no calibration exists yet, so its defaults only warn.
+        RV(thresholds) says each limit's C(timing) and C(calibration); limits given here are taken as calibrated."
     type: list
     elements: dict
   model:
@@ -291,7 +295,8 @@ transports:
   returned: always
   type: dict
 thresholds:
-  description: The thresholds that were applied (the defaults, or O(thresholds)).
+  description: The thresholds that were applied (the defaults, or O(thresholds)), each with the engine's C(timing)
+    rule (C(mean over ranks) or C(max over ranks)) and its C(calibration) (null where it only warns).
   returned: always
   type: list
 violations:

@@ -46,9 +46,9 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.nccl_sweeps impo
     probe_python,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.nccl_thresholds import (
-    default_thresholds,
     evaluate_thresholds,
     normalize_thresholds,
+    thresholds_for,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.nccl_tuning import (
     choose_best,
@@ -186,7 +186,7 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
                 sweep = harness_sweep(python, backend, nranks, opts, run_env, tmpdir)
             sweeps.append((candidate["name"], env, sweep))
 
-    thresholds = given_thresholds if given_thresholds is not None else default_thresholds(nranks or 0, engine)
+    thresholds = thresholds_for(given_thresholds, nranks or 0, engine)
     primary_collective = opts["collectives"][0]
     if source == "log":
         primary_collective = next(iter(sweeps[0][2].collectives), primary_collective)

@@ -1,10 +1,15 @@
 """The NCCL benchmark's thresholds: the defaults and why, the user's checked, and the sizes that break them.
 
 Pure functions over result rows per collective (the nccl-tests shape, see nccl_judge). A threshold
-is ``{collective, size_bytes, max_time_us and/or min_busbw_gbps, severity, why}``; it is judged on the
-measured size nearest to its size (within a factor of 2), on the better of the two placements, and
-only on results of its own collective: results of another collective, or of one the log does not
-name (nccl_judge.UNKNOWN_COLLECTIVE), leave it unjudged with the reason.
+is ``{collective, size_bytes, max_time_us and/or min_busbw_gbps, severity, why, timing, calibration}``;
+it is judged on the measured size nearest to its size (within a factor of 2), on the better of the two
+placements, and only on results of its own collective: results of another collective, or of one the
+log does not name (nccl_judge.UNKNOWN_COLLECTIVE), leave it unjudged with the reason.
+
+An engine's time per operation is not another engine's: nccl-tests averages each rank's time over the
+ranks (its ``-a`` default), the torch loop takes the slowest rank's and adds what torch costs per call.
+``ENGINES`` says, per engine, the timing rule and what its default limits were calibrated on; a limit
+without a calibration (``calibration`` null) warns and never calls a host critical.
 """
 
 from __future__ import annotations
@@ -50,22 +55,88 @@ SMALL_PER_HOP_US = 2.0
 LARGE_REFERENCE_BYTES = 64 * MIB
 LARGE_MIN_BUSBW_GBPS = 8.0
 
+# Per engine: how it times one operation over the ranks, and what its default limits rest on (None: nothing
+# measured with this engine yet, so its limits only warn). Calibrating the torch loop takes, on one host,
+# its figures at SMALL_REFERENCE_BYTES with P2P and with NCCL_P2P_DISABLE=1 beside nccl-tests' at the same
+# size (scripts/gpu_check.py records them on its first multi-GPU run): the limit lies between the
+# two torch-loop figures, and the ratio to nccl-tests carries the estimate above over to it.
+ENGINES: dict[str, dict[str, str | None]] = {
+    "nccl-tests": {
+        "timing": "mean over ranks",
+        "calibration": "nccl-tests all_reduce_perf, 8x RTX PRO 6000 on PCIe Gen5 with P2P: ~24 us at 256 B..64 KiB "
+                       "(voipmonitor/rtx6kpro, hardware/pcie-bandwidth.md); without P2P 12-15 us a hop",
+    },
+    "torch-nccl": {"timing": "max over ranks", "calibration": None},
+    "torch-gloo": {"timing": "max over ranks", "calibration": None},
+}
+GIVEN_CALIBRATION = "the thresholds option (the user's own baseline)"
+
+
+def engine_timing(engine: str) -> str:
+    """How ``engine`` times one operation over the ranks: mean (nccl-tests) or max (the torch loop)."""
+    return str(ENGINES.get(engine, ENGINES["nccl-tests"])["timing"])
+
 
 def default_thresholds(nranks: int, engine: str) -> list[dict[str, Any]]:
     if engine == "torch-gloo" or nranks < 2:
         return []
     hops = 2 * (nranks - 1)
-    return [
+    calibration = ENGINES.get(engine, ENGINES["nccl-tests"])["calibration"]
+    uncalibrated = "" if calibration else (
+        f"; measured so with nccl-tests (mean over ranks), not yet with {engine} ({engine_timing(engine)}, "
+        "torch's cost per call added): it warns until calibrated")
+    limits = [
         {"collective": "all_reduce", "size_bytes": SMALL_REFERENCE_BYTES,
          "max_time_us": SMALL_BASE_US + SMALL_PER_HOP_US * hops, "severity": "critical",
          "why": f"{nranks} GPUs with working P2P finish a {human_bytes(SMALL_REFERENCE_BYTES)} all-reduce in "
                 f"about {SMALL_BASE_US:g} us plus ~1 us for each of the {hops} ring hops; through host memory "
-                "every hop costs several us more"},
+                f"every hop costs several us more{uncalibrated}"},
         {"collective": "all_reduce", "size_bytes": LARGE_REFERENCE_BYTES, "min_busbw_gbps": LARGE_MIN_BUSBW_GBPS,
          "severity": "warning",
          "why": "a PCIe Gen4 x16 host reaches 12-20 GB/s busbw with or without P2P; less points to a degraded "
-                "link or a network transport between GPUs of one host"},
+                f"link or a network transport between GPUs of one host{uncalibrated}"},
     ]
+    return applied(limits, engine, calibration)
+
+
+def applied(thresholds: list[dict[str, Any]], engine: str, calibration: str | None) -> list[dict[str, Any]]:
+    """The thresholds as they judge ``engine``'s figures: with its timing rule and their calibration; one
+    without a calibration is at most a warning."""
+    out = []
+    for threshold in thresholds:
+        item = dict(threshold, timing=engine_timing(engine), calibration=calibration)
+        if calibration is None and item["severity"] == "critical":
+            item["severity"] = "warning"
+        out.append(item)
+    return out
+
+
+def thresholds_for(given: list[dict[str, Any]] | None, nranks: int, engine: str) -> list[dict[str, Any]]:
+    """The thresholds a run applies: the user's (checked by normalize_thresholds, calibrated by whoever gave
+    them), else the engine's defaults."""
+    if given is None:
+        return default_thresholds(nranks, engine)
+    return applied(given, engine, GIVEN_CALIBRATION)
+
+
+def calibration_figures(engine: str, nranks: int | None, runs: dict[str, list[dict[str, Any]]],
+                        thresholds: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a multi-GPU run gives to calibrate ``engine``'s limits: per threshold size, the best time of each
+    run (``runs``: label -> all-reduce rows, e.g. the engine with P2P, with NCCL_P2P_DISABLE=1, and nccl-tests
+    beside it), the limit that applied and whether it was calibrated. Null where a run measured no size near."""
+    sizes = sorted({t["size_bytes"] for t in thresholds if "max_time_us" in t} | {SMALL_REFERENCE_BYTES})
+    at = {}
+    for size in sizes:
+        figures: dict[str, Any] = {}
+        for label, rows in runs.items():
+            row = nearest_row(rows, size)
+            measured = best_time(row) if row is not None else None
+            figures[label] = {"time_us": measured[1], "size_bytes": row["size_bytes"]} if measured and row else None
+        limit = next((t for t in thresholds if t["size_bytes"] == size and "max_time_us" in t), None)
+        at[str(size)] = {"runs": figures, "limit_us": limit["max_time_us"] if limit else None,
+                         "calibration": limit.get("calibration") if limit else None}
+    return {"engine": engine, "timing": engine_timing(engine), "nranks": nranks, "at_size_bytes": at,
+            "calibrated": ENGINES.get(engine, {}).get("calibration") is not None}
 
 
 def normalize_thresholds(entries: list[Any]) -> list[dict[str, Any]]:

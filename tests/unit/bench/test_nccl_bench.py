@@ -146,9 +146,59 @@ def test_harness_error_message_falls_back_to_rank_stderr():
 
 @pytest.mark.parametrize(("nranks", "limit"), [(2, 14.0), (4, 22.0), (8, 38.0)])
 def test_default_small_message_limit_grows_with_ring_hops(nranks, limit):
-    small, large = nccl_thresholds.default_thresholds(nranks, "torch-nccl")
+    small, large = nccl_thresholds.default_thresholds(nranks, "nccl-tests")
     assert (small["size_bytes"], small["max_time_us"], small["severity"]) == (16384, limit, "critical")
     assert (large["size_bytes"], large["min_busbw_gbps"], large["severity"]) == (64 << 20, 8.0, "warning")
+
+
+@pytest.mark.parametrize(("engine", "timing", "severity"), [("nccl-tests", "mean over ranks", "critical"),
+                                                            ("torch-nccl", "max over ranks", "warning")])
+def test_each_engine_states_its_timing_rule_and_what_its_limits_rest_on(engine, timing, severity):
+    small, large = nccl_thresholds.default_thresholds(8, engine)
+    assert small["timing"] == large["timing"] == timing
+    assert small["severity"] == severity
+    calibrated = nccl_thresholds.ENGINES[engine]["calibration"]
+    assert small["calibration"] == calibrated
+    if calibrated is None:
+        assert "warns until calibrated" in small["why"]
+
+
+def test_an_uncalibrated_torch_loop_limit_warns_and_never_calls_the_host_critical():
+    # 8 GPUs, 16 KiB in 60 us as the torch loop times it (the slowest rank, torch's cost per call added):
+    # above the 38 us estimated from nccl-tests, which does not make the host unfit.
+    rows = [row(16384, 60.0, 0.5), row(64 << 20, 300.0, 20.0)]
+    limits = nccl_thresholds.default_thresholds(8, "torch-nccl")
+    violations, _ = nccl_thresholds.evaluate_thresholds({"all_reduce": rows}, limits)
+    assert [(v["metric"], v["severity"]) for v in violations] == [("time_us", "warning")]
+    found = nccl_findings.findings_for_run(engine="torch-nccl", nranks=8, collectives={"all_reduce": rows},
+                                           violations=violations, env={})
+    latency = next(f for f in found if f.id == "nccl_small_message_latency")
+    assert latency.severity == "warning"
+    assert not [f.id for f in found if f.severity == "critical"]
+    # The same figure from nccl-tests (mean over ranks, the calibration) is critical.
+    limits = nccl_thresholds.default_thresholds(8, "nccl-tests")
+    violations, _ = nccl_thresholds.evaluate_thresholds({"all_reduce": rows}, limits)
+    assert violations[0]["severity"] == "critical"
+
+
+def test_thresholds_given_are_calibrated_by_whoever_gave_them():
+    given = nccl_thresholds.normalize_thresholds([{"size_bytes": 16384, "max_time_us": 30}])
+    (limit,) = nccl_thresholds.thresholds_for(given, 8, "torch-nccl")
+    assert (limit["severity"], limit["timing"]) == ("critical", "max over ranks")
+    assert limit["calibration"] == nccl_thresholds.GIVEN_CALIBRATION
+
+
+def test_calibration_figures_put_each_run_beside_the_limit():
+    limits = nccl_thresholds.default_thresholds(2, "torch-nccl")
+    figures = nccl_thresholds.calibration_figures(
+        "torch-nccl", 2, {"torch-nccl": [row(16384, 30.0, 0.5)],
+                          "torch-nccl NCCL_P2P_DISABLE=1": [row(16384, 55.0, 0.3)], "nccl-tests": []}, limits)
+    at = figures["at_size_bytes"]["16384"]
+    assert at["runs"] == {"torch-nccl": {"time_us": 30.0, "size_bytes": 16384},
+                          "torch-nccl NCCL_P2P_DISABLE=1": {"time_us": 55.0, "size_bytes": 16384},
+                          "nccl-tests": None}
+    assert (at["limit_us"], at["calibration"]) == (14.0, None)
+    assert (figures["timing"], figures["calibrated"]) == ("max over ranks", False)
 
 
 def test_no_default_thresholds_for_gloo_or_one_rank():
