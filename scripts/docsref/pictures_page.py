@@ -85,4 +85,7 @@ def pages(root: Path) -> dict[Path, str]:
     from ansible_collections.gpuhost.gpu.plugins.module_utils.report.pictures import picture_files
 
     given = fleet_hosts(root)[SHOWN]
-    return {OUT / name: svg for name, svg in picture_files(SHOWN, record(**given)).items()}
+    header = (f"<!-- Generated from {FLEET}'s {SHOWN} by the report's own code (plugins/module_utils/report/) by "
+              "`make docs` (scripts/docs_reference.py --write). Do not edit by hand: change the source and run it "
+              "again. -->\n")
+    return {OUT / name: header + svg for name, svg in picture_files(SHOWN, record(**given)).items()}
