@@ -2,7 +2,7 @@
 loopback with free ports, their own slurm.conf and state under a temporary directory, auth/none. slurmd runs the
 prolog as its HealthCheckProgram every second, as a site wires it (docs/monitoring.md), over a replayed capture
 the test switches between the incident guest (unfit) and a bare-metal host with working P2P (fit); the node's
-state is read back with scontrol and sinfo.
+state is read back with scontrol and sinfo. A second cluster runs it as the job prolog instead, under srun.
 
 Skipped, with the reason, only where Slurm's packages are missing (scripts/system-deps.sh installs them)."""
 
@@ -24,7 +24,7 @@ from tests.paths import CAPTURES, ROOT
 from tests.unit import captures
 
 SBIN = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-BINARIES = {name: shutil.which(name, path=SBIN) for name in ("slurmctld", "slurmd", "scontrol", "sinfo")}
+BINARIES = {name: shutil.which(name, path=SBIN) for name in ("slurmctld", "slurmd", "scontrol", "sinfo", "srun")}
 pytestmark = pytest.mark.skipif(
     not all(BINARIES.values()),
     reason=f"Slurm is not installed ({', '.join(n for n, p in BINARIES.items() if not p)} missing): "
@@ -43,8 +43,9 @@ def _free_port() -> int:
 
 
 class Cluster:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, hook: str = "HealthCheckProgram") -> None:
         self.root = root
+        self.hook = hook  # how slurmd runs the script: HealthCheckProgram (every second) or Prolog
         self.conf = root / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf), "LC_ALL": "C"}
         self.capture = root / "capture"
@@ -64,8 +65,10 @@ class Cluster:
             f'capture="$(cat {self.capture})"\n'
             f'out="$({sys.executable} {ROOT / "scripts" / "gpu_prolog.py"} --slurm --capture "$capture" '
             f'--json {self.report} 2>&1)"\n'
+            "code=$?\n"
             f'echo "$(basename "$capture" .json) $out" | tr "\\n" " " >> {self.runs}\n'
-            f"echo >> {self.runs}\n")
+            f"echo >> {self.runs}\n"
+            'exit "$code"\n')
         check.chmod(0o755)
         self.conf.write_text("\n".join([
             "ClusterName=gpuhosttest", "SlurmctldHost=localhost", f"SlurmctldPort={_free_port()}",
@@ -76,7 +79,7 @@ class Cluster:
             f"SlurmctldLogFile={self.root / 'slurmctld.log'}", f"SlurmdLogFile={self.root / 'slurmd.log'}",
             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
             "SwitchType=switch/none", "MpiDefault=none", "ReturnToService=2",
-            f"HealthCheckProgram={check}", "HealthCheckInterval=1",
+            f"{self.hook}={check}", *(["HealthCheckInterval=1"] if self.hook == "HealthCheckProgram" else []),
             f"NodeName={NODE} NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=1 State=UNKNOWN",
             f"PartitionName=debug Nodes={NODE} Default=YES State=UP", ""]))
 
@@ -108,11 +111,9 @@ class Cluster:
                              + (self.root / "slurmd.log").read_text()[-2000:])
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    cluster = Cluster(tmp_path_factory.mktemp("slurm"))
+def _started(cluster: Cluster, capture: str) -> Iterator[Cluster]:
     cluster.write()
-    cluster.capture.write_text(str(CAPTURES / f"{FIT}.json"))
+    cluster.capture.write_text(str(CAPTURES / f"{capture}.json"))
     daemons = [subprocess.Popen([BINARIES["slurmctld"], "-D", "-f", str(cluster.conf)], env=cluster.env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
@@ -135,6 +136,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             daemon.terminate()
         for daemon in daemons:
             daemon.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    yield from _started(Cluster(tmp_path_factory.mktemp("slurm")), FIT)
+
+
+@pytest.fixture(scope="module")
+def prolog_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    yield from _started(Cluster(tmp_path_factory.mktemp("slurm-prolog"), "Prolog"), UNFIT)
 
 
 def test_a_fit_host_is_left_alone(cluster: Cluster) -> None:
@@ -168,3 +179,15 @@ def test_a_node_drained_by_someone_else_is_left_alone_whatever_the_verdict(clust
             assert cluster.node() == ("drained", "fan replaced, burn-in pending")
     finally:
         cluster.scontrol("update", f"NodeName={NODE}", "State=RESUME")
+
+
+def test_as_the_job_prolog_the_unfit_host_is_drained_before_the_job_and_slurm_keeps_the_reason(
+        prolog_cluster: Cluster) -> None:
+    """The prolog drains the node, exits 2, and Slurm fails the job's launch there ("Prolog error"), keeping the
+    reason the script set."""
+    run = subprocess.run([BINARIES["srun"], "-N1", "-w", NODE, "true"], env=prolog_cluster.env, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode != 0 and "prolog" in run.stderr.lower(), run.stderr
+    assert prolog_cluster.runs.read_text().startswith(f"{UNFIT} gpuhost slurm: node {NODE}: drain: the verdict asks")
+    assert prolog_cluster.node() == ("drained", f"gpuhost: drain; critical: p2p_not_supported; report "
+                                                f"{prolog_cluster.report}")
