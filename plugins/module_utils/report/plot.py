@@ -74,10 +74,13 @@ def size_axis(sizes: list[float]) -> tuple[float, float, list[float]]:
     return low, high, [2.0 ** e for e in range(first, exponents[-1] + 1, stride)]
 
 
+# What a log axis of this chart can place: no 0, inf or nan, and nothing so far out that the axis's ends overflow.
+PLOTTABLE = (1e-12, 1e18)
+
+
 def _plottable(value: Any) -> bool:
-    """A positive, finite number: a log axis has no place for 0, and inf or nan would break its scale."""
     return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-            and value > 0)
+            and PLOTTABLE[0] < value < PLOTTABLE[1])
 
 
 def sweep_series(results: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
@@ -100,11 +103,14 @@ def sweep_series(results: list[dict[str, Any]]) -> dict[str, list[tuple[float, f
 
 def nccl_sweeps(facts: dict[str, Any]) -> dict[str, list]:
     """The baseline sweep, plus each tuning candidate's when tuning ran ({} without an NCCL sweep)."""
-    nccl = (facts.get("bench") or {}).get("nccl") or {}
-    if not isinstance(nccl, dict) or not nccl.get("results"):
+    bench = facts.get("bench")
+    nccl = bench.get("nccl") if isinstance(bench, dict) else None
+    if not isinstance(nccl, dict) or not isinstance(nccl.get("results"), list) or not nccl["results"]:
         return {}
     sweeps = {"as run": nccl["results"]}
-    for candidate in (nccl.get("tuning") or {}).get("candidates") or []:
+    tuning = nccl.get("tuning") if isinstance(nccl.get("tuning"), dict) else {}
+    candidates = tuning.get("candidates") if isinstance(tuning.get("candidates"), list) else []
+    for candidate in candidates:
         if isinstance(candidate, dict) and candidate.get("results"):
             sweeps[str(candidate.get("name"))] = candidate["results"]
     return sweeps
@@ -114,7 +120,7 @@ def references(nccl: dict[str, Any]) -> list[dict[str, Any]]:
     """The benchmark's thresholds of its own collective as bands: ``{panel, size, value, side, label}``."""
     out = []
     collective = nccl.get("collective", "all_reduce")
-    for threshold in nccl.get("thresholds") or []:
+    for threshold in nccl.get("thresholds") if isinstance(nccl.get("thresholds"), list) else []:
         if not isinstance(threshold, dict) or threshold.get("collective", collective) != collective:
             continue
         size = threshold.get("size_bytes")
@@ -130,7 +136,8 @@ def references(nccl: dict[str, Any]) -> list[dict[str, Any]]:
 
 def marks(nccl: dict[str, Any]) -> list[dict[str, Any]]:
     """The all-reduce the communication ceiling was priced from, with the figure it gives."""
-    batch = ((nccl.get("communication_ceiling") or {}).get("batch_1") or {})
+    ceiling = nccl.get("communication_ceiling")
+    batch = ceiling.get("batch_1") if isinstance(ceiling, dict) else None
     if not isinstance(batch, dict):
         return []
     size, latency = batch.get("allreduce_bytes"), batch.get("allreduce_latency_us")

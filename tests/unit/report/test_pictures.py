@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.heatmap import p2p_heatmap, pair_states
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.pictures import picture_files
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.plot import (
     nccl_chart,
     size_axis,
@@ -140,3 +141,24 @@ def test_the_pictures_are_linked_under_the_findings_they_explain_before_the_evid
     # And above the text matrices.
     matrix = markdown.split("## P2P read matrix", 1)[1]
     assert matrix.index("(incident-guest-p2p.svg)") < matrix.index("| GPU0 |")
+
+
+@pytest.mark.parametrize("nccl", [
+    {"results": [{"size_bytes": 8, "out_of_place": {"time_us": 1e308, "busbw_gbps": 1e-300}}]},
+    {"results": _rows([(8, 5.0), (8, 5.0)]), "tuning": ["ring"], "thresholds": 3, "communication_ceiling": [1]},
+    {"results": _rows([(1, 0.5)]), "thresholds": [{"size_bytes": 1e30, "max_time_us": 2.0}, "x"],
+     "communication_ceiling": {"batch_1": {"allreduce_bytes": 16, "allreduce_latency_us": True}}},
+], ids=["out-of-range", "odd-shapes", "odd-thresholds"])
+def test_a_record_of_odd_shape_still_gives_a_chart(nccl: dict[str, Any]) -> None:
+    ET.fromstring(nccl_chart("h", {"bench": {"nccl": nccl}}))
+
+
+@pytest.mark.parametrize("facts", [
+    {"p2p": {"read": [["X", None, 3], "OK", [["NS"]]]}},
+    {"p2p": {"read": [["X", "OK"], ["OK", "X"]]}, "bench": {"probe": {"proof": [[{"peer_access": "yes"}], 7]}}},
+    {"p2p": {"read": [["X"]]}, "bench": {"probe": {"proof": [[None, {"peer_access": True, "ce_wrong": -1}]] * 3}}},
+    {"p2p": {"read": [["X", "OK"], ["OK", "X"]]}, "bench": "none"},
+], ids=["odd-cells", "odd-proof", "proof-larger", "odd-bench"])
+def test_a_record_of_odd_shape_still_gives_a_heatmap(facts: dict[str, Any]) -> None:
+    ET.fromstring(p2p_heatmap("h", facts))
+    assert list(picture_files("h", facts)) == ["h-p2p.svg"]
