@@ -85,7 +85,8 @@ def pages(root: Path) -> dict[Path, str]:
     from ansible_collections.gpuhost.gpu.plugins.module_utils.report.pictures import picture_files
 
     given = fleet_hosts(root)[SHOWN]
+    # An XML comment may not hold two dashes in a row: the option is not named.
     header = (f"<!-- Generated from {FLEET}'s {SHOWN} by the report's own code (plugins/module_utils/report/) by "
-              "`make docs` (scripts/docs_reference.py --write). Do not edit by hand: change the source and run it "
+              "`make docs` (scripts/docs_reference.py). Do not edit by hand: change the source and run it "
               "again. -->\n")
     return {OUT / name: header + svg for name, svg in picture_files(SHOWN, record(**given)).items()}

@@ -122,3 +122,13 @@ def test_the_incident_chart_shows_its_small_message_latency_inside_its_axes(
     smallest = min(latency, key=lambda p: p["size"])
     assert smallest["size"] == 12288 and smallest["inside"], chart
     assert chart["marks"] == 1
+
+
+def test_the_pictures_the_docs_show_open_as_files() -> None:
+    """docs/reference/pictures/ as a reader's browser gets them: files, parsed as XML (an inline SVG in HTML is
+    forgiven what a file is not, such as two dashes in a comment)."""
+    shown = sorted((ROOT / "docs" / "reference" / "pictures").glob("*.svg"))
+    assert [path.name for path in shown] == ["incident-guest-nccl.svg", "incident-guest-p2p.svg"]
+    for path in shown:
+        dom = _chromium("--dump-dom", path.as_uri())
+        assert "<svg" in dom and "parsererror" not in dom and "error on line" not in dom, (path.name, dom[:500])
