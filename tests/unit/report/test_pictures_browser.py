@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from typing import Any
 
 import pytest
@@ -102,6 +103,8 @@ def rendered(pictures: dict[str, str]) -> dict[str, dict[str, Any]]:
 def test_every_picture_of_every_capture_host_renders(pictures: dict[str, str],
                                                        rendered: dict[str, dict[str, Any]]) -> None:
     assert set(rendered) == set(pictures)
+    for svg in pictures.values():  # a file must be XML, which HTML's inline SVG forgives
+        ET.fromstring(svg)
     assert {name for name in pictures if name.endswith("-p2p.svg")} >= {"incident-guest-p2p.svg",
                                                                          "pro6000-baremetal-p2p.svg"}
     for name, seen in rendered.items():
