@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.plot import escape
-from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.p2p_evidence import p2p_evidence
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.p2p_evidence import NCCL_LOG, p2p_evidence
 
 STATES = {  # state: (fill, what the legend says)
     "proven": ("#1a7f37", "proven: written and checked at the peer"),
@@ -69,7 +69,8 @@ def pair_states(facts: dict[str, Any]) -> tuple[str, list[list[tuple[str, str]]]
                 state = _FROM_EVIDENCE[decided.state(label)] if label is not None else "unknown"
             cells.append((state, label or "?"))
         rows.append(cells)
-    what = f"{decided.capability} matrix" + (", the probe's proof over it" if proof else "")
+    source = "transports the NCCL INFO log shows" if decided.capability == NCCL_LOG else f"{decided.capability} matrix"
+    what = source + (", the probe's proof over it" if proof else "")
     return what, rows
 
 
