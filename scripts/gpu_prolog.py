@@ -61,7 +61,10 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--slurm", action="store_true",
                         help="drain this Slurm node when the verdict asks an action; resume it when fit again")
     parser.add_argument("--node", help="the Slurm node name (default: $SLURMD_NODENAME, else the short host name)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.node is not None and not args.slurm:
+        parser.error("--node names the Slurm node that --slurm acts on: give --slurm too, or drop --node")
+    return args
 
 
 def source_of(args: argparse.Namespace) -> Any:

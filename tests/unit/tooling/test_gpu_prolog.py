@@ -62,7 +62,8 @@ def test_the_line_and_the_code_are_read_off_the_one_judgement(tmp_path: Path) ->
     ("--capture", ROOT / "no-such-capture.json"),
     ("--tensor-parallel-gpus", "a,b"),
     ("--no-such-option",),
-], ids=["not-json", "missing", "bad-gpu-list", "bad-option"])
+    ("--node", "gpu1"),
+], ids=["not-json", "missing", "bad-gpu-list", "bad-option", "node-without-slurm"])
 def test_a_check_that_could_not_look_is_unknown_never_a_traceback(args: tuple) -> None:
     rc, out, err = prolog(*args)
     assert rc == 3 and len(out) == 1 and out[0].startswith("GPUHOST UNKNOWN - audit did not run: "), (out, err)
