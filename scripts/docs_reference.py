@@ -7,7 +7,8 @@
 Pages: modules/<module>.md from each module's DOCUMENTATION, EXAMPLES and RETURN (read from the file's
 AST, not imported), modules/README.md the index, roles.md from roles/*/meta/argument_specs.yml,
 playbooks.md from site.yml and playbooks/*.yml, findings.md from the findings catalog, material-kinds.md
-from the kinds of material/kinds.py, code.md from the docstring of every Python file under plugins/.
+from the kinds of material/kinds.py, code.md from the docstring of every Python file under plugins/,
+pictures/ the incident guest's P2P heatmap and NCCL chart as its report draws them (docsref/pictures_page.py).
 tests/unit/tooling/test_docs_reference.py fails when a page differs from what this writes.
 """
 

@@ -9,6 +9,13 @@ the one verdict (plugins/module_utils/report/check_status.py):
     scripts/gpu_prolog.py --capture FILE           replay a capture (playbooks/capture.yml) instead
     scripts/gpu_prolog.py --material FILE [...]    judge material (nvidia-bug-report.log.gz, pastes)
     options: --tensor-parallel-gpus 0,1,2,3  --min-bar1-mib N  --json FILE (the facts, as gpu_host_facts gives)
+    scripts/gpu_prolog.py --slurm [--node NAME] --json FILE   and act on it in Slurm (HealthCheckProgram, Prolog)
+
+With --slurm the verdict is acted on through scontrol (report/slurm_drain.py decides): the node is drained
+when the verdict asks any action, with a reason that starts "gpuhost:" and names the action, the findings and
+the --json report; a node drained so is resumed once an audit says fit; a node drained by anyone else is left
+as it is. The node is --node, else $SLURMD_NODENAME (set in Prolog and Epilog), else this host's short name.
+What was done goes to stderr; the exit code stays the verdict's.
 
 The same audit as the gpu_audit role, run without Ansible (the prolog runs on the node, where no controller
 is): the status line goes to stdout, nothing else does. Bad input (a file that is not a capture, an option
@@ -19,6 +26,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,7 +58,13 @@ def arguments(argv: list[str]) -> argparse.Namespace:
                         help="the GPU indexes of the tensor-parallel group (default: every GPU)")
     parser.add_argument("--min-bar1-mib", type=int, default=None, help="the BAR1 size under which to warn")
     parser.add_argument("--json", type=Path, help="also write the facts to this file")
-    return parser.parse_args(argv)
+    parser.add_argument("--slurm", action="store_true",
+                        help="drain this Slurm node when the verdict asks an action; resume it when fit again")
+    parser.add_argument("--node", help="the Slurm node name (default: $SLURMD_NODENAME, else the short host name)")
+    args = parser.parse_args(argv)
+    if args.node is not None and not args.slurm:
+        parser.error("--node names the Slurm node that --slurm acts on: give --slurm too, or drop --node")
+    return args
 
 
 def source_of(args: argparse.Namespace) -> Any:
@@ -79,6 +96,28 @@ def audit(args: argparse.Namespace) -> dict[str, Any]:
     return run_audit(source_of(args), resolve_subsets(["all"]), RuleOptions(**options))
 
 
+def _scontrol(*argv: str) -> str:
+    scontrol = shutil.which("scontrol")
+    if scontrol is None:
+        raise OSError("scontrol is not on PATH: install Slurm's client (Debian: slurm-client) or drop --slurm")
+    run = subprocess.run([scontrol, *argv], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "LC_ALL": "C"}, check=False)
+    if run.returncode != 0:
+        raise OSError(f"scontrol {' '.join(argv)} exited {run.returncode}: "
+                      f"{' '.join((run.stderr or run.stdout).split()) or 'no message'}")
+    return run.stdout
+
+
+def act_in_slurm(facts: dict[str, Any], node: str, report: Path | None) -> str:
+    """Drain, resume or leave ``node`` as report/slurm_drain.py decides; what was done, in one line."""
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.report.slurm_drain import decide, read_node
+
+    decision = decide(facts, read_node(_scontrol("show", "node", node)), str(report) if report else None)
+    if decision.act == "drain":
+        _scontrol("update", f"NodeName={node}", "State=DRAIN", f"Reason={decision.reason}")
+    elif decision.act == "resume":
+        _scontrol("update", f"NodeName={node}", "State=RESUME")
+    return f"gpuhost slurm: node {node}: {decision.act}: {decision.why}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,6 +148,14 @@ def main(argv: list[str] | None = None) -> int:
             print(failed_line(f"the facts could not be written to {args.json}: {exc}"))
             return UNKNOWN
     print(status_line(facts))
+    if args.slurm:
+        node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+        try:
+            print(act_in_slurm(facts, node, args.json), file=sys.stderr)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            # The verdict stands and its code is returned: a prolog that exits non-zero on a fit host would
+            # have Slurm drain it for nothing.
+            print(f"gpuhost slurm: node {node}: nothing done: {exc}", file=sys.stderr)
     return exit_code(facts)
 
 

@@ -20,6 +20,10 @@ PACKAGES=(
     make
     gnupg           # signs the stand-in apt repository of tests/aptrepo (gpg, gpg-agent, gpgv)
     prometheus      # promtool: make alerts checks and tests monitoring/'s alert rules
+    slurmctld       # a real Slurm for the prolog's drain and resume (tests/unit/tooling/test_gpu_prolog_slurm.py)
+    slurmd
+    slurm-client    # scontrol, sinfo
+    chromium        # opens the reports' SVG pictures headless (tests/unit/report/test_pictures_browser.py)
 )
 PACKAGES+=("$@")
 

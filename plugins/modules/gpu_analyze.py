@@ -30,8 +30,9 @@ description:
     in the same directory, nor is read back by the audit as that host's last report. The host's facts carry the
     material's C(material) section, saying what each input was read as, what the audit saw, did not see
     (C(not_seen)), what was not used and why (C(unmapped)).
-  - Writes C(<dest>/<name>.analysis.json), C(<dest>/<name>.analysis.md) (and C(<name>.analysis-nccl.svg) with an
-    nccl-tests log) per input, and its own index C(<dest>/analysis.md), with the code
+  - Writes C(<dest>/<name>.analysis.json), C(<dest>/<name>.analysis.md) (and the pictures,
+    C(<name>.analysis-p2p.svg) with a P2P matrix, C(<name>.analysis-nccl.svg) with an nccl-tests log) per input,
+    and its own index C(<dest>/analysis.md), with the code
     M(gpuhost.gpu.gpu_audit_report) writes them with, in this same process (handing a fleet's facts to another task
     would cost more than the analysis). Unlike M(gpuhost.gpu.gpu_audit_report), a report never keeps the benchmark of
     an earlier report (the material is the whole truth about the host), and analysis.md lists this run's inputs

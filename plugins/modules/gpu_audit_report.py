@@ -8,7 +8,8 @@ DOCUMENTATION = r"""
 module: gpu_audit_report
 short_description: Write GPU host audit reports (JSON, Markdown) and the fleet summary
 description:
-  - Writes C(<dest>/<host>.json) and C(<dest>/<host>.md) for every host given, and C(<dest>/fleet.md)
+  - Writes C(<dest>/<host>.json), C(<dest>/<host>.md) and its pictures (C(<host>-p2p.svg), the GPU pairs by P2P
+    state, with a P2P matrix; C(<host>-nccl.svg) with an NCCL sweep) for every host given, and C(<dest>/fleet.md)
     with one row per host. Meant to run once, on the controller, with the facts of every host of the play,
     so that a fleet of hundreds writes its reports in one task instead of hundreds.
   - "Beside C(fleet.md), C(<dest>/fleet.json) holds its rows as data, keyed by the real host names (C(fleet.md)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from docsref import code_page, findings_page, material_page, modules_page, playbooks_page, roles_page
+from docsref import code_page, findings_page, material_page, modules_page, pictures_page, playbooks_page, roles_page
 from docsref.fragments import merge
 from docsref.markdown import FIX_COMMAND
 from docsref.sources import ModuleDoc, read_module
@@ -52,6 +52,7 @@ def expected_pages(root: Path) -> dict[Path, str]:
     pages[OUT / "findings.md"] = findings_page.page(root)
     pages[OUT / "material-kinds.md"] = material_page.page(root)
     pages[OUT / "code.md"] = code_page.page(root)
+    pages.update(pictures_page.pages(root))
     return pages
 
 

@@ -105,7 +105,8 @@ def test_a_relative_capture_and_report_dir_are_taken_from_the_working_directory(
     # fleet.d/: where each row of fleet.md comes from, for playbooks/merge_reports.yml; fleet.json: the table's rows
     # by host name, and the lock under which runs into one directory take turns on it.
     assert {path.name for path in (cwd / "out" / "reports").iterdir()} == {f"{HOST}.md", f"{HOST}.json", "fleet.md",
-                                                                          "fleet.json", ".fleet.lock", "fleet.d"}
+                                                                          f"{HOST}-p2p.svg", "fleet.json",
+                                                                          ".fleet.lock", "fleet.d"}
     assert not (ROOT / "playbooks" / "out").exists()
 
 

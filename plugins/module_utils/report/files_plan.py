@@ -7,9 +7,10 @@ the callers check before planning. It lives in report/, the lowest layer that ho
 of, so that files/ stays the controller's I/O and assembles no report. Paths are joined with ``/``: reports are
 written on the controller, a POSIX system.
 
-Per host: ``<host>.json``, ``<host>.md`` and, with an NCCL sweep, ``<host>-nccl.svg`` (the baseline and each
-tuning candidate that ran); then the index, ``fleet.md`` for the audit, ``analysis.md`` for the analysis; the
-audit also saves captures under their own directory.
+Per host: ``<host>.json``, ``<host>.md`` and its pictures (report/pictures.py): with a P2P matrix
+``<host>-p2p.svg``, with an NCCL sweep ``<host>-nccl.svg`` (the baseline and each tuning candidate that ran);
+then the index, ``fleet.md`` for the audit, ``analysis.md`` for the analysis; the audit also saves captures
+under their own directory.
 
 The analysis writes its reports itself instead of handing its facts to gpu_audit_report: a fleet's facts
 passed between two tasks go through Ansible's templating and result handling, which costs several times the
@@ -26,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.report.plot import sweep_svg
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.pictures import picture_files
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import (
     fleet_markdown,
     host_markdown,
@@ -58,18 +59,6 @@ def merged_facts(hosts: dict[str, dict[str, Any]], bench: dict[str, dict[str, An
     return merged
 
 
-def nccl_sweeps(facts: dict[str, Any]) -> dict[str, list]:
-    """The baseline sweep, plus each tuning candidate's when tuning ran ({} without an NCCL sweep)."""
-    nccl = (facts.get("bench") or {}).get("nccl") or {}
-    if not nccl.get("results"):
-        return {}
-    sweeps = {"as run": nccl["results"]}
-    for candidate in (nccl.get("tuning") or {}).get("candidates") or []:
-        if candidate.get("results"):
-            sweeps[str(candidate.get("name"))] = candidate["results"]
-    return sweeps
-
-
 def planned_files(dest: str, hosts: dict[str, dict[str, Any]], index: str | None = FLEET_INDEX,
                   listed: dict[str, dict[str, Any]] | None = None, absent: dict[str, dict[str, Any]] | None = None,
                   title: str | None = None, captures: dict[str, dict[str, Any]] | None = None,
@@ -79,9 +68,8 @@ def planned_files(dest: str, hosts: dict[str, dict[str, Any]], index: str | None
     this run (``absent``: ``{status, msg, report, report_date}``); ``captures`` are saved under ``captures_dest``."""
     files: dict[str, str] = {}
     for host, facts in sorted(hosts.items()):
-        sweeps = nccl_sweeps(facts)
-        if sweeps:
-            files[_path(dest, f"{host}-nccl.svg")] = sweep_svg(f"{host}: NCCL all-reduce", sweeps)
+        for name, svg in picture_files(host, facts).items():
+            files[_path(dest, name)] = svg
     for host, capture in sorted((captures or {}).items()):
         files[_path(captures_dest, f"{host}.json")] = json.dumps(capture, indent=1, sort_keys=True) + "\n"
     for host, facts in sorted(hosts.items()):

@@ -52,8 +52,10 @@ def next_steps(findings: list[dict[str, Any]], anchors: list[str]) -> list[str]:
     return [*out, ""]
 
 
-def findings_markdown(findings: list[dict[str, Any]], taken: dict[str, int]) -> tuple[list[str], list[str]]:
-    """("What to do next", "Findings") sections. `taken`: the anchors of the headings above them, updated."""
+def findings_markdown(findings: list[dict[str, Any]], taken: dict[str, int],
+                      pictures: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
+    """("What to do next", "Findings") sections. `taken`: the anchors of the headings above them, updated;
+    `pictures`: finding id -> the image link of the picture that shows it, put before the evidence."""
     anchor("What to do next", taken)
     anchor("Findings", taken)
     anchors = [anchor(_heading(f), taken) for f in findings]
@@ -61,7 +63,9 @@ def findings_markdown(findings: list[dict[str, Any]], taken: dict[str, int]) -> 
     if not findings:
         out += ["None.", ""]
     for finding in findings:
-        out += [f"### {_heading(finding)}", "", _text(finding.get("summary")), "", "Evidence:", "",
+        picture = (pictures or {}).get(finding.get("id"))
+        out += [f"### {_heading(finding)}", "", _text(finding.get("summary")), "", *([picture, ""] if picture else []),
+                "Evidence:", "",
                 *fenced(json.dumps(finding.get("evidence"), indent=2, sort_keys=True), "json"), "", "Remedy:", "",
                 *fenced(str(finding.get("remedy", "")), "text"), "",
                 f"Action: {finding.get('action') or 'not stated'}", ""]

@@ -32,8 +32,9 @@ def _spoken(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def p2p_sections(p2p: Any) -> list[str]:
-    """One "## P2P <name> matrix" section per distinct matrix; rows and columns are NVML indexes."""
+def p2p_sections(p2p: Any, picture: str | None = None) -> list[str]:
+    """One "## P2P <name> matrix" section per distinct matrix; rows and columns are NVML indexes. ``picture``
+    (the heatmap's image link) goes under the first heading, before the text matrices."""
     if not isinstance(p2p, dict):
         return []
     shown: list[tuple[str, list[list[Any]], list[str]]] = []
@@ -46,7 +47,8 @@ def p2p_sections(p2p: Any) -> list[str]:
     out: list[str] = []
     for name, matrix, identical in shown:
         # "-" marks pairs with a GPU NVML could not open.
-        out += [f"## {matrix_title(name)}", "", *matrix_table([f"GPU{i}" for i in range(len(matrix))], matrix)]
+        drawn = [picture, ""] if picture and not out else []
+        out += [f"## {matrix_title(name)}", "", *drawn, *matrix_table([f"GPU{i}" for i in range(len(matrix))], matrix)]
         if identical:
             out += [f"The {_spoken(identical)} {'matrix is' if len(identical) == 1 else 'matrices are'} identical "
                     f"to {name}.", ""]

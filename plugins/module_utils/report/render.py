@@ -24,6 +24,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.report.markdown import
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.material_md import material_section
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.nccl_transports_md import nccl_transports_section
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.p2p_md import p2p_sections
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.pictures import P2P, finding_pictures, picture_links
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.proxmox_fix_md import vm_fix_lines
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.scope import verdict_scope
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.nccl_amd_topology import amd_topology_findings
@@ -156,7 +157,9 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
 
     taken: dict[str, int] = {}
     anchor(title, taken)
-    next_steps, findings = findings_markdown(facts.get("findings") or [], taken)
+    links = picture_links(host, facts)
+    next_steps, findings = findings_markdown(facts.get("findings") or [], taken,
+                                             finding_pictures(facts.get("findings") or [], links))
     out += [*next_steps, *findings]
     out += drift_section(facts.get("drift"))
     out += material_section(facts.get("material"))
@@ -173,7 +176,7 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
              d.get("persistence_mode"), d.get("ecc"), d.get("mig")] for d in devices])
 
     names = [f"GPU{d.get('index')}" for d in devices]
-    out += p2p_sections(facts.get("p2p"))
+    out += p2p_sections(facts.get("p2p"), links.get(P2P))
     out += nccl_transports_section(facts.get("nccl_transports"))
 
     topology = facts.get("topology") or {}

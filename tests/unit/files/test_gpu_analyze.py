@@ -61,7 +61,8 @@ def test_many_inputs_each_give_a_report_and_a_bad_one_stops_none(tmp_path: Path,
     assert result["dest"] == str(reports)
     assert {p.name for p in reports.iterdir()} == {
         "analysis.md", *(f"{h}{suffix}" for h in rows if h != "missing.analysis" for suffix in (".json", ".md")),
-        "glm5-incident.analysis-nccl.svg", "glm5-incident-2.analysis-nccl.svg"}
+        "glm5-incident.analysis-nccl.svg", "glm5-incident-2.analysis-nccl.svg",
+        *(f"{h}.analysis-p2p.svg" for h in ("glm5-incident", "glm5-incident-2", "baremetal-8xH100-SXM"))}
     assert "| missing.analysis | failed, no report yet |" in (reports / "analysis.md").read_text()
     assert result["lines"][3].startswith("missing/: NOT READ: ")
     assert result["lines"][2] == (f"{H100} -> baremetal-8xH100-SXM.analysis: fit (bare metal; 8 GPU(s); P2P ok) - no "
@@ -104,8 +105,8 @@ def test_check_mode_writes_nothing_and_says_would_write(tmp_path: Path, capsys) 
                         check_mode=True)
     assert not (tmp_path / "out").exists()
     assert result["written"] == [str(tmp_path / "out" / n) for n in
-                                 ("analysis.md", "baremetal-8xH100-SXM.analysis.json",
-                                  "baremetal-8xH100-SXM.analysis.md")]
+                                 ("analysis.md", "baremetal-8xH100-SXM.analysis-p2p.svg",
+                                  "baremetal-8xH100-SXM.analysis.json", "baremetal-8xH100-SXM.analysis.md")]
     assert result["lines"][0].endswith(f"Would write: {tmp_path}/out/baremetal-8xH100-SXM.analysis.md")
 
 
@@ -453,7 +454,8 @@ def test_an_input_named_like_an_audited_host_leaves_the_audits_report(tmp_path: 
     assert row["host"] == "gpu-node-1.analysis"
     assert {p.name for p in reports.iterdir()} == {
         "analysis.md", *(p.name for p in audit_files),
-        "gpu-node-1.analysis.md", "gpu-node-1.analysis.json", "gpu-node-1.analysis-nccl.svg"}
+        "gpu-node-1.analysis.md", "gpu-node-1.analysis.json", "gpu-node-1.analysis-nccl.svg",
+        "gpu-node-1.analysis-p2p.svg"}
     markdown = (reports / "gpu-node-1.analysis.md").read_text()
     assert "(gpu-node-1.analysis-nccl.svg)" in markdown
     assert "| gpu-node-1.analysis | this run |" in (reports / "analysis.md").read_text()

@@ -8,9 +8,9 @@ import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.files_plan import (
     ANALYSIS_INDEX,
     _path,
-    nccl_sweeps,
     planned_files,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.plot import nccl_sweeps
 
 from tests.unit.captures import H100, audited
 
@@ -24,11 +24,13 @@ def test_the_audit_and_the_analysis_get_the_same_host_files_and_their_own_index(
     facts = audited(H100)
     audit = planned_files("/r", {"gpu-node-1": facts}, captures={"gpu-node-1": {"format": "x"}}, captures_dest="/c")
     analysis = planned_files("/r", {"gpu-node-1": facts}, ANALYSIS_INDEX, title="Offline analysis")
-    assert list(audit) == ["/c/gpu-node-1.json", "/r/gpu-node-1.json", "/r/gpu-node-1.md", "/r/fleet.md"]
-    assert list(analysis) == ["/r/gpu-node-1.json", "/r/gpu-node-1.md", "/r/analysis.md"]
+    assert list(audit) == ["/r/gpu-node-1-p2p.svg", "/c/gpu-node-1.json", "/r/gpu-node-1.json", "/r/gpu-node-1.md",
+                           "/r/fleet.md"]
+    assert list(analysis) == ["/r/gpu-node-1-p2p.svg", "/r/gpu-node-1.json", "/r/gpu-node-1.md", "/r/analysis.md"]
     assert audit["/r/gpu-node-1.md"] == analysis["/r/gpu-node-1.md"]
     assert analysis["/r/analysis.md"].startswith("# Offline analysis")
-    assert planned_files("/r", {"gpu-node-1": facts}, None).keys() == {"/r/gpu-node-1.json", "/r/gpu-node-1.md"}
+    assert planned_files("/r", {"gpu-node-1": facts}, None).keys() == {"/r/gpu-node-1-p2p.svg", "/r/gpu-node-1.json",
+                                                                       "/r/gpu-node-1.md"}
 
 
 def test_a_sweep_is_drawn_with_each_tuning_candidate_that_ran() -> None:

@@ -132,8 +132,8 @@ def test_module_writes_once_then_reports_no_change(tmp_path: Path, capsys: pytes
     args = {"dest": str(tmp_path / "reports"), "hosts": {"gpu-vm-1": FACTS}}
     first = run_module(gpu_audit_report.main, args, capsys)
     assert first["changed"] is True
-    assert sorted(Path(p).name for p in first["written"]) == ["fleet.json", "fleet.md", "gpu-vm-1.json",
-                                                              "gpu-vm-1.md"]
+    assert sorted(Path(p).name for p in first["written"]) == ["fleet.json", "fleet.md", "gpu-vm-1-p2p.svg",
+                                                              "gpu-vm-1.json", "gpu-vm-1.md"]
     saved = json.loads((tmp_path / "reports" / "gpu-vm-1.json").read_text())
     assert saved["host"] == "gpu-vm-1" and saved["summary"]["verdict"] == "unfit"
     second = run_module(gpu_audit_report.main, args, capsys)
@@ -143,7 +143,7 @@ def test_module_writes_once_then_reports_no_change(tmp_path: Path, capsys: pytes
 def test_module_check_mode_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result = run_module(gpu_audit_report.main, {"dest": str(tmp_path / "r"), "hosts": {"h": FACTS}}, capsys,
                         check_mode=True, diff=True)
-    assert result["changed"] is True and len(result["diff"]) == 4  # h.json, h.md, fleet.md, fleet.json
+    assert result["changed"] is True and len(result["diff"]) == 5  # h.json, h.md, h-p2p.svg, fleet.md, fleet.json
     assert not (tmp_path / "r").exists()
 
 
@@ -247,7 +247,8 @@ def test_module_shows_a_host_audited_in_this_run_from_its_registered_facts(
     assert result["fleet"] == {"gpu": {"audit": "this run"}, "other": {"audit": "this run"},
                                "pve": {"audit": "this run"}}
     # Only the hosts given get reports; the others are rows of fleet.md.
-    assert sorted(Path(p).name for p in result["written"]) == ["fleet.json", "fleet.md", "gpu.json", "gpu.md"]
+    assert sorted(Path(p).name for p in result["written"]) == ["fleet.json", "fleet.md", "gpu-p2p.svg", "gpu.json",
+                                                               "gpu.md"]
     assert "3 host(s): 0 fit, 0 fit with warnings, 3 unfit." in (tmp_path / "fleet.md").read_text()
 
 

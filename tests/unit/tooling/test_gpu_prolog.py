@@ -62,7 +62,8 @@ def test_the_line_and_the_code_are_read_off_the_one_judgement(tmp_path: Path) ->
     ("--capture", ROOT / "no-such-capture.json"),
     ("--tensor-parallel-gpus", "a,b"),
     ("--no-such-option",),
-], ids=["not-json", "missing", "bad-gpu-list", "bad-option"])
+    ("--node", "gpu1"),
+], ids=["not-json", "missing", "bad-gpu-list", "bad-option", "node-without-slurm"])
 def test_a_check_that_could_not_look_is_unknown_never_a_traceback(args: tuple) -> None:
     rc, out, err = prolog(*args)
     assert rc == 3 and len(out) == 1 and out[0].startswith("GPUHOST UNKNOWN - audit did not run: "), (out, err)
@@ -73,3 +74,13 @@ def test_a_verdict_outside_the_vocabulary_or_no_facts_is_unknown() -> None:
     assert exit_code({"summary": {"verdict": "maybe"}}) == 3
     assert exit_code({"summary": {}}) == exit_code({}) == exit_code(None) == 3
     assert EXIT_CODES == {"fit": 0, "fit, with warnings": 1, "unfit": 2, "not judged": 3}
+
+
+def test_slurm_that_cannot_be_reached_is_said_on_stderr_and_the_verdict_code_stands(tmp_path: Path) -> None:
+    """No scontrol on PATH (a node without Slurm's client): nothing is done, said why, and the exit code is still
+    the verdict's, so that a prolog on a fit host does not fail the job for it."""
+    run = subprocess.run([sys.executable, str(SCRIPT), *capture(captures.PRO6000), "--slurm", "--node", "gpu1"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT, env={"PATH": str(tmp_path)})
+    assert run.returncode == 0 and run.stdout.startswith("GPUHOST OK - fit"), (run.stdout, run.stderr)
+    assert run.stderr.strip() == ("gpuhost slurm: node gpu1: nothing done: scontrol is not on PATH: install Slurm's "
+                                  "client (Debian: slurm-client) or drop --slurm")
