@@ -24,7 +24,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.report.markdown import
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.material_md import material_section
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.nccl_transports_md import nccl_transports_section
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.p2p_md import p2p_sections
-from ansible_collections.gpuhost.gpu.plugins.module_utils.report.proxmox_fix_md import vm_fix_lines
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.proxmox_fix_md import fix_first_lines
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.scope import verdict_scope
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.nccl_amd_topology import amd_topology_findings
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.p2p_evidence import NCCL_LOG, p2p_evidence
@@ -154,6 +154,8 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
           else []),
     ])
 
+    # The commands come before any evidence: they are what the reader came for (a VM to change on its node).
+    out += fix_first_lines(facts)
     taken: dict[str, int] = {}
     anchor(title, taken)
     next_steps, findings = findings_markdown(facts.get("findings") or [], taken)
@@ -302,7 +304,7 @@ def proxmox_section(proxmox: dict[str, Any]) -> list[str]:
         notes += [f"config warning: {w}" for w in vm.get("warnings") or []]
         if notes:
             out += [f"VM {vm.get('vmid')}:", "", *[f"- {n}" for n in notes], ""]
-    return out + vm_fix_lines(proxmox)
+    return out
 
 
 def _vm_gpus(vm: dict[str, Any]) -> str:
