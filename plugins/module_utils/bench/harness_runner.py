@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import zlib
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -96,3 +97,21 @@ def python_problem(python: str) -> str | None:
     if not os.access(python, os.X_OK):
         return f"the interpreter {python} is not executable"
     return None
+
+
+# A gzip-compressed log is read as its text, up to this much of it: the material's own limit on decompressed bytes.
+LOG_MAX_BYTES = 256 << 20
+
+
+def read_log_text(path: str) -> str:
+    """A benchmark log's text, gzip undone (logs travel compressed as often as not; the packaging must not change
+    what is judged), at most LOG_MAX_BYTES of it. OSError as open raises it."""
+    with open(path, "rb") as handle:
+        data = handle.read(LOG_MAX_BYTES + 1)
+    if data[:2] == b"\x1f\x8b":
+        inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            data = inflate.decompress(data, LOG_MAX_BYTES)
+        except zlib.error:
+            data = b""
+    return data[:LOG_MAX_BYTES].decode("utf-8", errors="replace")

@@ -21,6 +21,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import nccl_judg
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.harness_runner import (
     KILL_GRACE_S,
     python_problem,
+    read_log_text,
     run_process,
     run_script,
     write_json,
@@ -204,8 +205,7 @@ def nccl_tests_sweep(binaries: dict[str, str], nranks: int, opts: dict[str, Any]
 
 def log_sweep(path: str) -> Sweep:
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+        text = read_log_text(path)
     except OSError as exc:
         raise BenchFailure(f"cannot read the nccl-tests log {path}: {exc.strerror or exc}") from None
     is_json = text.lstrip().startswith("{")

@@ -25,6 +25,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.arguments import
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.harness_runner import (
     KILL_GRACE_S,
     python_problem,
+    read_log_text,
     run_script,
     write_json,
 )
@@ -56,8 +57,7 @@ class ProbeSkipped(Exception):
 
 def read_log(path: str) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+        text = read_log_text(path)
     except OSError as exc:
         raise ProbeFailure(f"cannot read the P2P log {path}: {exc.strerror or exc}") from None
     if logic.is_harness_output(text):

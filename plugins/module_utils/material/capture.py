@@ -135,7 +135,7 @@ BENCH_LOG_KINDS = {
 }
 _VM_COMMAND_RE = re.compile(r"^(?:qm config (?P<vmid>\d{1,9})|"
                             r"cat " + re.escape(QEMU_SERVER_DIR) + r"/(?P<file_vmid>\d{1,9})\.conf)$")
-_VM_NAME_RE = re.compile(r"^(?:.*/)?(?P<vmid>\d{1,9})\.conf$")
+_VM_NAME_RE = re.compile(r"^(?:.*/)?(?P<vmid>\d{1,9})\.conf(?:\.gz)?$")
 _DOMAIN_DEVICE_RE = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] ")
 
 
@@ -474,6 +474,7 @@ def _warnings(built: _Built) -> list[str]:
     gpu_kinds = {kind for kind in kinds if kind and kind.startswith("nvidia-smi")} | (
         {"nvidia-bug-report"} & kinds)
     if "proxmox-vm-config" in kinds and gpu_kinds:
-        return ["the material holds a Proxmox VM config (a hypervisor's file) and nvidia-smi output: if the "
-                "nvidia-smi output comes from the guest, the capture mixes two hosts; give one input per host"]
+        return ["the material holds a Proxmox VM config (a hypervisor's file) and nvidia-smi output: unless the "
+                "node's own pveversion says otherwise, the outputs are judged as the guest's and the config as that "
+                "of the VM it runs in; the node itself (its IOMMU, drivers, groups) is not judged"]
     return []

@@ -186,10 +186,7 @@ def _built(path: str, form: str, files: list[tuple[Piece, str]], notes: list[dic
         if bench is None:
             continue
         step = bench.name
-        if entry.get("gzip"):
-            # The benchmark's log readers take a plain file.
-            material.reasons[entry["name"]] = "a gzip-compressed benchmark log, not judged: give it uncompressed"
-        elif _file_of(entry["name"], full_path) is None:
+        if _file_of(entry["name"], full_path) is None:
             material.reasons[entry["name"]] = "a benchmark log of no file of the material, not judged"
         elif step in material.bench_logs:
             first = material.bench_logs[step][0]

@@ -1,0 +1,101 @@
+"""A support ticket's material gives one judgement however it is packaged.
+
+The incident's ticket (tests/fixtures/tickets/incident-guest, its sources in that directory's SOURCES.md): the
+guest's topo -m, topo -p2p r, an all_reduce_perf run and an NCCL INFO excerpt, with the Proxmox node's VM config.
+Each packaging below is analysed by gpu_analyze as a user would give it; every one must give the same verdict,
+findings, action and figures, and the report must open with the `qm set` fix of the VM.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import gpu_analyze
+import pytest
+
+from tests.paths import FIXTURES
+from tests.unit.modules import run_module
+
+TICKET = FIXTURES / "tickets" / "incident-guest"
+GUEST_FILES = ("topo-m.txt", "topo-p2p-r.txt", "all_reduce_perf.txt", "nccl-debug.log")
+VM_CONFIG = "120.conf"
+
+
+def as_directory(root: Path) -> list[str]:
+    shutil.copytree(TICKET, root / "ticket", ignore=shutil.ignore_patterns("SOURCES.md"))
+    return ["ticket"]
+
+
+def as_gzipped_files(root: Path) -> list[str]:
+    (root / "ticket").mkdir()
+    for name in (*GUEST_FILES, VM_CONFIG):
+        (root / "ticket" / f"{name}.gz").write_bytes(gzip.compress((TICKET / name).read_bytes()))
+    return ["ticket"]
+
+
+def as_crlf_files(root: Path) -> list[str]:
+    """As a Windows mail client saves attachments: CRLF line ends."""
+    (root / "ticket").mkdir()
+    for name in (*GUEST_FILES, VM_CONFIG):
+        (root / "ticket" / name).write_bytes((TICKET / name).read_bytes().replace(b"\n", b"\r\n"))
+    return ["ticket"]
+
+
+PACKAGINGS: dict[str, Callable[[Path], list[str]]] = {
+    "directory": as_directory,
+    "gzipped files": as_gzipped_files,
+    "CRLF files": as_crlf_files,
+}
+
+
+def judged(tmp_path: Path, capsys, packaging: str) -> tuple[dict, str]:
+    tmp_path.mkdir(exist_ok=True)
+    inputs = PACKAGINGS[packaging](tmp_path)
+    run_module(gpu_analyze.main, {"inputs": inputs, "base_dir": str(tmp_path), "model": "glm-5"}, capsys)
+    reports = tmp_path / "reports"
+    host = f"{Path(inputs[0]).name}.analysis"
+    return json.loads((reports / f"{host}.json").read_text()), (reports / f"{host}.md").read_text()
+
+
+def essentials(report: dict) -> dict:
+    """What must not move with the packaging: verdict, action, the findings and their actions, the figures."""
+    summary = report["summary"]
+    return {"verdict": summary["verdict"], "action": summary["action"],
+            "findings": sorted((f["id"], f["severity"], f["action"]) for f in report["findings"]),
+            "gpu_count": summary["gpu_count"], "p2p": summary["p2p"],
+            "ceiling": summary.get("communication_ceiling")}
+
+
+@pytest.mark.parametrize("packaging", sorted(PACKAGINGS))
+def test_the_incident_ticket_is_unfit_with_the_clique_fix_on_its_first_screen(tmp_path: Path, capsys,
+                                                                               packaging: str) -> None:
+    report, markdown = judged(tmp_path, capsys, packaging)
+    found = {f["id"]: f for f in report["findings"]}
+    assert report["summary"]["verdict"] == "unfit"
+    assert found["p2p_not_supported"]["severity"] == "critical"
+    assert found["proxmox_vm_no_clique"]["severity"] == "critical"
+    # The fix runs on the hypervisor: nothing done inside the guest helps, so that is the action asked.
+    assert found["p2p_not_supported"]["action"] == "fix_hypervisor"
+    assert report["summary"]["action"] == "fix_hypervisor"
+    first_screen = markdown.splitlines()[:30]
+    clique = [line for line in first_screen
+              if line.startswith("qm set 120 --args '-set device.hostpci0.x-nv-gpudirect")]
+    assert clique, "\n".join(first_screen)
+    assert "device.hostpci7.x-nv-gpudirect-clique=0'" in clique[0]
+    # The GPUs are taken from the guest's count, and the report says so where the commands are.
+    assert any(line.startswith("Assumed, as the material cannot tell: the material holds the guest's 8 GPUs")
+               for line in first_screen)
+    # No hypervisor is claimed: the config came with the guest's material.
+    assert "As a Proxmox node" not in markdown
+
+
+def test_every_packaging_gives_the_same_judgement(tmp_path: Path, capsys) -> None:
+    seen = {}
+    for packaging in sorted(PACKAGINGS):
+        seen[packaging] = essentials(judged(tmp_path / packaging.replace(" ", "-"), capsys, packaging)[0])
+    first = seen[sorted(PACKAGINGS)[0]]
+    assert all(value == first for value in seen.values()), json.dumps(seen, indent=1)
