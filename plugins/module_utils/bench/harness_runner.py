@@ -17,6 +17,7 @@ import zlib
 from dataclasses import dataclass
 from types import ModuleType
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import decode_paste
 from ansible_collections.gpuhost.gpu.plugins.module_utils.process import run_bounded
 
 # Beyond the run's own deadline (which the harness enforces itself), how long to wait for it
@@ -114,4 +115,4 @@ def read_log_text(path: str) -> str:
             data = inflate.decompress(data, LOG_MAX_BYTES)
         except zlib.error:
             data = b""
-    return data[:LOG_MAX_BYTES].decode("utf-8", errors="replace")
+    return decode_paste(data[:LOG_MAX_BYTES])

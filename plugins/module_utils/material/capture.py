@@ -86,7 +86,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reads import 
     coverage,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.split import split_outputs
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import normalize_paste
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import decode_paste, normalize_paste
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_report import (
     BugReportParseError,
     parse_bug_report,
@@ -273,7 +273,7 @@ def _take(built: _Built, item: Piece, max_decompressed: int) -> None:
             built.skip(item.name, str(exc))
             return
         gzipped = True
-    text = data.decode("utf-8", errors="replace")
+    text = decode_paste(data)
     kind = detect_kind(text)
     if kind != "nvidia-bug-report" and item.command is None and _took_pieces(built, item, text, max_decompressed):
         return

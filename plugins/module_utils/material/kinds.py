@@ -51,6 +51,7 @@ import re
 from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import (
+    decode_paste,
     normalize_paste,
     strip_launcher_prefix,
     strip_line_numbers,
@@ -208,7 +209,7 @@ def _as_text(data: Any) -> str | None:
     if isinstance(data, (bytes, bytearray)):
         if bytes(data[:2]) == b"\x1f\x8b":
             return None
-        data = bytes(data).decode("utf-8", errors="replace")
+        data = decode_paste(bytes(data))
     if not isinstance(data, str):
         return None
     return strip_ansi(normalize_paste(data))

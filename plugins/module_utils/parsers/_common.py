@@ -50,6 +50,32 @@ def expected_found(what: str, expected: str, found: str, todo: str, where: str =
     return f"{what}: expected {expected}; found {found}{where}. {todo}"
 
 
+def decode_paste(data: bytes) -> str:
+    """Bytes of a saved output as text, whatever saved it: UTF-8 (a BOM dropped); UTF-16 with a BOM, or without one
+    where the text is ASCII in UTF-16 (PowerShell's ``>`` and Notepad write it: every other byte of the start NUL);
+    else Latin-1 where the bytes are not UTF-8 (an older Windows or mail client). Never raises."""
+    head = data[:4]
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return data.decode("utf-16", errors="replace")
+    sample = data[:512]
+    if len(sample) >= 4 and len(sample) % 2 == 0:
+        odd, even = sample[1::2], sample[0::2]
+        if odd.count(0) == len(odd) and even.count(0) == 0:
+            return data.decode("utf-16-le", errors="replace")
+        if even.count(0) == len(even) and odd.count(0) == 0:
+            return data.decode("utf-16-be", errors="replace")
+    if head[:3] == b"\xef\xbb\xbf":
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A few stray bytes in UTF-8 text (a cut multibyte character) stay UTF-8; text with none is Latin-1.
+        valid = data[:exc.start].decode("utf-8")
+        if any(ord(c) > 127 for c in valid):
+            return data.decode("utf-8", errors="replace")
+        return data.decode("latin-1")
+
+
 def unify_newlines(text: str) -> str:
     """Windows (``\\r\\n``) and old Mac (``\\r``) line ends as ``\\n``."""
     return text.replace("\r\n", "\n").replace("\r", "\n")

@@ -16,6 +16,9 @@ from pathlib import Path
 
 import gpu_analyze
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import decode_paste
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.paths import FIXTURES
 from tests.unit.modules import run_module
@@ -45,10 +48,21 @@ def as_crlf_files(root: Path) -> list[str]:
     return ["ticket"]
 
 
+def as_powershell_files(root: Path) -> list[str]:
+    """As PowerShell's `>` saves outputs on Windows: UTF-16 with a BOM, CRLF; the VM config without a BOM."""
+    (root / "ticket").mkdir()
+    for name in GUEST_FILES:
+        text = (TICKET / name).read_text().replace("\n", "\r\n")
+        (root / "ticket" / name).write_bytes(text.encode("utf-16"))
+    (root / "ticket" / VM_CONFIG).write_bytes((TICKET / VM_CONFIG).read_text().encode("utf-16-le"))
+    return ["ticket"]
+
+
 PACKAGINGS: dict[str, Callable[[Path], list[str]]] = {
     "directory": as_directory,
     "gzipped files": as_gzipped_files,
     "CRLF files": as_crlf_files,
+    "PowerShell UTF-16 files": as_powershell_files,
 }
 
 
@@ -99,3 +113,20 @@ def test_every_packaging_gives_the_same_judgement(tmp_path: Path, capsys) -> Non
         seen[packaging] = essentials(judged(tmp_path / packaging.replace(" ", "-"), capsys, packaging)[0])
     first = seen[sorted(PACKAGINGS)[0]]
     assert all(value == first for value in seen.values()), json.dumps(seen, indent=1)
+
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200), st.sampled_from(["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be"]))
+def test_a_paste_decodes_as_written_whatever_saved_it(text: str, encoding: str) -> None:
+    printable = "".join(c for c in text if c.isascii() and c != "\x00") + "GPU0\tGPU1\n"
+    assert decode_paste(printable.encode(encoding)) == printable
+
+
+@given(st.binary(max_size=300))
+def test_no_bytes_make_decoding_raise(data: bytes) -> None:
+    assert isinstance(decode_paste(data), str)
+
+
+def test_latin1_text_is_read_as_latin1() -> None:
+    assert decode_paste("Température: 45 °C\n".encode("latin-1")) == "Température: 45 °C\n"
