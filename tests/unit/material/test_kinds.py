@@ -64,6 +64,12 @@ FIXTURE_KINDS = [
     ("host-settings/*", None),
     ("packages/*", None),
     ("proc-cmdline/*.txt", "proc-cmdline"),
+    # A ticket's outputs, one file each (tests/fixtures/tickets/SOURCES.md).
+    ("tickets/*/topo-m.txt", "nvidia-smi-topo-m"),
+    ("tickets/*/topo-p2p-r.txt", "nvidia-smi-topo-p2p"),
+    ("tickets/*/all_reduce_perf.txt", "nccl-tests"),
+    ("tickets/*/nccl-debug.log", "nccl-debug"),
+    ("tickets/*/*.conf", "proxmox-vm-config"),
 ]
 
 FIXTURE_FILES = sorted(path for path in FIXTURES.rglob("*") if path.is_file())
