@@ -195,6 +195,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import
     Material,
     MaterialError,
     audit_material,
+    bench_log_text,
     judged,
     read_material,
     resolve,
@@ -244,10 +245,10 @@ def bench_of(material: Material, facts: dict, params: dict, warn) -> dict | None
     probe = material.bench_logs.get("probe")
     nccl = material.bench_logs.get("nccl")
     judged(material)
-    probed = probe_from_log(probe[1], warn) if probe else None
+    probed = probe_from_log(probe[1], warn, bench_log_text(material, "probe")) if probe else None
     return {"probe": probed,
             "nccl": nccl_from_log(nccl[1], gpu_names, params["model"] or None, params["concurrency"], warn,
-                                  probed) if nccl else None}
+                                  probed, bench_log_text(material, "nccl")) if nccl else None}
 
 
 def analyse(given: str, params: dict, subsets: list[str], options: RuleOptions,

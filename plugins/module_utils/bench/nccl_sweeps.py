@@ -203,9 +203,11 @@ def nccl_tests_sweep(binaries: dict[str, str], nranks: int, opts: dict[str, Any]
     return sweep
 
 
-def log_sweep(path: str) -> Sweep:
+def log_sweep(path: str, text: str | None = None) -> Sweep:
+    """The sweep of an nccl-tests log: its file at ``path``, or ``text`` where the caller has it (material's log
+    as the analysis read it, whatever the packaging: a piece of a paste, a mail, gzip), ``path`` then only naming it."""
     try:
-        text = read_log_text(path)
+        text = read_log_text(path) if text is None else text
     except OSError as exc:
         raise BenchFailure(f"cannot read the nccl-tests log {path}: {exc.strerror or exc}") from None
     is_json = text.lstrip().startswith("{")

@@ -86,7 +86,12 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reads import 
     coverage,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.split import split_outputs
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import decode_paste, normalize_paste
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import (
+    decode_paste,
+    decoded_mail,
+    normalize_paste,
+    unify_newlines,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_report import (
     BugReportParseError,
     parse_bug_report,
@@ -274,6 +279,9 @@ def _take(built: _Built, item: Piece, max_decompressed: int) -> None:
             return
         gzipped = True
     text = decode_paste(data)
+    # A saved mail is decoded whole before it is cut into outputs: its soft line breaks cross their lines.
+    mail = decoded_mail(unify_newlines(text))
+    text = text if mail is None else mail
     kind = detect_kind(text)
     if kind != "nvidia-bug-report" and item.command is None and _took_pieces(built, item, text, max_decompressed):
         return

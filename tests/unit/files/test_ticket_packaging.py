@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import quopri
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -58,20 +59,53 @@ def as_powershell_files(root: Path) -> list[str]:
     return ["ticket"]
 
 
+def ticket_text() -> str:
+    """The outputs in one text as people write them into a ticket: prose between, each after its prompt, the VM
+    config after the node's prompt and `cat <path>`."""
+    def read(name: str) -> str:
+        return (TICKET / name).read_text()
+
+    return ("Hi team,\n\nour 8-GPU VM on pve01 decodes GLM-5 at 11 tok/s where bare metal gets about 50. Outputs "
+            "below.\n\n"
+            f"root@llm-vm:~# nvidia-smi topo -m\n{read('topo-m.txt')}\n"
+            f"root@llm-vm:~# nvidia-smi topo -p2p r\n{read('topo-p2p-r.txt')}\nThen the NCCL test:\n\n"
+            "user@llm-vm:~/nccl-tests$ ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 8\n"
+            f"{read('all_reduce_perf.txt')}\n"
+            "user@llm-vm:~/nccl-tests$ NCCL_DEBUG=INFO ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 8 2>&1 "
+            "| grep NCCL\n"
+            f"{read('nccl-debug.log')}\nAnd the VM config from the node:\n\n"
+            f"root@pve01:~# cat /etc/pve/qemu-server/120.conf\n{read(VM_CONFIG)}\nThanks,\nSam\n")
+
+
+def as_one_file(root: Path) -> list[str]:
+    (root / "ticket.txt").write_text(ticket_text())
+    return ["ticket.txt"]
+
+
+def as_mail(root: Path) -> list[str]:
+    """The same text as a mail client sends it: quoted-printable, lines wrapped at 76 with soft breaks, CRLF."""
+    body = quopri.encodestring(ticket_text().replace("\n", "\r\n").encode()).decode()
+    (root / "ticket.eml").write_text("Subject: slow decode on llm-vm\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                                     "Content-Transfer-Encoding: quoted-printable\r\n\r\n" + body)
+    return ["ticket.eml"]
+
+
 PACKAGINGS: dict[str, Callable[[Path], list[str]]] = {
     "directory": as_directory,
     "gzipped files": as_gzipped_files,
     "CRLF files": as_crlf_files,
     "PowerShell UTF-16 files": as_powershell_files,
+    "one file": as_one_file,
+    "mail": as_mail,
 }
 
 
 def judged(tmp_path: Path, capsys, packaging: str) -> tuple[dict, str]:
     tmp_path.mkdir(exist_ok=True)
     inputs = PACKAGINGS[packaging](tmp_path)
-    run_module(gpu_analyze.main, {"inputs": inputs, "base_dir": str(tmp_path), "model": "glm-5"}, capsys)
+    result = run_module(gpu_analyze.main, {"inputs": inputs, "base_dir": str(tmp_path), "model": "glm-5"}, capsys)
     reports = tmp_path / "reports"
-    host = f"{Path(inputs[0]).name}.analysis"
+    host = result["inputs"][0]["host"]
     return json.loads((reports / f"{host}.json").read_text()), (reports / f"{host}.md").read_text()
 
 
