@@ -45,7 +45,8 @@ from tests.unit import schemas
 #    communication ceiling under the key communication_ceiling (bench.nccl and the report's summary), no other
 #    change.
 # 8: proxmox.node_evidence (a Proxmox node only from its own tools: pveversion or its kernel, never a qemu-server
-#    directory alone); VM configs given in material without their node, with gpus_assumed or gpus_not_known per VM.
+#    directory alone); VM configs given in material without their node, with gpus_assumed or gpus_not_known per VM
+#    and null host facts (vfio_modules among them).
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
@@ -53,7 +54,7 @@ SHAPES = {
     5: "a83b48a095fc0e46",
     6: "45df02c55ea5e239",
     7: "719f05ca7ebe1d4e",
-    8: "8ddcfdc906eb6220",
+    8: "12cb61dccda4c790",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 
