@@ -438,8 +438,8 @@ def test_a_vm_config_is_written_under_its_vm_id() -> None:
 def test_mixing_a_vm_config_with_nvidia_smi_output_is_flagged() -> None:
     conf = (FIXTURES / "proxmox" / "q35-8gpu-clique-ok_pve8.3.conf").read_bytes()
     capture = incident(("120.conf", conf))
-    assert capture["from_material"]["warnings"] and "judged as the guest's and the config as that of the VM it runs in" \
-        in capture["from_material"]["warnings"][0]
+    warned = capture["from_material"]["warnings"]
+    assert warned and "judged as the guest's and the config as that of the VM it runs in" in warned[0]
 
 
 def test_other_kinds_and_unknown_text_are_not_written_and_say_why() -> None:
