@@ -140,6 +140,8 @@ BENCH_LOG_KINDS = {
 }
 _VM_COMMAND_RE = re.compile(r"^(?:qm config (?P<vmid>\d{1,9})|"
                             r"cat " + re.escape(QEMU_SERVER_DIR) + r"/(?P<file_vmid>\d{1,9})\.conf)$")
+# The capture's material key of an SGLang server log (its decode lines; parsers/sglang_decode_log.py).
+SGLANG_DECODE_MATERIAL = "sglang-decode-log"
 _VM_NAME_RE = re.compile(r"^(?:.*/)?(?P<vmid>\d{1,9})\.conf(?:\.gz)?$")
 _DOMAIN_DEVICE_RE = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] ")
 
@@ -446,6 +448,8 @@ _HANDLERS: dict[str, Callable[[_Built, str, str | None, str, dict[str, Any]], No
     "proc-cmdline": _take_cmdline,
     # An NCCL INFO log: its GPUs (material/nccl_gpus.py) where nothing else lists them.
     "nccl-debug": _material(NCCL_DEBUG_MATERIAL),
+    # SGLang's decode lines: the rate the user observed, set beside the communication ceiling (gpu_analyze).
+    "sglang-decode-log": _material(SGLANG_DECODE_MATERIAL),
     "nccl-topo-xml": _material(NCCL_TOPO_MATERIAL),
     # The fabric manager's own lines: its refusals and start failures (audit/health.py gather_fabric_manager).
     "fabric-manager-log": _material(FABRIC_MANAGER_LOG_MATERIAL),

@@ -35,6 +35,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture impor
     BENCH_LOG_KINDS,
     NCCL_STEP,
     PROBE_STEP,
+    SGLANG_DECODE_MATERIAL,
     Piece,
     build_capture,
 )
@@ -50,6 +51,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_gpus imp
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.parse_budget import parse_budget, refusal
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.printable_names import printable
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import decode_paste, normalize_paste
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.sglang_decode_log import parse_decode_log
 
 # The module that judges each benchmark step's log, by the step's name (Material.bench_logs' keys).
 _MODULES = {step.name: step.module for step in (NCCL_STEP, PROBE_STEP)}
@@ -221,6 +223,20 @@ def bench_log_text(material: Material, step: str) -> str | None:
     if isinstance(info, str) and info.strip() and info.strip() not in text:
         text += "\n" + info
     return text
+
+
+def observed_decode(material: Material) -> tuple[float, str] | None:
+    """The single-stream decode rate an SGLang server log of the material shows, and where it is from; None without
+    a log or without a line of one running request (a batched rate says nothing of one stream)."""
+    text = (material.capture.get("material") or {}).get(SGLANG_DECODE_MATERIAL)
+    rates = parse_decode_log(text)
+    if rates.single_stream_tok_s is None:
+        return None
+    origin = next((e["name"] for e in material.capture["from_material"]["inputs"]
+                   if e.get("kind") == "sglang-decode-log"), "the material")
+    lines = rates.single_stream_lines
+    return rates.single_stream_tok_s, (f"SGLang decode log {origin}: the median of {lines} line(s) with one running "
+                                       "request")
 
 
 def judged(material: Material) -> None:

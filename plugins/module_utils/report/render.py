@@ -71,6 +71,13 @@ def merge_bench(facts: dict[str, Any], bench: dict[str, Any] | None) -> dict[str
     return merged
 
 
+def _ceiling_label(facts: dict[str, Any]) -> str:
+    """The first screen's name for the ceiling's line: where the material gave the rate the user sees, the line says
+    why that rate is what it is."""
+    ceiling = _mapping(_mapping(_mapping(facts.get("bench")).get("nccl")).get("communication_ceiling"))
+    return "Observed decode and communication" if ceiling.get("observed") else "Communication ceiling"
+
+
 def _mapping(value: Any) -> dict[str, Any]:
     """A mapping read from a report of any age: anything else reads as empty."""
     return value if isinstance(value, dict) else {}
@@ -150,7 +157,7 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
         ["GPU facts from", gpus.get("source") or "nothing (no NVML, no nvidia-smi)"],
         [_p2p_label(facts), summary.get("p2p")],
         ["IOMMU", _iommu_line(facts.get("iommu") or {})],
-        *([["Communication ceiling", summary["communication_ceiling"]]] if summary.get("communication_ceiling")
+        *([[_ceiling_label(facts), summary["communication_ceiling"]]] if summary.get("communication_ceiling")
           else []),
     ])
 

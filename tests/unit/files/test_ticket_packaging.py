@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.paths import FIXTURES
+from tests.unit import schemas
 from tests.unit.modules import run_module
 
 TICKET = FIXTURES / "tickets" / "incident-guest"
@@ -106,7 +107,9 @@ def judged(tmp_path: Path, capsys, packaging: str) -> tuple[dict, str]:
     result = run_module(gpu_analyze.main, {"inputs": inputs, "base_dir": str(tmp_path), "model": "glm-5"}, capsys)
     reports = tmp_path / "reports"
     host = result["inputs"][0]["host"]
-    return json.loads((reports / f"{host}.json").read_text()), (reports / f"{host}.md").read_text()
+    report = json.loads((reports / f"{host}.json").read_text())
+    assert list(schemas.validator("report").iter_errors(report)) == []
+    return report, (reports / f"{host}.md").read_text()
 
 
 def essentials(report: dict) -> dict:
@@ -164,3 +167,29 @@ def test_no_bytes_make_decoding_raise(data: bytes) -> None:
 
 def test_latin1_text_is_read_as_latin1() -> None:
     assert decode_paste("Température: 45 °C\n".encode("latin-1")) == "Température: 45 °C\n"
+
+
+@pytest.mark.parametrize("packaging", ["directory", "one file"])
+def test_with_the_servers_decode_log_the_first_screen_relates_the_observed_rate_to_communication(
+        tmp_path: Path, capsys, packaging: str) -> None:
+    log = (TICKET.parent / "incident-guest-serving" / "sglang-server.log").read_text()
+    inputs = PACKAGINGS[packaging](tmp_path)
+    given = tmp_path / inputs[0]
+    if given.is_dir():
+        (given / "sglang-server.log").write_text(log)
+    else:
+        given.write_text(given.read_text() + "\nuser@llm-vm:~$ journalctl -u sglang | grep 'Decode batch'\n" + log)
+    result = run_module(gpu_analyze.main, {"inputs": inputs, "base_dir": str(tmp_path), "model": "glm-5"}, capsys)
+    host = result["inputs"][0]["host"]
+    report = json.loads((tmp_path / "reports" / f"{host}.json").read_text())
+    assert list(schemas.validator("report").iter_errors(report)) == []
+    observed = report["bench"]["nccl"]["communication_ceiling"]["observed"]
+    assert observed["decode_tok_s"] == pytest.approx(11.0, abs=0.2)
+    # About 31 ms of each ~91 ms token is all-reduce through host memory: a third, the figure the report shows.
+    assert observed["communication_ms_per_token"] == pytest.approx(31.0, abs=0.5)
+    assert 0.30 < observed["communication_share"] < 0.38
+    first_screen = (tmp_path / "reports" / f"{host}.md").read_text().splitlines()[:20]
+    line = next(line for line in first_screen if line.startswith("| Observed decode and communication |"))
+    assert "observed 10.9 tok/s single stream (91.5 ms a token" in line
+    assert "all-reduce takes 31.0 ms of each token, 34% of it" in line
+    assert report["summary"]["communication_ceiling"] in line

@@ -46,7 +46,8 @@ from tests.unit import schemas
 #    change.
 # 8: proxmox.node_evidence (a Proxmox node only from its own tools: pveversion or its kernel, never a qemu-server
 #    directory alone); VM configs given in material without their node, with gpus_assumed or gpus_not_known per VM
-#    and null host facts (vfio_modules among them).
+#    and null host facts (vfio_modules among them); the communication ceiling's observed rate (an SGLang decode log
+#    in material) and the share of each token all-reduce explains.
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
@@ -54,7 +55,7 @@ SHAPES = {
     5: "a83b48a095fc0e46",
     6: "45df02c55ea5e239",
     7: "719f05ca7ebe1d4e",
-    8: "12cb61dccda4c790",
+    8: "6c111b1cb5f8ca7f",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 
