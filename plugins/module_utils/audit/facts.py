@@ -150,11 +150,9 @@ def audit(source: Source, subsets: list[str], options: RuleOptions, dcgm_diag: b
     facts["findings"] = engine.evaluate(facts, options)
     if given_configs and facts.get("proxmox"):
         # Material of a guest with its VM's config: the guest's findings fixed on the VM give that VM's commands.
-        from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_plans import given_vm_link, with_link
+        from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_given import linked_to_given_vm
 
-        link = given_vm_link(facts)
-        if link is not None:
-            facts["findings"] = with_link(facts, link)["findings"]
+        facts["findings"] = linked_to_given_vm(facts)["findings"]
     group = tp_group(facts, options)
     facts["summary"] = {
         "virtualization": (facts.get("virtualization") or {}).get("summary"),

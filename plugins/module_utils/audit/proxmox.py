@@ -39,6 +39,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config
     parse_vm_config,
     passes_pci_through,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_given import assume_guest_gpus
 
 HOSTNAME_FILE = "/proc/sys/kernel/hostname"
 NODE_DIR = "/sys/devices/system/node"
@@ -144,28 +145,6 @@ def gather_proxmox(source: Source, iommu: Any, pci_facts: dict[str, Any], node_e
         },
         "vms": vms,
     }
-
-
-def assume_guest_gpus(vms: list[dict[str, Any]], guest_gpu_count: int) -> None:
-    """Which hostpci entries are GPUs, for VM configs given without their node: no device of the node is known, so
-    the guest's GPU count decides. The one VM whose passthrough entries are as many as the guest's GPUs has them
-    all taken for GPUs, and says so; any other VM is left with its GPUs unknown, and says what would tell."""
-    unknown = [vm for vm in vms if all(d.get("kind") == "absent" for e in vm["hostpci"] for d in e["host_devices"])]
-    fits = [vm for vm in unknown if guest_gpu_count and len([e for e in vm["hostpci"] if not e.get("mdev")])
-            == guest_gpu_count]
-    for vm in unknown:
-        entries = len(vm["hostpci"])
-        if len(fits) == 1 and vm is fits[0]:
-            vm["gpus_assumed"] = (f"the material holds the guest's {guest_gpu_count} GPUs and this VM's {entries} "
-                                  "hostpci entries, but not the node's PCI devices: every entry is taken for a GPU, "
-                                  "function 0 of each for the GPU itself")
-            continue
-        why = (f"{entries} hostpci entries, {guest_gpu_count} GPUs in the guest's material" if guest_gpu_count
-               else "the material shows no GPU of the guest")
-        if len(fits) > 1:
-            why = f"{len(fits)} VMs pass as many devices as the guest has GPUs"
-        vm["gpus_not_known"] = (f"which hostpci entries are GPUs is not known ({why}): give the node's `lspci -nn -D "
-                                "-d 10de:` or its `qm config` with the guest's `nvidia-smi -L`")
 
 
 def _read_other_devices(source: Source, configs: dict[int, VmConfig], host: HostView) -> None:

@@ -61,8 +61,8 @@ def split_outputs(text: str) -> list[Output]:
     if not isinstance(text, str):
         return []
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    starts = [(index, started) for index, line in enumerate(lines) for started in [_starts_output(line)]
-              if started is not None]
+    starts = _merged([(index, started) for index, line in enumerate(lines) for started in [_starts_output(line)]
+                      if started is not None], lines)
     before = "\n".join(lines[:starts[0][0]]) + "\n" if starts else text
     if not starts or (len(starts) == 1 and not before.strip()):
         return [Output(None, 0, text)]
@@ -71,6 +71,19 @@ def split_outputs(text: str) -> list[Output]:
         end = starts[number + 1][0] if number + 1 < len(starts) else len(lines)
         pieces.append(Output(command, index, "\n".join(lines[index:end]) + "\n", named_by))
     return pieces
+
+
+def _merged(starts: list[tuple[int, tuple[str, str]]], lines: list[str]) -> list[tuple[int, tuple[str, str]]]:
+    """Prompt lines with no output between them (``$ export CUDA_VISIBLE_DEVICES=0,1`` then ``$ ./p2pBandwidth...``)
+    start one piece, at the first of them, with the last one's command: the output that follows is that one's."""
+    merged: list[tuple[int, tuple[str, str]]] = []
+    for index, started in starts:
+        if merged and not any(line.strip() for line in lines[merged[-1][0] + 1:index]) \
+                and merged[-1][1][1] == started[1] == "command line":
+            merged[-1] = (merged[-1][0], started)
+        else:
+            merged.append((index, started))
+    return merged
 
 
 def _starts_output(line: str) -> tuple[str, str] | None:

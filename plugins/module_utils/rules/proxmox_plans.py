@@ -370,24 +370,6 @@ def with_link(guest_facts: dict[str, Any], link: dict[str, Any], others: list[st
     return enriched
 
 
-def given_vm_link(facts: dict[str, Any]) -> dict[str, Any] | None:
-    """The VM whose config came in the guest's own material (no node audited, no uuid to match): the one VM of the
-    material that passes GPUs through, or None when there is none or several."""
-    proxmox = facts.get("proxmox") or {}
-    if proxmox.get("node_evidence") is not None:
-        return None
-    plans = [p for p in all_plans(facts) if p.gpus]
-    if len(plans) != 1:
-        return None
-    plan = plans[0]
-    vmid = plan.vmid
-    findings = [f for f in facts.get("findings") or [] if _concerns(f, vmid)]
-    return {"host": proxmox.get("node") or GIVEN_NODE, "node": proxmox.get("node"), "vmid": vmid,
-            "name": plan.vm.get("name"), "matched_by": GIVEN_WITH_MATERIAL, "findings": findings,
-            "commands": list(plan.commands.values()), "pending": plan.vm.get("pending") or {},
-            "assumed": plan.vm.get("gpus_assumed")}
-
-
 def ambiguous_link(guest: str, facts: dict[str, Any]) -> str | None:
     """A warning line when the guest's uuid matched VMs on several Proxmox hosts (enrich_guest_findings chose one),
     naming them all; None when it matched one or none."""

@@ -60,6 +60,15 @@ def as_powershell_files(root: Path) -> list[str]:
     return ["ticket"]
 
 
+def as_per_host_directories(root: Path) -> list[str]:
+    """As the documentation asks: one directory per host, the guest's outputs and the node's VM config apart."""
+    for host, names in (("guest", GUEST_FILES), ("pve01", (VM_CONFIG,))):
+        (root / "ticket" / host).mkdir(parents=True)
+        for name in names:
+            shutil.copy(TICKET / name, root / "ticket" / host / name)
+    return ["ticket/guest", "ticket/pve01"]
+
+
 def ticket_text() -> str:
     """The outputs in one text as people write them into a ticket: prose between, each after its prompt, the VM
     config after the node's prompt and `cat <path>`."""
@@ -97,6 +106,7 @@ PACKAGINGS: dict[str, Callable[[Path], list[str]]] = {
     "CRLF files": as_crlf_files,
     "PowerShell UTF-16 files": as_powershell_files,
     "one file": as_one_file,
+    "per-host directories": as_per_host_directories,
     "mail": as_mail,
 }
 

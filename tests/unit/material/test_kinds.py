@@ -71,6 +71,7 @@ FIXTURE_KINDS = [
     ("tickets/*/all_reduce_perf.txt", "nccl-tests"),
     ("tickets/*/nccl-debug.log", "nccl-debug"),
     ("tickets/*/*.conf", "proxmox-vm-config"),
+    ("tickets/*/sglang-server.log", "sglang-decode-log"),
 ]
 
 FIXTURE_FILES = sorted(path for path in FIXTURES.rglob("*") if path.is_file())
