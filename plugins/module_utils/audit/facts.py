@@ -14,7 +14,11 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.packages import 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.pci import PCI_DIR, gather_pci, read_ids
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.proxmox_probe import has_vm_configs, node_evidence
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import Source
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.virt import gather_virtualization, note_gpu_modes
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.virt import (
+    gather_virtualization,
+    note_gpu_modes,
+    with_vm_config,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import judgement
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules import engine
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.p2p_evidence import p2p_evidence
@@ -140,6 +144,9 @@ def audit(source: Source, subsets: list[str], options: RuleOptions, dcgm_diag: b
         proxmox = gather_proxmox(source, iommu, pci_facts, node, len(gpu_devices(facts)))
         if proxmox is not None:
             facts["proxmox"] = proxmox
+            runs_in = [vm for vm in proxmox["vms"] if vm.get("gpus_assumed")] if given_configs else []
+            if len(runs_in) == 1 and "virtualization" in facts:
+                facts["virtualization"] = with_vm_config(facts["virtualization"], runs_in[0])
 
     if source.partial:
         # Imported here: only material leaves things unseen.

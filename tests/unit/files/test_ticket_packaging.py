@@ -150,8 +150,10 @@ def test_the_incident_ticket_is_unfit_with_the_clique_fix_on_its_first_screen(tm
     # The GPUs are taken from the guest's count, and the report says so where the commands are.
     assert any(line.startswith("Assumed, as the material cannot tell: the material holds the guest's 8 GPUs")
                for line in first_screen)
-    # No hypervisor is claimed: the config came with the guest's material.
+    # No hypervisor is claimed: the config came with the guest's material, and says the guest is its VM.
     assert "As a Proxmox node" not in markdown
+    if packaging != "per-host directories":
+        assert report["summary"]["virtualization"] == "KVM virtual machine (proxmox, machine q35)"
 
 
 def test_every_packaging_gives_the_same_judgement(tmp_path: Path, capsys) -> None:
