@@ -715,8 +715,7 @@ CATALOG = _entries(
     Entry("audit_not_judged", "audit", "warning",
           "material lacked what some findings need: those could not be judged, which is no pass",
           "Read the findings listed under not_judged as unknown. To judge them, audit the host itself "
-          "(playbooks/capture.yml records everything the audit reads), or add the missing outputs to the material: "
-          "an nvidia-bug-report.log.gz, `nvidia-smi topo -p2p r`, `nvidia-smi topo -m`, `nvidia-smi -q`, dmesg."),
+          "(playbooks/capture.yml records everything the audit reads), or add what the material lacks: {outputs}."),
 )
 
 

@@ -205,3 +205,12 @@ def test_with_the_servers_decode_log_the_first_screen_relates_the_observed_rate_
     assert "observed 10.9 tok/s single stream (91.5 ms a token" in line
     assert "all-reduce takes 31.0 ms of each token, 34% of it" in line
     assert report["summary"]["communication_ceiling"] in line
+
+
+def test_not_judged_asks_only_for_what_the_ticket_lacks(tmp_path: Path, capsys) -> None:
+    report, _markdown = judged(tmp_path, capsys, "directory")
+    remedy = next(f["remedy"] for f in report["findings"] if f["id"] == "audit_not_judged")
+    asked = remedy.split("add what the material lacks: ", 1)[1]
+    # The ticket holds topo -m and topo -p2p r: asking for them again would tell the user nothing was read.
+    assert "topo -p2p r" not in asked and "topo -m" not in asked
+    assert "`dmesg` run as root" in asked
