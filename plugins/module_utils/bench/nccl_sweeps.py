@@ -223,7 +223,8 @@ def log_sweep(path: str, text: str | None = None) -> Sweep:
                   out_of_bounds={collective: run.get("out_of_bounds")},
                   nccl_version=run.get("nccl_version"), nranks=run.get("nranks"),
                   debug_text="" if is_json else text,
-                  versions={"avg_busbw_gbps": run.get("avg_busbw_gbps")},
+                  versions={"avg_busbw_gbps": run.get("avg_busbw_gbps"),
+                            **({"devices": list(parsed.device_names)} if parsed.device_names else {})},
                   log_devices=list(parsed.device_names))
     if run.get("collective") is None:
         candidates = run.get("collective_candidates") or []

@@ -65,10 +65,26 @@ def merge_bench(facts: dict[str, Any], bench: dict[str, Any] | None) -> dict[str
     # The one judgement that needs both the audit's facts (CPU, GPUs, NUMA) and the benchmark's NCCL versions.
     amd_topology = [f.as_dict() for f in amd_topology_findings(facts, bench)]
     merged = with_findings(dict(facts, bench=bench), bench_findings(bench) + amd_topology)
+    named = _models_of_ranks(merged["summary"], bench)
+    if named:
+        merged["summary"]["gpu_models"] = named
     ceiling = (bench.get("nccl") or {}).get("communication_ceiling") or {}
     if ceiling.get("summary"):
         merged["summary"]["communication_ceiling"] = ceiling["summary"]
     return merged
+
+
+def _models_of_ranks(summary: dict[str, Any], bench: dict[str, Any]) -> list[str]:
+    """The GPU model the benchmark log's rank lines name (nccl-tests prints it on each), where the audit's facts named
+    none: one model on as many ranks as the host has GPUs, so every GPU is that model. Ranks are CUDA devices, which
+    need not be in the facts' order, so mixed models name nothing."""
+    if summary.get("gpu_models"):
+        return []
+    devices = _mapping(_mapping(_mapping(bench.get("nccl")).get("versions"))).get("devices")
+    names = {str(name).strip() for name in devices if str(name).strip()} if isinstance(devices, list) else set()
+    if len(names) == 1 and len(devices) == summary.get("gpu_count"):
+        return sorted(names)
+    return []
 
 
 def _ceiling_label(facts: dict[str, Any]) -> str:

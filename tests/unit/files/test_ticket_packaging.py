@@ -127,7 +127,7 @@ def essentials(report: dict) -> dict:
     summary = report["summary"]
     return {"verdict": summary["verdict"], "action": summary["action"],
             "findings": sorted((f["id"], f["severity"], f["action"]) for f in report["findings"]),
-            "gpu_count": summary["gpu_count"], "p2p": summary["p2p"],
+            "gpu_count": summary["gpu_count"], "gpu_models": summary["gpu_models"], "p2p": summary["p2p"],
             "ceiling": summary.get("communication_ceiling")}
 
 
@@ -139,6 +139,10 @@ def test_the_incident_ticket_is_unfit_with_the_clique_fix_on_its_first_screen(tm
     assert report["summary"]["verdict"] == "unfit"
     assert found["p2p_not_supported"]["severity"] == "critical"
     assert found["proxmox_vm_no_clique"]["severity"] == "critical"
+    # Values the material states reach the report: the model from the rank lines, NCCL's version from its log.
+    assert report["summary"]["gpu_models"] == ["NVIDIA RTX PRO 6000 Blackwell Server Edition"]
+    assert report["bench"]["nccl"]["nccl_version"] == "2.27.3"
+    assert "NCCL version unknown" not in markdown and "PCIe Gen4 x16 host" not in markdown
     # The fix runs on the hypervisor: nothing done inside the guest helps, so that is the action asked.
     assert found["p2p_not_supported"]["action"] == "fix_hypervisor"
     assert report["summary"]["action"] == "fix_hypervisor"
