@@ -53,3 +53,16 @@ def test_a_node_is_told_by_pveversion_or_its_kernel() -> None:
     data["commands"]["pveversion"] = {"rc": None, "stdout": "", "stderr": "pveversion: command not found"}
     data["files"]["/proc/sys/kernel/osrelease"] = "6.8.12-5-pve\n"
     assert audit(data)["proxmox"]["node_evidence"] == "kernel 6.8.12-5-pve"
+
+
+def test_fleet_md_and_the_metrics_read_the_guests_fix_hypervisor(tmp_path, capsys) -> None:
+    import gpu_audit_report
+
+    from tests.unit.modules import run_module
+
+    hosts = {"glm5-guest": audited(INCIDENT_GUEST), "pve-no-clique": audited(NO_CLIQUE)}
+    run_module(gpu_audit_report.main, {"dest": str(tmp_path), "hosts": hosts}, capsys)
+    row = next(line for line in (tmp_path / "fleet.md").read_text().splitlines() if "glm5-guest" in line)
+    assert "fix_hypervisor" in row and "drain" not in row
+    report = (tmp_path / "glm5-guest.json").read_text()
+    assert '"action": "fix_hypervisor"' in report
