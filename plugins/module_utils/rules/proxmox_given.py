@@ -46,7 +46,6 @@ def assume_guest_gpus(vms: list[dict[str, Any]], guest_gpu_count: int) -> None:
                                 "-d 10de:` or its `qm config` with the guest's `nvidia-smi -L`")
 
 
-
 def given_vm_link(facts: dict[str, Any]) -> dict[str, Any] | None:
     """The VM whose config came in the guest's own material (no node audited, no uuid to match): the one VM of the
     material that passes GPUs through, or None when there is none or several."""
@@ -63,7 +62,6 @@ def given_vm_link(facts: dict[str, Any]) -> dict[str, Any] | None:
             "name": plan.vm.get("name"), "matched_by": GIVEN_WITH_MATERIAL, "findings": findings,
             "commands": list(plan.commands.values()), "pending": plan.vm.get("pending") or {},
             "assumed": plan.vm.get("gpus_assumed")}
-
 
 
 def linked_to_given_vm(facts: dict[str, Any]) -> dict[str, Any]:
