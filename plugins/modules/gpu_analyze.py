@@ -186,6 +186,7 @@ import os
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.facts import SubsetError, audit, resolve_subsets
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import CaptureError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.from_logs import nccl_from_log, probe_from_log
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.host_ceiling import relate_observed
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.report_files import REPORT_MODE, check_host_names
 from ansible_collections.gpuhost.gpu.plugins.module_utils.files.writer import ReportFileError, plan_files
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.gunzip import MIB
@@ -196,7 +197,9 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reader import
     Material,
     MaterialError,
     audit_material,
+    bench_log_text,
     judged,
+    observed_decode,
     read_material,
     resolve,
 )
@@ -245,10 +248,13 @@ def bench_of(material: Material, facts: dict, params: dict, warn) -> dict | None
     probe = material.bench_logs.get("probe")
     nccl = material.bench_logs.get("nccl")
     judged(material)
-    probed = probe_from_log(probe[1], warn) if probe else None
-    return {"probe": probed,
-            "nccl": nccl_from_log(nccl[1], gpu_names, params["model"] or None, params["concurrency"], warn,
-                                  probed) if nccl else None}
+    probed = probe_from_log(probe[1], warn, bench_log_text(material, "probe")) if probe else None
+    priced = nccl_from_log(nccl[1], gpu_names, params["model"] or None, params["concurrency"], warn, probed,
+                           bench_log_text(material, "nccl")) if nccl else None
+    observed = observed_decode(material)
+    if priced and observed:
+        relate_observed(priced, *observed)
+    return {"probe": probed, "nccl": priced}
 
 
 def analyse(given: str, params: dict, subsets: list[str], options: RuleOptions,

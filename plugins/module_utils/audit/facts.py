@@ -12,9 +12,13 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.iommu import Iom
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.kernel import gather_kernel
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.packages import gather_packages
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.pci import PCI_DIR, gather_pci, read_ids
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.proxmox_probe import is_proxmox_node
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.proxmox_probe import has_vm_configs, node_evidence
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import Source
-from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.virt import gather_virtualization, note_gpu_modes
+from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.virt import (
+    gather_virtualization,
+    note_gpu_modes,
+    with_vm_config,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import judgement
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules import engine
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.p2p_evidence import p2p_evidence
@@ -28,7 +32,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.views import (
     unread_pairs,
 )
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 SUBSETS = ("virtualization", "iommu", "pci", "gpus", "proxmox")
 
 
@@ -89,8 +93,13 @@ def audit(source: Source, subsets: list[str], options: RuleOptions, dcgm_diag: b
     # Two small reads whatever the subsets: the drift between audits compares them (report/drift.py).
     facts["kernel"] = gather_kernel(source)
 
-    # One directory listing says whether this is a Proxmox VE node; only then are its VMs read.
-    proxmox_node = "proxmox" in subsets and is_proxmox_node(source)
+    # One directory listing says whether there are VM configs; the node's own tools whether it is a Proxmox VE node.
+    # Configs without a node are read only from material (a guest's ticket with its VM's config); on a live host
+    # they are a copy or a leftover, and the host is audited as what it is.
+    vm_configs = "proxmox" in subsets and has_vm_configs(source)
+    node = node_evidence(source, facts["kernel"]) if vm_configs else None
+    proxmox_node = node is not None
+    given_configs = vm_configs and not proxmox_node and source.partial
     iommu = gather_iommu(source) if {"iommu", "pci", "virtualization"} & set(subsets) or proxmox_node else Iommu()
     if "iommu" in subsets:
         facts["iommu"] = iommu.as_dict()
@@ -128,13 +137,16 @@ def audit(source: Source, subsets: list[str], options: RuleOptions, dcgm_diag: b
             if transports is not None:
                 facts["nccl_transports"] = transports
 
-    if proxmox_node:
-        # Loaded on Proxmox VE nodes only: a host compiles every module it imports, on every run.
+    if proxmox_node or given_configs:
+        # Loaded on Proxmox VE nodes (and material with VM configs) only: a host compiles every module it imports.
         from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.proxmox import gather_proxmox
 
-        proxmox = gather_proxmox(source, iommu, pci_facts)
+        proxmox = gather_proxmox(source, iommu, pci_facts, node, len(gpu_devices(facts)))
         if proxmox is not None:
             facts["proxmox"] = proxmox
+            runs_in = [vm for vm in proxmox["vms"] if vm.get("gpus_assumed")] if given_configs else []
+            if len(runs_in) == 1 and "virtualization" in facts:
+                facts["virtualization"] = with_vm_config(facts["virtualization"], runs_in[0])
 
     if source.partial:
         # Imported here: only material leaves things unseen.
@@ -143,6 +155,11 @@ def audit(source: Source, subsets: list[str], options: RuleOptions, dcgm_diag: b
         facts["not_seen"] = material_not_seen(source, facts)
     facts["problems"] = list(source.problems)
     facts["findings"] = engine.evaluate(facts, options)
+    if given_configs and facts.get("proxmox"):
+        # Material of a guest with its VM's config: the guest's findings fixed on the VM give that VM's commands.
+        from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_given import linked_to_given_vm
+
+        facts["findings"] = linked_to_given_vm(facts)["findings"]
     group = tp_group(facts, options)
     facts["summary"] = {
         "virtualization": (facts.get("virtualization") or {}).get("summary"),

@@ -39,6 +39,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config
     parse_vm_config,
     passes_pci_through,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_given import assume_guest_gpus
 
 HOSTNAME_FILE = "/proc/sys/kernel/hostname"
 NODE_DIR = "/sys/devices/system/node"
@@ -86,15 +87,22 @@ def _bootloader(cmdline: str | None) -> str | None:
     return None
 
 
-def gather_proxmox(source: Source, iommu: Any, pci_facts: dict[str, Any]) -> dict[str, Any] | None:
-    """The node's VMs that pass PCI devices through, joined to the host's facts; None off Proxmox VE."""
+def gather_proxmox(source: Source, iommu: Any, pci_facts: dict[str, Any], node_evidence: str | None = "pveversion",
+                   guest_gpu_count: int = 0) -> dict[str, Any] | None:
+    """The node's VMs that pass PCI devices through, joined to the host's facts; None without VM configs.
+
+    ``node_evidence`` None: the configs came in material without the node (a guest's ticket with its VM's config).
+    Nothing of the host's is read then (what the material shows is the guest's), and where no device of a VM is
+    known, its hostpci entries are taken for the guest's ``guest_gpu_count`` GPUs when the counts agree
+    (``gpus_assumed`` says so), else left unjudged (``gpus_not_known`` says what to give)."""
     names = source.listdir(QEMU_SERVER_DIR)
     if names is None:
         return None
+    is_node = node_evidence is not None
     version = source.run(PVEVERSION.argv)
-    node = source.read_value(HOSTNAME_FILE)
-    cpuinfo = source.read_text("/proc/cpuinfo")
-    cmdline = source.read_value("/proc/cmdline")
+    node = source.read_value(HOSTNAME_FILE) if is_node else None
+    cpuinfo = source.read_text("/proc/cpuinfo") if is_node else None
+    cmdline = source.read_value("/proc/cmdline") if is_node else None
 
     configs: dict[int, VmConfig] = {}
     for name in names:
@@ -104,20 +112,23 @@ def gather_proxmox(source: Source, iommu: Any, pci_facts: dict[str, Any]) -> dic
             configs[int(match.group("vmid"))] = parse_vm_config(text)
     with_hostpci = {vmid: c for vmid, c in sorted(configs.items()) if passes_pci_through(c)}
 
-    groups = dict(getattr(iommu, "groups", {}) or {})
+    groups = dict(getattr(iommu, "groups", {}) or {}) if is_node else {}
     host = HostView(groups=groups, phys_bits=_host_phys_bits(cpuinfo),
-                    numa_nodes=parse_node_names(source.listdir(NODE_DIR) or []))
+                    numa_nodes=parse_node_names(source.listdir(NODE_DIR) or []) if is_node else [])
     if any("mapping=" in v for c in with_hostpci.values() for k, v in c.effective().items() if k.startswith("hostpci")):
         host.mappings = parse_pci_mapping(source.read_text(PCI_MAPPING_FILE) or "", node)
-    if with_hostpci:
+    if with_hostpci and is_node:
         host.bdfs = source.listdir(PCI_DIR)
         host.devices = {d["bdf"]: _device_from_pci_facts(d) for d in pci_facts.get("nvidia_devices") or []}
         _read_other_devices(source, with_hostpci, host)
 
     vms = [vm_facts(vmid, config, host) for vmid, config in with_hostpci.items()]
-    modules = getattr(iommu, "modules", {}) or {}
+    if not is_node:
+        assume_guest_gpus(vms, guest_gpu_count)
+    modules = getattr(iommu, "modules", {}) or {} if is_node else {}
     return {
         "node": node,
+        "node_evidence": node_evidence,
         **parse_pveversion(version.stdout if version.ok else ""),
         "vm_count": len(configs),
         "vms_without_hostpci": sorted(set(configs) - set(with_hostpci)),
@@ -126,10 +137,11 @@ def gather_proxmox(source: Source, iommu: Any, pci_facts: dict[str, Any]) -> dic
             "phys_bits": host.phys_bits,
             "numa_nodes": host.numa_nodes,
             "bootloader": _bootloader(cmdline),
-            # None where the material showed neither IOMMU groups nor /sys/class/iommu.
-            "iommu_enabled": getattr(iommu, "enabled", False),
-            "iommu_cmdline": dict(getattr(iommu, "cmdline", {}) or {}),
-            "vfio_modules": {m: bool(modules.get(m)) for m in ("vfio", "vfio_iommu_type1", "vfio_pci")},
+            # None where the material showed neither IOMMU groups nor /sys/class/iommu, or showed no node at all.
+            "iommu_enabled": getattr(iommu, "enabled", False) if is_node else None,
+            "iommu_cmdline": dict(getattr(iommu, "cmdline", {}) or {}) if is_node else {},
+            "vfio_modules": {m: bool(modules.get(m)) if is_node else None
+                             for m in ("vfio", "vfio_iommu_type1", "vfio_pci")},
         },
         "vms": vms,
     }

@@ -308,6 +308,24 @@ HYPERVISOR_LABELS = {"kvm": "KVM", "vmware": "VMware", "hyperv": "Hyper-V", "xen
 UNKNOWN = "unknown (nothing read tells bare metal, a virtual machine or a container apart)"
 
 
+def with_vm_config(virt: dict[str, Any], vm: dict[str, Any]) -> dict[str, Any]:
+    """The virtualization facts with the vote of the VM config that came with a guest's material (the one VM passing
+    as many devices as the guest has GPUs, rules/proxmox_given.py): the guest is that KVM VM, of its machine type.
+    A strong signal of its own, as DMI is: the config is the hypervisor's record of this guest. A verdict that is
+    already a VM keeps its hypervisor and gains the machine type where it had none; a container is left alone."""
+    if virt.get("type") not in (None, "vm", "bare_metal") or not vm.get("machine_type"):
+        return virt
+    updated = Virtualization(**{**virt, "evidence": [Evidence(**e) for e in virt.get("evidence") or []]})
+    updated.evidence.append(Evidence(f"VM config {vm.get('vmid')} (given with the material)",
+                                     f"machine {vm.get('machine_type')}", "kvm"))
+    if updated.type != "vm":
+        updated.type, updated.hypervisor = "vm", "kvm"
+    updated.machine_type = updated.machine_type or vm["machine_type"]
+    updated.platform = updated.platform or "proxmox"
+    updated.summary = describe(updated)
+    return updated.as_dict()
+
+
 def describe(virt: Virtualization) -> str:
     if virt.type is None:
         return UNKNOWN

@@ -24,11 +24,13 @@ def _failed(message: str) -> dict[str, Any]:
 
 
 def nccl_from_log(path: str, gpu_names: list[str] | None = None, model: Any = None, concurrency: int = 64,
-                  warn: Callable[[str], None] = lambda message: None, probe: Any = None) -> dict[str, Any]:
+                  warn: Callable[[str], None] = lambda message: None, probe: Any = None,
+                  text: str | None = None) -> dict[str, Any]:
     """nccl_bench's result for ``log: path``, priced for ``model`` when one is given (``probe``: the
     P2P probe's result on the same host, which tells a transfer test from an all-reduce)."""
     try:
-        result = run_bench({"log": path, "gpu_names": gpu_names or None}, warn=warn, check_mode=True)
+        result = run_bench({"log": path, "log_text": text, "gpu_names": gpu_names or None}, warn=warn,
+                           check_mode=True)
         if model is not None:
             add_communication_ceiling(result, model, concurrency, probe)
     except (BenchFailure, BenchSkipped, BenchInputError, ModelError) as exc:
@@ -36,10 +38,11 @@ def nccl_from_log(path: str, gpu_names: list[str] | None = None, model: Any = No
     return {"changed": False, **result}
 
 
-def probe_from_log(path: str, warn: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
-    """gpu_p2p_probe's result for ``log: path``."""
+def probe_from_log(path: str, warn: Callable[[str], None] = lambda message: None,
+                   text: str | None = None) -> dict[str, Any]:
+    """gpu_p2p_probe's result for ``log: path`` (its ``text`` where the caller has it)."""
     try:
-        result = run_probe({"log": path}, check_mode=True, warn=warn)
+        result = run_probe({"log": path, "log_text": text}, check_mode=True, warn=warn)
     except (ProbeFailure, ProbeSkipped) as exc:
         return _failed(str(exc))
     return {"changed": False, **result}

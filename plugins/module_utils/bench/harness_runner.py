@@ -13,9 +13,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import zlib
 from dataclasses import dataclass
 from types import ModuleType
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import decode_paste
 from ansible_collections.gpuhost.gpu.plugins.module_utils.process import run_bounded
 
 # Beyond the run's own deadline (which the harness enforces itself), how long to wait for it
@@ -96,3 +98,21 @@ def python_problem(python: str) -> str | None:
     if not os.access(python, os.X_OK):
         return f"the interpreter {python} is not executable"
     return None
+
+
+# A gzip-compressed log is read as its text, up to this much of it: the material's own limit on decompressed bytes.
+LOG_MAX_BYTES = 256 << 20
+
+
+def read_log_text(path: str) -> str:
+    """A benchmark log's text, gzip undone (logs travel compressed as often as not; the packaging must not change
+    what is judged), at most LOG_MAX_BYTES of it. OSError as open raises it."""
+    with open(path, "rb") as handle:
+        data = handle.read(LOG_MAX_BYTES + 1)
+    if data[:2] == b"\x1f\x8b":
+        inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            data = inflate.decompress(data, LOG_MAX_BYTES)
+        except zlib.error:
+            data = b""
+    return decode_paste(data[:LOG_MAX_BYTES])

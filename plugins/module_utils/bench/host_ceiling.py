@@ -165,3 +165,37 @@ def add_communication_ceiling(result: dict[str, Any], model_spec: Any, concurren
          "allreduce_latency_us": round(single["allreduce_latency_us"], 2),
          "latency_basis": single["latency_basis"], "basis": single["basis"],
          "notes": single["notes"] + loaded["notes"]}).as_dict())
+
+
+def explained_share(communication_ms: float | None, measured_ms: float | None) -> float | None:
+    """The share of each measured token's time that all-reduce alone explains, at most all of it (a larger time means
+    the ceiling was priced on a slower path than the one that ran); None where either is unknown. The one place it
+    is computed, for a server measured by the deployment (serving/throughput_breakdown.py) and a rate read from
+    material (``relate_observed``)."""
+    if not communication_ms or not measured_ms or communication_ms <= 0 or measured_ms <= 0:
+        return None
+    return min(1.0, communication_ms / measured_ms)
+
+
+def relate_observed(result: dict[str, Any], decode_tok_s: float | None, source: str) -> None:
+    """Set the communication ceiling beside the decode rate the user observed (an SGLang decode log of one running
+    request, in material): ``communication_ceiling.observed`` holds the rate, its time per token, the all-reduce
+    time of each token and the share of it that explains, and the ceiling's ``summary``, the figure every view
+    shows, then answers the user's question: why their rate is what it is. Nothing changes without a rate."""
+    ceiling = as_dict(result.get("communication_ceiling"))
+    single = as_dict(ceiling.get("batch_1"))
+    comm_us = as_number(single.get("comm_us_per_token"))
+    if not decode_tok_s or decode_tok_s <= 0 or not ceiling or not comm_us:
+        return
+    measured_ms = 1000.0 / decode_tok_s
+    comm_ms = comm_us / 1000.0
+    share = explained_share(comm_ms, measured_ms)
+    ceiling["observed"] = {"decode_tok_s": decode_tok_s, "ms_per_token": round(measured_ms, 2), "source": source,
+                           "communication_ms_per_token": round(comm_ms, 2),
+                           "communication_share": round(share, 3) if share is not None else None}
+    allowed = as_number(single.get("max_tokens_per_s_single_stream"))
+    ceiling["summary"] = (
+        f"observed {decode_tok_s:.1f} tok/s single stream ({measured_ms:.1f} ms a token; {source}): all-reduce "
+        f"takes {comm_ms:.1f} ms of each token, {share * 100:.0f}% of it "
+        f"({as_text(single.get('source')) or 'source not stated'})"
+        + (f"; all-reduce alone would allow {allowed:.1f} tok/s" if allowed else ""))

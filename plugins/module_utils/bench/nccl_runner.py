@@ -149,7 +149,7 @@ def run_bench(params: dict[str, Any], tmpdir: str | None = None,
         if params.get("tune"):
             warn("tune is ignored with log: a log holds one environment's run")
         engine = "nccl-tests"
-        sweep = log_sweep(params["log"])
+        sweep = log_sweep(params["log"], params.get("log_text"))
         nranks = sweep.nranks or params.get("nranks")
         sweeps = [("as-is", base_env, sweep)]
         source = "log"

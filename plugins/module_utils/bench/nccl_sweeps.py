@@ -21,6 +21,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.bench import nccl_judg
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.harness_runner import (
     KILL_GRACE_S,
     python_problem,
+    read_log_text,
     run_process,
     run_script,
     write_json,
@@ -202,10 +203,11 @@ def nccl_tests_sweep(binaries: dict[str, str], nranks: int, opts: dict[str, Any]
     return sweep
 
 
-def log_sweep(path: str) -> Sweep:
+def log_sweep(path: str, text: str | None = None) -> Sweep:
+    """The sweep of an nccl-tests log: its file at ``path``, or ``text`` where the caller has it (material's log
+    as the analysis read it, whatever the packaging: a piece of a paste, a mail, gzip), ``path`` then only naming it."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+        text = read_log_text(path) if text is None else text
     except OSError as exc:
         raise BenchFailure(f"cannot read the nccl-tests log {path}: {exc.strerror or exc}") from None
     is_json = text.lstrip().startswith("{")
@@ -221,7 +223,8 @@ def log_sweep(path: str) -> Sweep:
                   out_of_bounds={collective: run.get("out_of_bounds")},
                   nccl_version=run.get("nccl_version"), nranks=run.get("nranks"),
                   debug_text="" if is_json else text,
-                  versions={"avg_busbw_gbps": run.get("avg_busbw_gbps")},
+                  versions={"avg_busbw_gbps": run.get("avg_busbw_gbps"),
+                            **({"devices": list(parsed.device_names)} if parsed.device_names else {})},
                   log_devices=list(parsed.device_names))
     if run.get("collective") is None:
         candidates = run.get("collective_candidates") or []

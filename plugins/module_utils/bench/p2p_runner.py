@@ -25,6 +25,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.arguments import
 from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.harness_runner import (
     KILL_GRACE_S,
     python_problem,
+    read_log_text,
     run_script,
     write_json,
 )
@@ -54,10 +55,9 @@ class ProbeSkipped(Exception):
     """No CUDA device and ``missing_gpu: skip``: the module returns skipped with this message."""
 
 
-def read_log(path: str) -> dict[str, Any]:
+def read_log(path: str, text: str | None = None) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+        text = read_log_text(path) if text is None else text
     except OSError as exc:
         raise ProbeFailure(f"cannot read the P2P log {path}: {exc.strerror or exc}") from None
     if logic.is_harness_output(text):
@@ -135,7 +135,10 @@ def run_probe(params: dict[str, Any], tmpdir: str | None = None, check_mode: boo
         raise ProbeFailure(str(exc)) from None
     if not params.get("log") and check_mode and not params.get("run_in_check_mode"):
         raise ProbeSkipped(CHECK_MODE_SKIP)
-    result = read_log(params["log"]) if params.get("log") else probe(params, tmpdir, check_mode, warn, keep_log)
+    if params.get("log"):
+        result = read_log(params["log"], params.get("log_text"))
+    else:
+        result = probe(params, tmpdir, check_mode, warn, keep_log)
     max_small_latency_us = params.get("max_small_latency_us", logic.DEFAULT_MAX_SMALL_LATENCY_US)
     manifest = params.get("manifest") or {}
     result["findings"] = logic.findings(result, max_small_latency_us, result["status"], result.get("hung_at"),

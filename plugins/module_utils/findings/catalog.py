@@ -313,6 +313,10 @@ CATALOG = _entries(
               # A guest whose VM the audit of its Proxmox host found: the remedy names that VM.
               "host_link": "This guest is {vm} on the Proxmox host {host} (its DMI product_uuid is the VM's "
                            "{matched_by}).",
+              "given_link": "This guest runs in {vm}, whose config came with this material.",
+              "given_link_run": "Run on the Proxmox node of VM {vmid}:",
+              "given_link_assumed": "Assumed, as the material cannot tell: {assumed}. Check with `qm config` and "
+                                    "`lspci -nn -D -d 10de:` on the node before running the commands below.",
               "host_link_ambiguous": "Its product_uuid is also the smbios1 uuid of {others}: a cloned VM keeps "
                                      "its uuid, so the uuid alone cannot tell which VM runs this guest. The fix "
                                      "below is for {vm} on {host}, whose config blocks P2P; check that it is the "
@@ -711,8 +715,7 @@ CATALOG = _entries(
     Entry("audit_not_judged", "audit", "warning",
           "material lacked what some findings need: those could not be judged, which is no pass",
           "Read the findings listed under not_judged as unknown. To judge them, audit the host itself "
-          "(playbooks/capture.yml records everything the audit reads), or add the missing outputs to the material: "
-          "an nvidia-bug-report.log.gz, `nvidia-smi topo -p2p r`, `nvidia-smi topo -m`, `nvidia-smi -q`, dmesg."),
+          "(playbooks/capture.yml records everything the audit reads), or add what the material lacks: {outputs}."),
 )
 
 

@@ -86,7 +86,12 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.reads import 
     coverage,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.split import split_outputs
-from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import normalize_paste
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import (
+    decode_paste,
+    decoded_mail,
+    normalize_paste,
+    unify_newlines,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_report import (
     BugReportParseError,
     parse_bug_report,
@@ -135,7 +140,9 @@ BENCH_LOG_KINDS = {
 }
 _VM_COMMAND_RE = re.compile(r"^(?:qm config (?P<vmid>\d{1,9})|"
                             r"cat " + re.escape(QEMU_SERVER_DIR) + r"/(?P<file_vmid>\d{1,9})\.conf)$")
-_VM_NAME_RE = re.compile(r"^(?:.*/)?(?P<vmid>\d{1,9})\.conf$")
+# The capture's material key of an SGLang server log (its decode lines; parsers/sglang_decode_log.py).
+SGLANG_DECODE_MATERIAL = "sglang-decode-log"
+_VM_NAME_RE = re.compile(r"^(?:.*/)?(?P<vmid>\d{1,9})\.conf(?:\.gz)?$")
 _DOMAIN_DEVICE_RE = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] ")
 
 
@@ -273,7 +280,10 @@ def _take(built: _Built, item: Piece, max_decompressed: int) -> None:
             built.skip(item.name, str(exc))
             return
         gzipped = True
-    text = data.decode("utf-8", errors="replace")
+    text = decode_paste(data)
+    # A saved mail is decoded whole before it is cut into outputs: its soft line breaks cross their lines.
+    mail = decoded_mail(unify_newlines(text))
+    text = text if mail is None else mail
     kind = detect_kind(text)
     if kind != "nvidia-bug-report" and item.command is None and _took_pieces(built, item, text, max_decompressed):
         return
@@ -438,6 +448,8 @@ _HANDLERS: dict[str, Callable[[_Built, str, str | None, str, dict[str, Any]], No
     "proc-cmdline": _take_cmdline,
     # An NCCL INFO log: its GPUs (material/nccl_gpus.py) where nothing else lists them.
     "nccl-debug": _material(NCCL_DEBUG_MATERIAL),
+    # SGLang's decode lines: the rate the user observed, set beside the communication ceiling (gpu_analyze).
+    "sglang-decode-log": _material(SGLANG_DECODE_MATERIAL),
     "nccl-topo-xml": _material(NCCL_TOPO_MATERIAL),
     # The fabric manager's own lines: its refusals and start failures (audit/health.py gather_fabric_manager).
     "fabric-manager-log": _material(FABRIC_MANAGER_LOG_MATERIAL),
@@ -474,6 +486,7 @@ def _warnings(built: _Built) -> list[str]:
     gpu_kinds = {kind for kind in kinds if kind and kind.startswith("nvidia-smi")} | (
         {"nvidia-bug-report"} & kinds)
     if "proxmox-vm-config" in kinds and gpu_kinds:
-        return ["the material holds a Proxmox VM config (a hypervisor's file) and nvidia-smi output: if the "
-                "nvidia-smi output comes from the guest, the capture mixes two hosts; give one input per host"]
+        return ["the material holds a Proxmox VM config (a hypervisor's file) and nvidia-smi output: unless the "
+                "node's own pveversion says otherwise, the outputs are judged as the guest's and the config as that "
+                "of the VM it runs in; the node itself (its IOMMU, drivers, groups) is not judged"]
     return []

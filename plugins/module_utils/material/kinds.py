@@ -51,6 +51,7 @@ import re
 from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import (
+    decode_paste,
     normalize_paste,
     strip_launcher_prefix,
     strip_line_numbers,
@@ -65,6 +66,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_rep
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_common import strip_ansi
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_failure import INVALID_FIELD_RE
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_topo import P2P_STATUS_MEANING
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.sglang_decode_log import DECODE_LINE_RE
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.simple_p2p import MARK_RE as _SIMPLE_P2P_RE
 
 KINDS = {
@@ -78,6 +80,7 @@ KINDS = {
     "nccl-tests-json": "an nccl-tests run written with -J",
     "nccl-tests": "an nccl-tests run (all_reduce_perf and the others)",
     "nccl-debug": "an NCCL_DEBUG=INFO log",
+    "sglang-decode-log": "SGLang's server log with its decode lines (Decode batch ... gen throughput)",
     "p2p-bandwidth-latency-test": "p2pBandwidthLatencyTest (CUDA samples)",
     "simple-p2p": "simpleP2P (CUDA samples)",
     "nvbandwidth": "nvbandwidth",
@@ -197,7 +200,8 @@ def detect_kind(data: Any) -> str | None:
     kind = _json_kind(text)
     if kind:
         return kind
-    for detector in (_nccl_kind, _p2p_tool_kind, _topo_kind, _query_gpu_kind, _fabric_manager_kind, _line_kind):
+    for detector in (_sglang_kind, _nccl_kind, _p2p_tool_kind, _topo_kind, _query_gpu_kind, _fabric_manager_kind,
+                     _line_kind):
         kind = detector(lines)
         if kind:
             return kind
@@ -208,7 +212,7 @@ def _as_text(data: Any) -> str | None:
     if isinstance(data, (bytes, bytearray)):
         if bytes(data[:2]) == b"\x1f\x8b":
             return None
-        data = bytes(data).decode("utf-8", errors="replace")
+        data = decode_paste(bytes(data))
     if not isinstance(data, str):
         return None
     return strip_ansi(normalize_paste(data))
@@ -236,6 +240,12 @@ def _json_kind(text: str) -> str | None:
     if "results" in document and ("nccl_version" in document or "args" in document):
         return "nccl-tests-json"
     return None
+
+
+def _sglang_kind(lines: list[str]) -> str | None:
+    """SGLang's server log, told by its scheduler's decode lines (parsers/sglang_decode_log.py); before the NCCL
+    kinds, as a server started with NCCL_DEBUG=INFO logs NCCL's lines first and its decode lines after."""
+    return "sglang-decode-log" if any(DECODE_LINE_RE.search(line) for line in lines) else None
 
 
 def _nccl_kind(lines: list[str]) -> str | None:

@@ -64,6 +64,8 @@ def transports_facts(summary: TransportSummary, gpus: dict[str, Any]) -> dict[st
                     if isinstance(d, dict) and isinstance(d.get("index"), int) and d.get("pci_bus_id")}
     # A line whose host prefix was cut on the way names none: it is not another host.
     hosts = {host for host, _rank in summary.rank_buses if host is not None}
+    if not index_by_bus and len(hosts) <= 1:
+        index_by_bus = _log_nvml_indexes(summary, gpus)
     cells: dict[tuple[int, int], str] = {}
     why: str | None = None
     if len(hosts) > 1:
@@ -115,6 +117,18 @@ def _map(summary: TransportSummary, connections: list[Any], refusals: list[Any],
         return (f"ranks {', '.join(map(str, ambiguous))} are different GPUs in different communicators of the log, "
                 "and connection lines do not say which communicator they belong to: give the log of one job")
     return "the bus ids of its ranks match no GPU of the material"
+
+
+def _log_nvml_indexes(summary: TransportSummary, gpus: dict[str, Any]) -> dict[str, int]:
+    """Bus id -> NVML index as the log's own init lines pair them (``nvmlDev M busId B``, NCCL 2.9 on), for GPUs of
+    the material that have an index and no bus id (a pasted topo matrix). NVML numbers GPUs as nvidia-smi does, so the
+    index is the matrix's; an index the material does not have, or one the log pairs with two bus ids, is left out."""
+    known = {d["index"] for d in gpus.get("devices") or [] if isinstance(d, dict) and isinstance(d.get("index"), int)}
+    found: dict[int, set[str]] = {}
+    for (_host, kind, index), (_rank, bus) in summary.devices.items():
+        if kind == "nvml" and index.isdigit() and int(index) in known:
+            found.setdefault(int(index), set()).add(bus.lower())
+    return {next(iter(buses)): index for index, buses in found.items() if len(buses) == 1}
 
 
 def _index(bus: str | None, index_by_bus: dict[str, int]) -> int | None:

@@ -35,6 +35,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture impor
     BENCH_LOG_KINDS,
     NCCL_STEP,
     PROBE_STEP,
+    SGLANG_DECODE_MATERIAL,
     Piece,
     build_capture,
 )
@@ -46,8 +47,11 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import
     how_to_raise,
     on_pseudo_file_system,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_gpus import NCCL_DEBUG_MATERIAL
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.parse_budget import parse_budget, refusal
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.printable_names import printable
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import decode_paste, normalize_paste
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.sglang_decode_log import parse_decode_log
 
 # The module that judges each benchmark step's log, by the step's name (Material.bench_logs' keys).
 _MODULES = {step.name: step.module for step in (NCCL_STEP, PROBE_STEP)}
@@ -186,10 +190,7 @@ def _built(path: str, form: str, files: list[tuple[Piece, str]], notes: list[dic
         if bench is None:
             continue
         step = bench.name
-        if entry.get("gzip"):
-            # The benchmark's log readers take a plain file.
-            material.reasons[entry["name"]] = "a gzip-compressed benchmark log, not judged: give it uncompressed"
-        elif _file_of(entry["name"], full_path) is None:
+        if _file_of(entry["name"], full_path) is None:
             material.reasons[entry["name"]] = "a benchmark log of no file of the material, not judged"
         elif step in material.bench_logs:
             first = material.bench_logs[step][0]
@@ -206,6 +207,36 @@ def _built(path: str, form: str, files: list[tuple[Piece, str]], notes: list[dic
 def _file_of(name: str, full_path: dict[str, str]) -> str | None:
     """The file an input came from: itself, or the paste a piece ``<file>, line <n>`` was cut from."""
     return full_path.get(name) or full_path.get(name.rsplit(", line ", 1)[0])
+
+
+def bench_log_text(material: Material, step: str) -> str | None:
+    """The text a benchmark step reads for this material, the same whatever the packaging: its file's bytes as the
+    analysis read them (gzip undone, any encoding, transport damage such as quoted-printable or CRLF undone), and
+    for the NCCL step the material's NCCL INFO log too where that file does not hold it already (a log given as its
+    own file beside the nccl-tests run), so that the run's transports are read from it in either form."""
+    _name, path = material.bench_logs[step]
+    data = next((piece.data for piece, full in material.files if full == path), None)
+    if data is None:
+        return None
+    text = normalize_paste(decode_paste(data))
+    info = (material.capture.get("material") or {}).get(NCCL_DEBUG_MATERIAL) if step == NCCL_STEP.name else None
+    if isinstance(info, str) and info.strip() and info.strip() not in text:
+        text += "\n" + info
+    return text
+
+
+def observed_decode(material: Material) -> tuple[float, str] | None:
+    """The single-stream decode rate an SGLang server log of the material shows, and where it is from; None without
+    a log or without a line of one running request (a batched rate says nothing of one stream)."""
+    text = (material.capture.get("material") or {}).get(SGLANG_DECODE_MATERIAL)
+    rates = parse_decode_log(text)
+    if rates.single_stream_tok_s is None:
+        return None
+    origin = next((e["name"] for e in material.capture["from_material"]["inputs"]
+                   if e.get("kind") == "sglang-decode-log"), "the material")
+    lines = rates.single_stream_lines
+    return rates.single_stream_tok_s, (f"SGLang decode log {origin}: the median of {lines} line(s) with one running "
+                                       "request")
 
 
 def judged(material: Material) -> None:

@@ -17,12 +17,19 @@ import re
 from dataclasses import dataclass
 
 # A shell line that runs one of the tools whose output the audit reads (the commands kinds.pasted_command
-# looks for), after a prompt that ends in $ or # (user@host:~$, root@pve:~#, a bare $).
-# The benchmark programs too: their logs are read by the benchmark's readers, and a log after another output
-# would otherwise take that output in.
+# looks for), after a prompt that ends in $ or # (user@host:~$, root@pve:~#, a bare $) or PowerShell's (PS C:\>),
+# with environment assignments before it (NCCL_DEBUG=INFO ./all_reduce_perf ...). `cat <path>` names the file
+# that follows (a VM config, /proc/cmdline). The benchmark programs too: their logs are read by the benchmark's
+# readers, and a log after another output would otherwise take that output in.
 _BENCH = r"(?:\S*/)?(?:[a-z_]+_perf|nvbandwidth|p2pBandwidthLatencyTest|simpleP2P)"
-_SHELL_RE = re.compile(r"^\s{0,4}(?:>\s?)?(?:[^\s$#]{0,80}[$#]\s*)(?:sudo\s+)?(?P<command>(?:nvidia-smi|qm|lspci|dmesg|"
-                       r"journalctl|" + _BENCH + r")(?:\s+\S.*?)?)\s*$")
+_PROMPT = r"(?:[^\s$#>]{0,80}[$#]|PS [^\s>]{0,80}>)"
+_ENV = r"(?:[A-Z_][A-Z0-9_]{0,63}=\S{0,200}\s+){0,8}"
+_SHELL_RE = re.compile(r"^\s{0,4}(?:>\s?)?(?:" + _PROMPT + r"\s*)(?:sudo\s+)?" + _ENV
+                       + r"(?P<command>(?:nvidia-smi|qm|lspci|dmesg|journalctl|cat|" + _BENCH + r")(?:\s+\S.*?)?)\s*$")
+# A prompt that names its user and host (root@pve01:~#, user@llm-vm:~$) or PowerShell's starts a piece whatever
+# it runs: what follows is that command's output, never more of the output above.
+_HOST_PROMPT_RE = re.compile(r"^\s{0,4}(?:>\s?)?(?:[\w.-]{1,64}@[\w.-]{1,64}:[^\s$#]{0,80}[$#]|PS [^\s>]{0,80}>)"
+                             r"\s*(?P<command>\S.{0,2000})$")
 # A heading that names an output: Markdown (#, ##, **bold**) or an HTML summary, holding a command's words.
 _HEADING_RE = re.compile(r"^\s{0,3}(?P<mark>#{1,6}\s+|\*\*|<summary>|<details>\s*<summary>)(?P<title>.{1,200}?)"
                          r"(?:\*\*|</summary>)?\s*$")
@@ -54,8 +61,8 @@ def split_outputs(text: str) -> list[Output]:
     if not isinstance(text, str):
         return []
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    starts = [(index, started) for index, line in enumerate(lines) for started in [_starts_output(line)]
-              if started is not None]
+    starts = _merged([(index, started) for index, line in enumerate(lines) for started in [_starts_output(line)]
+                      if started is not None], lines)
     before = "\n".join(lines[:starts[0][0]]) + "\n" if starts else text
     if not starts or (len(starts) == 1 and not before.strip()):
         return [Output(None, 0, text)]
@@ -66,9 +73,22 @@ def split_outputs(text: str) -> list[Output]:
     return pieces
 
 
+def _merged(starts: list[tuple[int, tuple[str, str]]], lines: list[str]) -> list[tuple[int, tuple[str, str]]]:
+    """Prompt lines with no output between them (``$ export CUDA_VISIBLE_DEVICES=0,1`` then ``$ ./p2pBandwidth...``)
+    start one piece, at the first of them, with the last one's command: the output that follows is that one's."""
+    merged: list[tuple[int, tuple[str, str]]] = []
+    for index, started in starts:
+        if merged and not any(line.strip() for line in lines[merged[-1][0] + 1:index]) \
+                and merged[-1][1][1] == started[1] == "command line":
+            merged[-1] = (merged[-1][0], started)
+        else:
+            merged.append((index, started))
+    return merged
+
+
 def _starts_output(line: str) -> tuple[str, str] | None:
     """(the command a line starts an output of, "command line" or "heading"), or None when it starts nothing."""
-    shell = _SHELL_RE.match(line)
+    shell = _SHELL_RE.match(line) or _HOST_PROMPT_RE.match(line)
     if shell:
         return " ".join(shell.group("command").split()), "command line"
     heading = _HEADING_RE.match(line)

@@ -50,6 +50,32 @@ def expected_found(what: str, expected: str, found: str, todo: str, where: str =
     return f"{what}: expected {expected}; found {found}{where}. {todo}"
 
 
+def decode_paste(data: bytes) -> str:
+    """Bytes of a saved output as text, whatever saved it: UTF-8 (a BOM dropped); UTF-16 with a BOM, or without one
+    where the text is ASCII in UTF-16 (PowerShell's ``>`` and Notepad write it: every other byte of the start NUL);
+    else Latin-1 where the bytes are not UTF-8 (an older Windows or mail client). Never raises."""
+    head = data[:4]
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return data.decode("utf-16", errors="replace")
+    sample = data[:512]
+    if len(sample) >= 4 and len(sample) % 2 == 0:
+        odd, even = sample[1::2], sample[0::2]
+        if odd.count(0) == len(odd) and even.count(0) == 0:
+            return data.decode("utf-16-le", errors="replace")
+        if even.count(0) == len(even) and odd.count(0) == 0:
+            return data.decode("utf-16-be", errors="replace")
+    if head[:3] == b"\xef\xbb\xbf":
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A few stray bytes in UTF-8 text (a cut multibyte character) stay UTF-8; text with none is Latin-1.
+        valid = data[:exc.start].decode("utf-8")
+        if any(ord(c) > 127 for c in valid):
+            return data.decode("utf-8", errors="replace")
+        return data.decode("latin-1")
+
+
 def unify_newlines(text: str) -> str:
     """Windows (``\\r\\n``) and old Mac (``\\r``) line ends as ``\\n``."""
     return text.replace("\r\n", "\n").replace("\r", "\n")
@@ -71,6 +97,29 @@ def _qp_escapes_only(text: str) -> bool:
     return "=" in text and "=" not in _QP_ANY_EQUALS_RE.sub("", text)
 
 
+# The header block of a saved mail (RFC 5322: "Name: value" lines, folded lines indented), up to its blank line.
+_MAIL_HEADERS_RE = re.compile(r"(?:[A-Za-z][\w-]{0,76}:[^\n]{0,998}\n(?:[ \t][^\n]{0,998}\n){0,20}){1,200}\n")
+_QP_DECLARED_RE = re.compile(r"(?im)^content-transfer-encoding:[ \t]*quoted-printable[ \t]*$")
+
+
+def _decode_qp(text: str) -> str:
+    text = _QP_SOFT_BREAK_RE.sub("", text)
+    # Runs of escapes are the bytes of one UTF-8 character (=C2=A0): decode them together.
+    return _QP_ESCAPE_RUN_RE.sub(
+        lambda match: bytes.fromhex(match.group(0).replace("=", "")).decode("utf-8", errors="replace"), text)
+
+
+def decoded_mail(text: str) -> str | None:
+    """A saved mail (``\\n`` line ends) whose headers declare its body quoted-printable, with the body decoded
+    whatever "=" the headers hold (``charset=utf-8``) and the headers saying 8bit; None for any other text."""
+    headers = _MAIL_HEADERS_RE.match(text)
+    if headers is None or not _QP_DECLARED_RE.search(headers.group(0)):
+        return None
+    # The headers then say what the body now is, so that normalising the text again decodes nothing twice.
+    said = _QP_DECLARED_RE.sub("Content-Transfer-Encoding: 8bit", headers.group(0))
+    return said + _decode_qp(text[headers.end():])
+
+
 def undo_quoted_printable(text: str) -> str:
     """The text a quoted-printable body (RFC 2045, line ends already ``\\n``) encodes; other text unchanged.
 
@@ -79,13 +128,13 @@ def undo_quoted_printable(text: str) -> str:
     or ``=09`` before a line end) the soft line breaks are joined and every ``=XX`` decoded as UTF-8. With
     soft line breaks but no escape at all, only the breaks are joined. Anything else is left alone: NCCL's
     ``(=81000)`` and nccl-tests' ``nccl-headers=22907`` look like escapes but are raw text."""
+    mail = decoded_mail(text)
+    if mail is not None:
+        return mail
     if not _qp_escapes_only(text):
         return text
     if _QP_TELLTALE_RE.search(text):
-        text = _QP_SOFT_BREAK_RE.sub("", text)
-        # Runs of escapes are the bytes of one UTF-8 character (=C2=A0): decode them together.
-        return _QP_ESCAPE_RUN_RE.sub(
-            lambda match: bytes.fromhex(match.group(0).replace("=", "")).decode("utf-8", errors="replace"), text)
+        return _decode_qp(text)
     if _QP_ESCAPE_RUN_RE.search(text):
         return text
     return _QP_SOFT_BREAK_RE.sub("", text)

@@ -34,6 +34,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.report.render import (
     merge_bench,
     report_json,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_given import link_across_inputs
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_plans import enrich_guest_findings
 
 # The audit's index.
@@ -52,7 +53,7 @@ ANALYSIS_TITLE = "Offline analysis of material"
 def merged_facts(hosts: dict[str, dict[str, Any]], bench: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The analysis's hosts: each host's facts with its benchmark folded in, and guests linked to the Proxmox hosts
     analysed with them."""
-    merged = {host: merge_bench(facts, bench.get(host)) for host, facts in hosts.items()}
+    merged = link_across_inputs({host: merge_bench(facts, bench.get(host)) for host, facts in hosts.items()})
     proxmox_hosts = {host: facts for host, facts in merged.items() if facts.get("proxmox")}
     if proxmox_hosts:
         merged = {host: enrich_guest_findings(facts, proxmox_hosts) for host, facts in merged.items()}

@@ -13,6 +13,7 @@ from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import severity_rank
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.markdown import anchor, fenced, first_sentence, inline
+from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_plans import GIVEN_NODE
 
 SEVERITY_MARK = {"critical": "CRITICAL", "warning": "warning", "info": "info"}
 ACTIONABLE = ("critical", "warning")
@@ -33,6 +34,8 @@ def _where(finding: dict[str, Any]) -> str:
     evidence = finding.get("evidence")
     if not isinstance(evidence, dict) or not evidence.get("proxmox_host"):
         return ""
+    if evidence.get("proxmox_host") == GIVEN_NODE:
+        return f" The fix runs on the Proxmox node of VM {evidence.get('vmid')}."
     return f" The fix runs on the Proxmox host {evidence['proxmox_host']}, VM {evidence.get('vmid')}."
 
 

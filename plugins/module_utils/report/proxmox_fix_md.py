@@ -21,6 +21,27 @@ def vm_fix_lines(proxmox: dict[str, Any]) -> list[str]:
         commands = plan_vm(vm, proxmox).commands
         if not commands:
             continue
-        out += [f"Fix for VM {vm.get('vmid')}: the commands of all its findings, then one restart:", "",
+        assumed = [f"Assumed, as the material cannot tell: {vm['gpus_assumed']}. Check on the node before running "
+                   "(`qm config`, `lspci -nn -D -d 10de:`).", ""] if vm.get("gpus_assumed") else []
+        out += [f"Fix for VM {vm.get('vmid')}: the commands of all its findings, then one restart:", "", *assumed,
                 *fenced("\n".join([*commands.values(), QM_SET_PENDING]), "text"), ""]
     return out
+
+
+def fix_first_lines(facts: dict[str, Any]) -> list[str]:
+    """The first screen's fix, before any evidence: the commands of each VM this host's findings are fixed on. A
+    node's own VMs (their plans), or the VM a guest's findings were linked to (its node audited beside it, or its
+    config given in the same material: the commands the link carries in the finding's evidence)."""
+    out: list[str] = []
+    if facts.get("proxmox"):
+        out = vm_fix_lines(facts["proxmox"])
+    shown = {str(vm.get("vmid")) for vm in (facts.get("proxmox") or {}).get("vms") or []} if out else set()
+    for finding in facts.get("findings") or []:
+        evidence = finding.get("evidence") if isinstance(finding.get("evidence"), dict) else {}
+        commands = evidence.get("commands")
+        if not commands or str(evidence.get("vmid")) in shown or finding.get("severity") == "info":
+            continue
+        shown.add(str(evidence.get("vmid")))
+        out += [f"Fix for VM {evidence.get('vmid')} (`{finding.get('id')}`): run on its Proxmox node, then one "
+                "restart:", "", *fenced("\n".join([*commands, QM_SET_PENDING]), "text"), ""]
+    return ["## The fix", "", *out] if out else []

@@ -25,7 +25,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.report.material_md imp
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.nccl_transports_md import nccl_transports_section
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.p2p_md import p2p_sections
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.pictures import P2P, finding_pictures, picture_links
-from ansible_collections.gpuhost.gpu.plugins.module_utils.report.proxmox_fix_md import vm_fix_lines
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.proxmox_fix_md import fix_first_lines
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.scope import verdict_scope
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.nccl_amd_topology import amd_topology_findings
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.p2p_evidence import NCCL_LOG, p2p_evidence
@@ -66,10 +66,33 @@ def merge_bench(facts: dict[str, Any], bench: dict[str, Any] | None) -> dict[str
     # The one judgement that needs both the audit's facts (CPU, GPUs, NUMA) and the benchmark's NCCL versions.
     amd_topology = [f.as_dict() for f in amd_topology_findings(facts, bench)]
     merged = with_findings(dict(facts, bench=bench), bench_findings(bench) + amd_topology)
+    named = _models_of_ranks(merged["summary"], bench)
+    if named:
+        merged["summary"]["gpu_models"] = named
     ceiling = (bench.get("nccl") or {}).get("communication_ceiling") or {}
     if ceiling.get("summary"):
         merged["summary"]["communication_ceiling"] = ceiling["summary"]
     return merged
+
+
+def _models_of_ranks(summary: dict[str, Any], bench: dict[str, Any]) -> list[str]:
+    """The GPU model the benchmark log's rank lines name (nccl-tests prints it on each), where the audit's facts named
+    none: one model on as many ranks as the host has GPUs, so every GPU is that model. Ranks are CUDA devices, which
+    need not be in the facts' order, so mixed models name nothing."""
+    if summary.get("gpu_models"):
+        return []
+    devices = _mapping(_mapping(_mapping(bench.get("nccl")).get("versions"))).get("devices")
+    names = {str(name).strip() for name in devices if str(name).strip()} if isinstance(devices, list) else set()
+    if len(names) == 1 and len(devices) == summary.get("gpu_count"):
+        return sorted(names)
+    return []
+
+
+def _ceiling_label(facts: dict[str, Any]) -> str:
+    """The first screen's name for the ceiling's line: where the material gave the rate the user sees, the line says
+    why that rate is what it is."""
+    ceiling = _mapping(_mapping(_mapping(facts.get("bench")).get("nccl")).get("communication_ceiling"))
+    return "Observed decode and communication" if ceiling.get("observed") else "Communication ceiling"
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -151,10 +174,12 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
         ["GPU facts from", gpus.get("source") or "nothing (no NVML, no nvidia-smi)"],
         [_p2p_label(facts), summary.get("p2p")],
         ["IOMMU", _iommu_line(facts.get("iommu") or {})],
-        *([["Communication ceiling", summary["communication_ceiling"]]] if summary.get("communication_ceiling")
+        *([[_ceiling_label(facts), summary["communication_ceiling"]]] if summary.get("communication_ceiling")
           else []),
     ])
 
+    # The commands come before any evidence: they are what the reader came for (a VM to change on its node).
+    out += fix_first_lines(facts)
     taken: dict[str, int] = {}
     anchor(title, taken)
     links = picture_links(host, facts)
@@ -305,7 +330,7 @@ def proxmox_section(proxmox: dict[str, Any]) -> list[str]:
         notes += [f"config warning: {w}" for w in vm.get("warnings") or []]
         if notes:
             out += [f"VM {vm.get('vmid')}:", "", *[f"- {n}" for n in notes], ""]
-    return out + vm_fix_lines(proxmox)
+    return out
 
 
 def _vm_gpus(vm: dict[str, Any]) -> str:

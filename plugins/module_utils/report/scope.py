@@ -51,6 +51,14 @@ def verdict_scope(facts: dict[str, Any]) -> Scope | None:
     if "gpus" in as_list(facts.get("not_seen")):
         driven = None  # audited from material that held no GPU list: an empty one says nothing
     proxmox = as_dict(facts.get("proxmox"))
+    # VM configs that came in material without their node (proxmox.node_evidence None) are the config of the VM this
+    # guest runs in, not this host's VMs: "node_evidence" absent is a report from before it was recorded, a node.
+    given = bool(proxmox) and "node_evidence" in proxmox and proxmox.get("node_evidence") is None
+    if given:
+        count = len(as_list(proxmox.get("vms")))
+        given_line = (f" The config of the VM it runs in came with the material ({count} VM config(s) without their "
+                      "Proxmox node) and is judged with it.")
+        proxmox = {}
     vms = f"the configs of its {len(as_list(proxmox.get('vms')))} VM(s) that pass devices through"
     if (vfio or proxmox) and not driven:
         held = f": its {_gpus(vfio)} {'is' if vfio == 1 else 'are'} bound to vfio-pci for guests" if vfio else ""
@@ -91,6 +99,8 @@ def verdict_scope(facts: dict[str, Any]) -> Scope | None:
         line += f" Besides, {_gpus(vfio)} {'is' if vfio == 1 else 'are'} bound to vfio-pci for guests."
     if proxmox:
         line += f" As a Proxmox node, {vms} are judged too."
+    if given:
+        line += given_line
     if summary.get("verdict") == "not judged":
         line += (" The material did not show everything those rules read (see \"Material\"), so the "
                  "verdict is \"not judged\", not fit: audit the host itself to judge it.")

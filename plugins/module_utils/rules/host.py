@@ -373,6 +373,17 @@ PROXMOX_NEEDS = {
 }
 
 
+# What fills each of those in material (a kind material/kinds.py reads): the outputs a remedy asks for, only for what
+# is missing. PCI devices and IOMMU groups from sysfs only a capture of the host holds (playbooks/capture.yml).
+ASK_FOR = {
+    "gpus": "`nvidia-smi -q`",
+    "p2p": "`nvidia-smi topo -p2p r`",
+    "kernel_log": "`dmesg` run as root",
+    "virtualization": "`dmesg` (its DMI and hypervisor lines)",
+}
+BUG_REPORT = "an nvidia-bug-report.log.gz (sudo nvidia-bug-report.sh)"
+
+
 def rule_not_judged(facts: dict[str, Any], options: RuleOptions) -> list[Finding]:
     """Partial material: what it did not hold, and the findings that needed it, so that their absence from the
     findings reads as 'could not judge', not as a pass."""
@@ -390,7 +401,9 @@ def rule_not_judged(facts: dict[str, Any], options: RuleOptions) -> list[Finding
         "audit_not_judged",
         f"The audited material did not hold {len(missing)} thing(s) the audit reads, so {len(judged)} finding(s) "
         "could not be judged: their absence from these findings is no pass.",
-        {"not_seen": {item: NOT_SEEN[item] for item in missing}, "not_judged": judged})]
+        {"not_seen": {item: NOT_SEEN[item] for item in missing}, "not_judged": judged},
+        outputs=", ".join(dict.fromkeys([*(ASK_FOR[item] for item in missing if item in ASK_FOR and item in {
+            need for items in judged.values() for need in items}), BUG_REPORT])))]
 
 
 HOST_RULES = (

@@ -135,11 +135,14 @@ def rule_proxmox_vm_function_not_explicit(facts: dict[str, Any], options: RuleOp
         mapped = [e["id"] for e in entries if e.get("mapping")]
         detail = {e["id"]: {"passes": e.get("bdfs"), "qemu_ids": e.get("qemu_ids")} for e in entries}
         broken = [e["id"] for e in entries if (plan.vm.get("args") or "").find(f"device.{e['id']}.") >= 0]
+        known = all(e.get("multifunction") for e in entries)
         findings.append(make(
             "proxmox_vm_function_not_explicit",
-            f"{_vm_name(plan)} passes {', '.join(plan.not_named)} as whole multifunction devices (no `.0`): QEMU "
-            "names their functions hostpciN.0, hostpciN.1, so `-set device.hostpciN.x-nv-gpudirect-clique` "
-            "cannot reach the GPU."
+            f"{_vm_name(plan)} passes {', '.join(plan.not_named)} as whole "
+            + ("multifunction devices (no `.0`): QEMU names their functions hostpciN.0, hostpciN.1"
+               if known else "devices (no `.0`), whose functions the material does not show: where a device has "
+               "more than the GPU (its audio function), QEMU names them hostpciN.0, hostpciN.1")
+            + ", so `-set device.hostpciN.x-nv-gpudirect-clique` cannot reach the GPU."
             + (f" args already sets device.{broken[0]}...: QEMU finds no device of that id and refuses to start."
                if broken else ""),
             _vm_evidence(plan, [e["id"] for e in entries], devices=detail),

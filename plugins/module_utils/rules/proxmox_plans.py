@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.catalog import text
+from ansible_collections.gpuhost.gpu.plugins.module_utils.findings.finding import judgement
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pci_common import is_nvidia
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config import (
     CLIQUE_OPTION,
@@ -31,6 +32,9 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.vm_devices impor
     next_power_of_two,
 )
 
+# How a guest's material names the VM it runs in when the config came with it, and its node when nothing named it.
+GIVEN_WITH_MATERIAL = "config, given in the same material"
+GIVEN_NODE = "the Proxmox node that runs it"
 # Guest findings whose remedy is a change to the VM on the hypervisor.
 GUEST_FINDINGS_FIXED_ON_HOST = ("p2p_not_supported", "qemu_machine_i440fx")
 # Host findings that decide whether the guest's driver grants P2P.
@@ -71,6 +75,10 @@ class VmPlan:
 
 
 def vm_gpus(vm: dict[str, Any]) -> list[dict[str, Any]]:
+    """The hostpci entries that pass an NVIDIA GPU: as the node's devices say, or, for a config given without its
+    node, every entry where the facts took them for the guest's GPUs (``gpus_assumed``, audit/proxmox.py)."""
+    if vm.get("gpus_assumed"):
+        return [e for e in vm.get("hostpci") or [] if not e.get("mdev")]
     return [e for e in vm.get("hostpci") or [] if any(is_nvidia_gpu_device(d) for d in e.get("host_devices") or [])]
 
 
@@ -157,10 +165,14 @@ def hostpci_value(options: dict[str, str], *, host: str | None, pcie: bool, drop
     return ",".join(p for p in parts if p)
 
 
-def fixed_hostpci_value(entry: dict[str, Any], *, pcie: bool, drop_x_vga: bool, name_function: bool) -> str:
-    """The hostpci value with the GPU's function named, pcie=1 where q35 allows it, and no kvm=off source."""
+def fixed_hostpci_value(entry: dict[str, Any], *, pcie: bool, drop_x_vga: bool, name_function: bool,
+                        assumed: bool = False) -> str:
+    """The hostpci value with the GPU's function named, pcie=1 where q35 allows it, and no kvm=off source. With the
+    GPUs ``assumed`` (no device of the node known), the GPU is taken to be function 0, as on every NVIDIA board."""
     options, _warnings = parse_property_string(entry.get("value") or "", default_key="host")
     gpu = next((d["bdf"] for d in entry.get("host_devices") or [] if is_nvidia_gpu_device(d)), None)
+    if gpu is None and assumed and len(entry.get("bdfs") or []) == 1:
+        gpu = entry["bdfs"][0]
     host = None if entry.get("mapping") is not None else gpu if name_function and gpu else options.get("host")
     return hostpci_value(options, host=host, pcie=pcie, drop_x_vga=drop_x_vga)
 
@@ -226,7 +238,8 @@ def _plan_commands(plan: VmPlan) -> None:
     hiding_x_vga = {s["source"].split()[0] for s in plan.hidden if s["source"].endswith("x-vga=1")}
     for entry in plan.gpus + [e for e in vm.get("hostpci") or [] if e.get("hidden") and e not in plan.gpus]:
         value = fixed_hostpci_value(entry, pcie=q35 and (entry in plan.gpus or bool(entry.get("pcie"))),
-                                    drop_x_vga=entry["id"] in hiding_x_vga, name_function=entry["id"] in plan.not_named)
+                                    drop_x_vga=entry["id"] in hiding_x_vga, name_function=entry["id"] in plan.not_named,
+                                    assumed=bool(vm.get("gpus_assumed")))
         if value != entry.get("value") and entry["id"] not in plan.hostpci_values:
             plan.hostpci_values[entry["id"]] = value
     if plan.hostpci_values:
@@ -332,6 +345,13 @@ def enrich_guest_findings(guest_facts: dict[str, Any],
     # better than a clone without a blocker; the other matches are named rather than dropped silently.
     links.sort(key=lambda link: not any(f.get("id") in P2P_BLOCKERS for f in link["findings"]))
     link, others = links[0], [f"{o['host']} VM {o['vmid']}" for o in links[1:]]
+    return with_link(guest_facts, link, others)
+
+
+def with_link(guest_facts: dict[str, Any], link: dict[str, Any], others: list[str] | None = None) -> dict[str, Any]:
+    """The guest's facts with the findings fixed on its VM pointing there: evidence naming the VM and its host, the
+    remedy giving that VM's commands, the action ``fix_hypervisor`` (nothing done inside the guest helps), and the
+    summary's judgement computed again from them. A new dictionary."""
     enriched = copy.deepcopy(guest_facts)
     for finding in enriched.get("findings") or []:
         if finding.get("id") not in GUEST_FINDINGS_FIXED_ON_HOST:
@@ -339,10 +359,14 @@ def enrich_guest_findings(guest_facts: dict[str, Any],
         evidence = finding.setdefault("evidence", {})
         evidence.update({"proxmox_host": link["host"], "vmid": link["vmid"], "proxmox_vm": link["name"],
                          "matched_by": link["matched_by"],
-                         "host_findings": [f"{f['severity']}: {f['id']}" for f in link["findings"]]})
+                         "host_findings": [f"{f['severity']}: {f['id']}" for f in link["findings"]],
+                         "commands": list(link["commands"])})
         if others:
             evidence["also_matched"] = others
         finding["remedy"] = host_remedy(link, others)
+        if finding.get("severity") != "info":
+            finding["action"] = "fix_hypervisor"
+    enriched["summary"] = {**(enriched.get("summary") or {}), **judgement(enriched.get("findings") or [])}
     return enriched
 
 
@@ -368,7 +392,12 @@ def host_remedy(link: dict[str, Any], also_matched: list[str] | None = None) -> 
     def say(which: str, **fields: Any) -> str:
         return text("p2p_not_supported", which, **fields)
 
-    lines = [say("host_link", vm=vm, host=link["host"], matched_by=link["matched_by"])]
+    if link["matched_by"] == GIVEN_WITH_MATERIAL:
+        lines = [say("given_link", vm=vm)]
+        if link.get("assumed"):
+            lines.append(say("given_link_assumed", assumed=link["assumed"]))
+    else:
+        lines = [say("host_link", vm=vm, host=link["host"], matched_by=link["matched_by"])]
     if also_matched:
         lines.append(say("host_link_ambiguous", others=", ".join(also_matched), vm=vm, host=link["host"]))
     if blockers:
@@ -379,7 +408,8 @@ def host_remedy(link: dict[str, Any], also_matched: list[str] | None = None) -> 
     if others:
         lines.append(say("host_link_also", others=", ".join(f"{f['id']} ({f['severity']})" for f in others)))
     if link["commands"]:
-        lines.append(say("host_link_run", host=link["host"]))
+        lines.append(say("host_link_run", host=link["host"]) if link["host"] != GIVEN_NODE
+                     else say("given_link_run", vmid=link["vmid"]))
         lines += [f"  {command}" for command in link["commands"]]
         lines.append(say("host_link_restart"))
     lines.append(say("host_link_then"))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.bench.host_ceiling import explained_share
 from ansible_collections.gpuhost.gpu.plugins.module_utils.findings import catalog
 from ansible_collections.gpuhost.gpu.plugins.module_utils.values import as_dict
 
@@ -81,7 +82,7 @@ def breakdown(measurement: dict[str, Any], gate: Any) -> dict[str, Any]:
     measured_ms = 1000 / rate if rate else None
     ceiling = gate_ceiling(gate)
     comm_ms = ceiling["us_per_token"] / 1000 if ceiling["us_per_token"] else None
-    share = min(1.0, comm_ms / measured_ms) if comm_ms and measured_ms else None
+    share = explained_share(comm_ms, measured_ms)
     ref = reference(gate)
     return {
         "measured_ms_per_token": measured_ms,

@@ -182,6 +182,10 @@ def test_what_the_material_did_not_show_is_named_with_the_findings_not_judged() 
 def test_a_proxmox_host_whose_iommu_was_seen_off_is_still_judged() -> None:
     capture = build_capture([Piece("131.conf", VM_CONFIG)])
     capture["dirs"].update({"/sys/kernel/iommu_groups": [], "/sys/class/iommu": []})
+    # A VM config and IOMMU directories alone are no node: whose IOMMU they show, nothing says.
+    assert "proxmox_iommu_off" not in ids(audit(capture)["findings"])
+    capture["commands"]["pveversion"] = {"rc": 0, "stdout": "pve-manager/8.3.2/3e76eec21c4a14a7 (running kernel: "
+                                                            "6.8.12-5-pve)\n", "stderr": ""}
     found = audit(capture)
     assert found["iommu"]["enabled"] is False and "proxmox_iommu_off" in ids(found["findings"])
     assert "proxmox_iommu_off" not in next(f for f in found["findings"] if f["id"] == "audit_not_judged")[
@@ -434,7 +438,8 @@ def test_a_vm_config_is_written_under_its_vm_id() -> None:
 def test_mixing_a_vm_config_with_nvidia_smi_output_is_flagged() -> None:
     conf = (FIXTURES / "proxmox" / "q35-8gpu-clique-ok_pve8.3.conf").read_bytes()
     capture = incident(("120.conf", conf))
-    assert capture["from_material"]["warnings"] and "two hosts" in capture["from_material"]["warnings"][0]
+    warned = capture["from_material"]["warnings"]
+    assert warned and "judged as the guest's and the config as that of the VM it runs in" in warned[0]
 
 
 def test_other_kinds_and_unknown_text_are_not_written_and_say_why() -> None:

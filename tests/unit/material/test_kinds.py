@@ -56,6 +56,7 @@ FIXTURE_KINDS = [
     ("pci/sysfs/*", None),
     ("proxmox/*.conf", "proxmox-vm-config"),
     ("proxmox/mapping-pci.cfg", None),
+    ("sglang/decode-log_*", "sglang-decode-log"),
     ("sglang/*", None),
     # The fabric manager's refusal of a driver: read by the live audit from its journal, not yet a material kind.
     ("fabric-manager/*", "fabric-manager-log"),
@@ -64,6 +65,13 @@ FIXTURE_KINDS = [
     ("host-settings/*", None),
     ("packages/*", None),
     ("proc-cmdline/*.txt", "proc-cmdline"),
+    # A ticket's outputs, one file each (tests/fixtures/tickets/SOURCES.md).
+    ("tickets/*/topo-m.txt", "nvidia-smi-topo-m"),
+    ("tickets/*/topo-p2p-r.txt", "nvidia-smi-topo-p2p"),
+    ("tickets/*/all_reduce_perf.txt", "nccl-tests"),
+    ("tickets/*/nccl-debug.log", "nccl-debug"),
+    ("tickets/*/*.conf", "proxmox-vm-config"),
+    ("tickets/*/sglang-server.log", "sglang-decode-log"),
 ]
 
 FIXTURE_FILES = sorted(path for path in FIXTURES.rglob("*") if path.is_file())
@@ -249,6 +257,10 @@ def test_the_command_a_paste_names(text, command) -> None:
 REAL_OUTPUTS_WANTED = 3
 # Kinds allowed fewer real outputs than REAL_OUTPUTS_WANTED, each with what was searched and why no more exist.
 FEWER_REAL_OUTPUTS: dict[str, tuple[int, str]] = {
+    "sglang-decode-log": (0, (
+        "real decode lines are public (sgl-project/sglang#3909, #22166, #22331, sgl-project/sglang-jax#564), but "
+        "only as excerpts of third-party threads that were not to be copied verbatim: the three fixtures are "
+        "constructed in each era's spelling and field order (tests/fixtures/sglang/SOURCES.md)")),
     "nvidia-bug-report": (0, (
         "GitHub issues, public pages and repositories were searched for the bug report's own lines ('Start of "
         "NVIDIA bug report log file', its '____' separators with '*** /proc/cmdline'): issue templates ask for the "

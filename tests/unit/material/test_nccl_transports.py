@@ -174,3 +174,25 @@ def test_any_log_and_gpu_list_give_cells_of_the_vocabulary(lines, gpus) -> None:
     cells = {cell for row in facts["matrix"] for cell in row}
     assert cells <= {"X", "P2P", "refused", "SHM", "NET", None}
     assert (facts["not_mapped"] is None) == bool(facts["matrix"])
+
+
+def test_gpus_without_bus_ids_are_matched_through_the_logs_own_nvml_indexes() -> None:
+    """A pasted topo matrix gives GPU indexes and no bus ids; the log's init lines pair each rank's NVML index with
+    its bus id, and NVML numbers GPUs as the matrix does: the log's pairs are mapped, not discarded."""
+    log = (FIXTURES / "tickets" / "incident-guest" / "nccl-debug.log").read_text()
+    gpus = {"devices": [{"index": i, "pci_bus_id": None} for i in range(8)]}
+    facts = transports_facts(parse_nccl_debug(log), gpus)
+    assert facts["not_mapped"] is None
+    assert facts["nccl_version"] == "2.27.3"
+    assert facts["matrix"][1][0] == facts["matrix"][0][1] == "refused"
+    assert facts["matrix"][7][0] == "SHM"
+
+
+def test_an_nvml_index_the_log_pairs_with_two_bus_ids_is_not_used() -> None:
+    log = ("h:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x2 - Init COMPLETE\n"
+           "h:1:1 [0] NCCL INFO comm 0x3 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 2000 commId 0x4 - Init COMPLETE\n"
+           "h:1:1 [1] NCCL INFO comm 0x1 rank 1 nranks 2 cudaDev 1 nvmlDev 1 busId 2000 commId 0x2 - Init COMPLETE\n"
+           "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n")
+    facts = transports_facts(parse_nccl_debug(log), {"devices": [{"index": 0}, {"index": 1}]})
+    assert facts["matrix"] == []
+    assert facts["not_mapped"]

@@ -98,3 +98,28 @@ def test_no_fixture_of_one_output_is_cut(path) -> None:
 def test_a_heading_naming_a_benchmark_program_starts_its_log() -> None:
     text = "## nvidia-smi topo -m\n" + (SMI / "topo-m_2xRTX5090-PHB.txt").read_text() + "**all_reduce_perf -g 2**\n#x\n"
     assert [(p.command, p.start) for p in split_outputs(text)][-1][0] == "all_reduce_perf"
+
+
+@pytest.mark.parametrize("prompt", ["root@pve01:~# ", "user@llm-vm:~/nccl-tests$ ", "PS C:\\Users\\sam> ", "$ ", "# ",
+                                    "> root@llm-vm:~# "])
+def test_every_prompt_shape_starts_a_piece(prompt: str) -> None:
+    text = (f"{prompt}nvidia-smi topo -p2p r\n GPU0\tX\tNS\n\n{prompt}cat /etc/pve/qemu-server/120.conf\n"
+            "machine: q35\nhostpci0: 0000:01:00.0,pcie=1\n")
+    pieces = split_outputs(text)
+    assert [p.command for p in pieces] == ["nvidia-smi topo -p2p r", "cat /etc/pve/qemu-server/120.conf"]
+    assert "hostpci0" not in pieces[0].text
+
+
+def test_a_host_prompt_starts_a_piece_whatever_it_runs_and_environment_words_are_not_the_command() -> None:
+    text = ("root@llm-vm:~# nvidia-smi topo -m\n\tGPU0\tGPU1\nGPU0\t X \tPHB\n"
+            "root@llm-vm:~# NCCL_DEBUG=INFO NCCL_P2P_LEVEL=SYS ./build/all_reduce_perf -g 8\n# nThread 1 nGpus 8\n"
+            "root@pve01:~# pvesh get /nodes\nnode pve01\n")
+    assert [p.command for p in split_outputs(text)] == [
+        "nvidia-smi topo -m", "./build/all_reduce_perf -g 8", "pvesh get /nodes"]
+
+
+def test_prompts_without_output_between_them_start_one_piece_with_the_last_command() -> None:
+    text = "u@h:~$ export CUDA_VISIBLE_DEVICES=0,1\nu@h:~$ nvidia-smi topo -p2p r\n GPU0\tX\n"
+    assert len(split_outputs(text)) == 1  # one output: the caller reads it whole, as any paste
+    text = "u@h:~$ nvidia-smi -L\nGPU 0: A\nu@h:~$ export CUDA_VISIBLE_DEVICES=0,1\nu@h:~$ nvidia-smi topo -p2p r\nX\n"
+    assert [(p.start, p.command) for p in split_outputs(text)] == [(0, "nvidia-smi -L"), (2, "nvidia-smi topo -p2p r")]

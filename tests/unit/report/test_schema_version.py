@@ -41,16 +41,22 @@ from tests.unit import schemas
 #    host_settings: the CPU vendor and nvidia_uvm's uvm_disable_hmm (audit/host_settings.py), judged by the PCIe
 #    Blackwell rules and the NCCL topology check; packages: the GPU packages, their holds and unattended-upgrades
 #    (audit/packages.py).
-# 7: the section on material under the key material (the word for saved material everywhere), the benchmark's
-#    communication ceiling under the key communication_ceiling (bench.nccl and the report's summary), and each NCCL
-#    threshold's timing rule and calibration (bench/nccl_thresholds.py ENGINES).
+# 7: the section on material under the key material (the word for saved material everywhere), and the benchmark's
+#    communication ceiling under the key communication_ceiling (bench.nccl and the report's summary), no other
+#    change.
+# 8: proxmox.node_evidence (a Proxmox node only from its own tools: pveversion or its kernel, never a qemu-server
+#    directory alone); VM configs given in material without their node, with gpus_assumed or gpus_not_known per VM
+#    and null host facts (vfio_modules among them); the communication ceiling's observed rate (an SGLang decode log
+#    in material) and the share of each token all-reduce explains; each NCCL threshold's timing rule and
+#    calibration (bench/nccl_thresholds.py ENGINES).
 SHAPES = {
     2: "5f766fda1a026bc8",
     3: "e02b6d047b125e76",
     4: "0c9feec2a7edddbc",
     5: "a83b48a095fc0e46",
     6: "45df02c55ea5e239",
-    7: "e54ce032d00384e6",
+    7: "719f05ca7ebe1d4e",
+    8: "90e6421fce85d9a7",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 
