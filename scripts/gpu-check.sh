@@ -10,6 +10,8 @@
 # (`pip download --no-deps -d .cache/wheels nvidia-ml-py` beforehand, for a machine with no
 # package index) into a temporary folder; nothing is installed into the interpreter itself.
 set -euo pipefail
+# Every step names GPUs by their NVML index, which is PCI order; CUDA counts fastest first unless told otherwise.
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out="${1:-reports/gpu-check}"
 deadline="${GPU_CHECK_DEADLINE_S:-470}"
