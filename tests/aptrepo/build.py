@@ -409,13 +409,14 @@ def driver_documents(table: Any, distro: str, roles: Mapping[str, Any]) -> list[
         # nvidia-driver (>= 580.65.06)), so only an apt pin keeps it off a newer branch.
         same = [f"(>= {version})", f"(<= {deb_version})"]
 
-        def add(role: str, name: str, **relations: list[str]) -> None:
+        def add(role: str, name: str, values: Mapping[str, str] = values, deb_version: str = deb_version,
+                **relations: list[str]) -> None:
             doc = _role(roles, role, values)
             doc.update({"name": name, "version": deb_version, "architecture": "amd64"})
             doc.update({k: v for k, v in relations.items() if v})
             docs[(name, deb_version)] = doc
 
-        def exact(name: str) -> list[str]:
+        def exact(name: str, same: list[str] = same) -> list[str]:
             return [f"{name} {same[0]}", f"{name} {same[1]}"]
 
         kernel = f"nvidia-kernel-{version}"

@@ -113,7 +113,8 @@ def find(distribution: str, version: str, architecture: str = "x86_64") -> Repo:
     arch_dir = ARCH_DIRS.get(str(architecture))
     for repo in REPOSITORIES:
         # Debian names a point release (12.5); its repository serves the major. Ubuntu's 24.10 is not 24.04.
-        same = str(version) == repo.version or (repo.distribution == "Debian" and str(version).split(".")[0] == repo.major)
+        same = str(version) == repo.version or (
+            repo.distribution == "Debian" and str(version).split(".")[0] == repo.major)
         if repo.distribution == distribution and same:
             if arch_dir not in repo.arches:
                 raise RepoError(
@@ -146,7 +147,8 @@ def default_branch(repo: Repo, compute_capabilities: list[str] | None = None) ->
     """The branch to install by default: the newest LTS branch the repository has that the GPUs allow, else the
     newest branch it has that they allow. ``branch`` None with ``problem`` set when none fits."""
     low, high, why = branch_range(compute_capabilities or [])
-    fits = [b for b in repo.branches if (low is None or _key(b) >= _key(low)) and (high is None or _key(b) <= _key(high))]
+    fits = [b for b in repo.branches
+            if (low is None or _key(b) >= _key(low)) and (high is None or _key(b) <= _key(high))]
     lts = [b for b in fits if b in LTS_BRANCHES]
     if lts:
         branch = max(lts, key=_key)
@@ -190,7 +192,7 @@ def driver_packages(repo: Repo, branch: str, flavor: str) -> dict[str, Any]:
     return {
         "branch": str(branch),
         "flavor": flavor,
-        "packages": ([userspace[0], kmod] + userspace[1:]) if repo.packaging == "debian" else [kmod, *userspace],
+        "packages": [userspace[0], kmod, *userspace[1:]] if repo.packaging == "debian" else [kmod, *userspace],
         "kmod_package": kmod,
         "other_kmod_package": other,
         "persistenced_package": persistenced,
@@ -254,7 +256,8 @@ def glibc_clash(cuda_releases: list[str], glibc: str | None) -> str | None:
     glibc_key = _key(re.match(r"^[0-9]+\.[0-9]+", str(glibc)).group(0))
     if glibc_key < _key(GLIBC_NOEXCEPT_MATH):
         return None
-    old = [r for r in cuda_releases if re.match(r"^[0-9]+\.[0-9]+$", str(r)) and _key(str(r)) < _key(FIRST_CUDA_WITH_GUARD)]
+    old = [r for r in cuda_releases
+           if re.match(r"^[0-9]+\.[0-9]+$", str(r)) and _key(str(r)) < _key(FIRST_CUDA_WITH_GUARD)]
     if not old:
         return None
     return (f"CUDA {', '.join(old)} cannot compile host code on glibc {glibc}: its crt/math_functions.h declares "

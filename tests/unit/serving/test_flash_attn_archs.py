@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
 from ansible_collections.gpuhost.gpu.plugins.filter.cuda_extension import cuda_extension_flash_attn_archs
+
 from tests.paths import ROOT
 
 

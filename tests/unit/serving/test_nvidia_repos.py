@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from ansible_collections.gpuhost.gpu.plugins.filter import nvidia_repo as filters
 from ansible_collections.gpuhost.gpu.plugins.module_utils.serving import nvidia_repos as table
+
 from tests.paths import ROOT
 
 _spec = importlib.util.spec_from_file_location("aptrepo_build", ROOT / "tests/aptrepo/build.py")

@@ -11,9 +11,9 @@ from typing import Any
 import cuda_build_jobs
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.filter.cuda_extension import cuda_extension_flash_attn_archs
 from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.build_jobs import Resources
 
-from ansible_collections.gpuhost.gpu.plugins.filter.cuda_extension import cuda_extension_flash_attn_archs
 from tests.paths import ROOT
 from tests.unit.modules import run_module
 
