@@ -72,6 +72,14 @@ def test_pin_holds_the_branch_against_the_newer_one(host):
     assert "Inst nvidia" not in pinned
 
 
+@pytest.mark.skipif(PLATFORM != "noble", reason="only Ubuntu's archive ships the driver under NVIDIA's names")
+def test_ubuntus_own_build_of_the_branch_is_held_off(host):
+    policy = host.check_output("apt-cache policy nvidia-dkms-580-open")
+    assert f"Installed: {BRANCH_VERSION}" in policy
+    # Ubuntu's archive offers 580 too (580.x-0ubuntu...), at a higher version: never a candidate.
+    assert "0ubuntu" not in policy.split("Version table:")[0]
+
+
 @pytest.mark.parametrize("name", INSTALLED)
 def test_driver_packages_of_the_branch(host, name):
     package = host.package(name)
