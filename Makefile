@@ -24,6 +24,11 @@ SCENARIO ?= $(SCENARIOS)
 # thirds of a core busy on average (its controller and its containers, measured from their cgroups: cuda_extension
 # 0.61, sglang_serve 0.68), the rest waiting on podman, apt and systemd: three at a time keep two cores busy.
 MOLECULE_JOBS ?= 3
+# The release the provisioning scenarios (nvidia_driver, cuda_apt, cuda_extension, serving_venv, sglang_serve) boot:
+# bookworm (Debian 12, what make test runs), trixie (Debian 13) or noble (Ubuntu 24.04). `make molecule
+# PLATFORM=trixie SCENARIO=nvidia_driver` builds the image first when it is missing (scripts/test-image.sh; root).
+PLATFORM ?= bookworm
+export GPUHOST_PLATFORM := $(PLATFORM)
 INVENTORY ?= inventories/local/hosts.yml
 # `make analyze` resolves INPUT and REPORTS against the directory make was called from. With
 # `make -C <repo> analyze`, CURDIR is the repository; the caller's directory is the PWD make inherited
@@ -115,8 +120,9 @@ ee-test: venv ## The capture fleet's audit, bench and gate inside the EE through
 
 # Without a molecule/default scenario, molecule logs "CRITICAL 'molecule/default/molecule.yml'
 # glob failed" and carries on: that line is noise, not an error.
-molecule: venv ## Every molecule scenario, MOLECULE_JOBS at a time (SCENARIO=name for one)
-	@$(PYTHON) scripts/molecule_all.py --jobs $(MOLECULE_JOBS) $(SCENARIO)
+molecule: venv ## Every molecule scenario, MOLECULE_JOBS at a time (SCENARIO=name for one; PLATFORM=trixie|noble for the provisioning scenarios on Debian 13 or Ubuntu 24.04)
+	@if [ "$(PLATFORM)" != bookworm ]; then SUITE=$(PLATFORM) scripts/test-image.sh; fi
+	@$(PYTHON) scripts/molecule_all.py --jobs $(MOLECULE_JOBS) $(if $(filter-out bookworm,$(PLATFORM)),--log-dir .cache/molecule-logs/$(PLATFORM)) $(SCENARIO)
 
 # scripts/test-all.sh runs the steps and says what each took: setup steps stop at the first failure; every test
 # step runs; beside lint, the alert rules, the fleet, the EE test and sanity, one after another, run the unit

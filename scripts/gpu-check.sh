@@ -12,6 +12,8 @@
 # Exit status: 0 every step that ran passed; 1 a step failed or a comparison differs; 2 the check could
 # not start; 3 no NVIDIA GPU here, so nothing on a GPU was checked.
 set -euo pipefail
+# Every step names GPUs by their NVML index, which is PCI order; CUDA counts fastest first unless told otherwise.
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PYTHONDONTWRITEBYTECODE=1   # nothing is left in the checkout
 

@@ -221,6 +221,8 @@ measured() {
 }
 
 # --- main --------------------------------------------------------------------------------------------
+# Sourced (scripts/test-image.sh takes its stock images from here), it only defines the functions above.
+[[ "${BASH_SOURCE[0]}" == "$0" ]] || return 0
 [[ "$(id -u)" -eq 0 ]] || die "debootstrap and podman's images need root; run as root"
 for cmd in debootstrap podman git; do
     command -v "$cmd" >/dev/null 2>&1 || die "$cmd is missing; run 'make system-deps' first"

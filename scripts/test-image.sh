@@ -6,7 +6,7 @@
 # The image carries a label with a hash of the recipe below; it is rebuilt only when it
 # is missing or the recipe changed (or with FORCE=1).
 #
-# Environment: SUITE (Debian release, default bookworm; the execution environment's base is
+# Environment: SUITE (Debian release, or noble for Ubuntu 24.04 from quickstart-test.sh's stock image; default bookworm; the execution environment's base is
 # trixie, see scripts/ee-build.sh), IMAGE (default localhost/gpuhost-debian:$SUITE), MIRROR
 # (Debian mirror URL, default: read from this machine's apt sources), FORCE=1 (rebuild).
 set -euo pipefail
@@ -98,6 +98,32 @@ discover_mirror() {
     done
 }
 
+# Ubuntu has no Debian mirror to debootstrap from here: its image starts from the stock image that
+# scripts/quickstart-test.sh builds from Ubuntu's archive (the one way this project gets an Ubuntu root), with the
+# recipe's packages installed by apt and the same customisation.
+from_stock() {
+    # Globals: the EXIT trap reads name and work after this function has returned.
+    stock="localhost/gpuhost-stock:$SUITE" name="gpuhost-image-$SUITE-$$" start=$SECONDS
+    # In a subshell: quickstart-test.sh has its own LABEL, recipe_hash, log and die.
+    # shellcheck source=scripts/quickstart-test.sh
+    (source "$ROOT/scripts/quickstart-test.sh" && ensure_image "$SUITE")
+    podman rm -f "$name" >/dev/null 2>&1 || true
+    podman run --name "$name" "$stock" bash -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends ${INCLUDE//,/ } >/dev/null" \
+        || die "installing the recipe's packages into $stock failed"
+    work="$(mktemp -d "${TMPDIR:-/var/tmp}/gpuhost-image.XXXXXX")"
+    trap 'rm -rf "$work"; podman rm -f "$name" >/dev/null 2>&1 || true' EXIT
+    mkdir "$work/rootfs"
+    podman export "$name" | tar -C "$work/rootfs" -x
+    customize_rootfs "$work/rootfs"
+    local changes=()
+    for c in "${IMPORT_CHANGES[@]}" "LABEL $LABEL=$want"; do
+        changes+=(--change "$c")
+    done
+    tar --numeric-owner --xattrs -C "$work/rootfs" -c . | podman import --quiet "${changes[@]}" - "$IMAGE" >/dev/null
+    log "built $IMAGE from $stock in $((SECONDS - start)) s"
+}
+
 want="$(recipe_hash)"
 have="$(podman image inspect --format "{{ index .Labels \"$LABEL\" }}" "$IMAGE" 2>/dev/null || true)"
 if [[ "${FORCE:-0}" != 1 && "$have" == "$want" ]]; then
@@ -106,6 +132,10 @@ if [[ "${FORCE:-0}" != 1 && "$have" == "$want" ]]; then
 fi
 
 [[ "$(id -u)" -eq 0 ]] || die "debootstrap needs root; run as root (or sudo make image)"
+if [[ "$SUITE" == noble ]]; then
+    from_stock
+    exit 0
+fi
 command -v debootstrap >/dev/null 2>&1 || die "debootstrap is missing; run 'make system-deps' first"
 command -v podman >/dev/null 2>&1 || die "podman is missing; run 'make system-deps' first"
 

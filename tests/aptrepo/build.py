@@ -11,7 +11,11 @@ directory per distribution and architecture holding the .deb files, ``Packages``
 order and the Release layout follow NVIDIA's own metadata script (NVIDIA/cuda-repo-management,
 repo-debian.sh).
 
-Every ``*.yml``, ``*.yaml`` or ``*.json`` file in the packages directory is built. A file holds
+Every ``*.yml``, ``*.yaml`` or ``*.json`` file in the packages directory is built. The driver packages are not
+written there: for each repository built, the branches NVIDIA publishes in it and their package names come from
+NVIDIA's repository table (plugins/module_utils/serving/nvidia_repos.py), with the real relations between them
+(one branch's parts require each other at that version; the open and the proprietary kernel modules, and two
+branches' kernel modules and libraries, conflict), and their contents from drivers/roles.yml. A file holds
 one package (a mapping) or several (a list of mappings); see tests/aptrepo/README.md for the
 fields. The signing key is new on every build: a throwaway key made in a temporary GNUPGHOME,
 whose public half is written next to the repository as ``<key-name>.asc`` (armored) and
@@ -29,6 +33,7 @@ import argparse
 import email.utils
 import gzip
 import hashlib
+import importlib.util
 import json
 import os
 import posixpath
@@ -40,10 +45,15 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_SPECS = HERE / "packages"
 DEFAULT_TEMPLATES = HERE / "templates"
+DEFAULT_DRIVERS = HERE / "drivers" / "roles.yml"
+TABLE = HERE.parents[1] / "plugins/module_utils/serving/nvidia_repos.py"
+# The stand-in version of each branch the table names (real released versions of those branches).
+STANDIN_VERSIONS = {"580": "580.126.20", "590": "590.48.01"}
 
 ORIGIN = "NVIDIA"
 LABEL = "NVIDIA CUDA"
@@ -356,6 +366,97 @@ def release_text(indexes: Mapping[str, bytes], arch_dir: str, date: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+
+# --- driver packages from NVIDIA's repository table: pure --------------------------------------
+
+
+def load_table() -> Any:
+    """plugins/module_utils/serving/nvidia_repos.py, loaded by path: it imports nothing of the collection."""
+    spec = importlib.util.spec_from_file_location("nvidia_repos", TABLE)
+    if spec is None or spec.loader is None:
+        raise SpecError(f"cannot load NVIDIA's repository table from {TABLE}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("nvidia_repos", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _role(roles: Mapping[str, Any], role: str, values: Mapping[str, str]) -> dict[str, Any]:
+    if role not in roles:
+        raise SpecError(f"drivers/roles.yml has no {role!r} entry")
+    text = json.dumps(roles[role])
+    for key, value in values.items():
+        text = text.replace(f"@@{key}@@", value)
+    return json.loads(text)
+
+
+def driver_documents(table: Any, distro: str, roles: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Spec documents of every driver package of every branch the table says this repository publishes."""
+    repo = next((r for r in table.REPOSITORIES if r.name == distro), None)
+    if repo is None:
+        return []
+    docs: dict[tuple[str, str], dict[str, Any]] = {}
+    for branch in repo.branches:
+        if branch not in STANDIN_VERSIONS:
+            raise SpecError(f"the table lists branch {branch} for {distro}; give it a stand-in version in "
+                            "STANDIN_VERSIONS")
+        version = STANDIN_VERSIONS[branch]
+        deb_version = f"{version}-1"
+        values = {"version": version, "branch": branch, "repository": distro}
+        open_, prop = (table.driver_packages(repo, branch, f) for f in ("open", "proprietary"))
+        # One branch's parts require each other at exactly that release (Ubuntu's packaging writes the pair
+        # (>= v) and (<= v-1)); Debian's metapackage asks for its parts with >= (cuda-drivers-580 says
+        # nvidia-driver (>= 580.65.06)), so only an apt pin keeps it off a newer branch.
+        same = [f"(>= {version})", f"(<= {deb_version})"]
+
+        def add(role: str, name: str, values: Mapping[str, str] = values, deb_version: str = deb_version,
+                **relations: list[str]) -> None:
+            doc = _role(roles, role, values)
+            doc.update({"name": name, "version": deb_version, "architecture": "amd64"})
+            doc.update({k: v for k, v in relations.items() if v})
+            docs[(name, deb_version)] = doc
+
+        def exact(name: str, same: list[str] = same) -> list[str]:
+            return [f"{name} {same[0]}", f"{name} {same[1]}"]
+
+        kernel = f"nvidia-kernel-{version}"
+        for flavor, names, other in (("open", open_, prop), ("proprietary", prop, open_)):
+            kmod = names["kmod_package"]
+            # Both flavors install nvidia.ko: each conflicts with the other, and with any other branch's modules
+            # through the virtual name they all provide.
+            add(f"kmod_{flavor}", kmod, provides=[kernel, "nvidia-dkms-kernel"],
+                conflicts=[other["kmod_package"], "nvidia-dkms-kernel"])
+        if repo.packaging == "debian":
+            add("metapackage", "nvidia-driver-cuda",
+                depends=[f"{open_['smi_package']} (>= {version})", f"{open_['persistenced_package']} (>= {version})",
+                         f"{open_['kmod_package']} (>= {version}) | {prop['kmod_package']} (>= {version}) | {kernel}"])
+            add("smi", open_["smi_package"])
+            add("persistenced", open_["persistenced_package"])
+        else:
+            library = open_["packages"][1]
+            carries = open_["names_carry_branch"]
+            # A branch's library and tools exclude every other branch's: the branch-named ones provide and
+            # conflict with the plain name, which is the real name of the branches without one.
+            add("compute_library", library,
+                provides=["libnvidia-compute"] if carries else [], conflicts=["libnvidia-compute"] if carries else [])
+            add("smi", open_["smi_package"], depends=exact(library),
+                conflicts=["nvidia-utils"] if carries else [], provides=["nvidia-utils"] if carries else [])
+            add("persistenced", open_["persistenced_package"], depends=exact(library),
+                conflicts=["nvidia-compute-utils"] if carries else [],
+                provides=["nvidia-compute-utils"] if carries else [])
+        fabricmanager = open_["fabricmanager_package"]
+        add("fabricmanager", fabricmanager, depends=[kernel],
+            provides=[f"nvidia-fabricmanager-{branch}"] if fabricmanager == "nvidia-fabricmanager" else [])
+    return list(docs.values())
+
+
+def driver_specs(distro: str, drivers: Path) -> list[PackageSpec]:
+    roles = _load_yaml(drivers.read_text(encoding="utf-8"), drivers.name)
+    if not isinstance(roles, Mapping):
+        raise SpecError(f"{drivers.name}: expected a mapping of package parts")
+    return [parse_package(doc, f"{drivers.name}@{distro}") for doc in driver_documents(load_table(), distro, roles)]
+
+
 # --- system: files, dpkg-deb, gpg -----------------------------------------------------------
 
 
@@ -497,19 +598,27 @@ def write_repository(
 
 def build(
     out: Path, distros: Sequence[str], arch_dir: str, specs_dir: Path, templates: Path, key_name: str,
+    drivers: Path | None = None,
 ) -> dict[str, object]:
     specs = load_specs(specs_dir)
+    per_distro = {d: driver_specs(d, drivers) if drivers is not None else [] for d in distros}
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="aptrepo-") as tmp:
         work = Path(tmp)
-        debs_dir = work / "debs"
-        debs_dir.mkdir()
         controls: dict[str, str] = {}
-        debs = []
-        for spec in specs:
-            deb = build_deb(spec, templates, work / "roots", debs_dir)
-            controls[deb.name] = run(["dpkg-deb", "--field", str(deb)]).stdout
-            debs.append(deb)
+
+        def build_all(group: Sequence[PackageSpec], name: str) -> list[Path]:
+            debs_dir = work / "debs" / name
+            debs_dir.mkdir(parents=True)
+            debs = []
+            for spec in group:
+                deb = build_deb(spec, templates, work / "roots" / name, debs_dir)
+                controls[f"{name}/{deb.name}"] = run(["dpkg-deb", "--field", str(deb)]).stdout
+                debs.append(deb)
+            return debs
+
+        common = build_all(specs, "common")
+        drivers_debs = {d: build_all(group, d) for d, group in per_distro.items()}
 
         # A short home: gpg-agent's socket path must fit in a sockaddr_un.
         gnupghome = Path(tempfile.mkdtemp(prefix="gpg-", dir="/tmp"))
@@ -530,7 +639,9 @@ def build(
                 if directory.exists():
                     shutil.rmtree(directory)
                 directory.mkdir(parents=True)
-                write_repository(debs, directory, arch_dir, date, controls)
+                own = {deb.name: controls[f"common/{deb.name}"] for deb in common}
+                own.update({deb.name: controls[f"{distro}/{deb.name}"] for deb in drivers_debs[distro]})
+                write_repository([*common, *drivers_debs[distro]], directory, arch_dir, date, own)
                 sign_release(gnupghome, fingerprint, directory)
                 # Check the result the way apt will: against the exported key only.
                 for args in (["InRelease"], ["Release.gpg", "Release"]):
@@ -544,6 +655,7 @@ def build(
         "repositories": [str(out / d / arch_dir) for d in distros],
         "key": {"fingerprint": fingerprint, "asc": str(out / f"{key_name}.asc"), "gpg": str(keyring)},
         "packages": sorted(f"{s.name}={s.version}" for s in specs),
+        "drivers": {d: sorted(f"{s.name}={s.version}" for s in group) for d, group in per_distro.items()},
     }
 
 
@@ -557,6 +669,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--arch-dir", default="x86_64", help="architecture directory (default x86_64)")
     parser.add_argument("--specs", type=Path, default=DEFAULT_SPECS, help="directory of package spec files")
     parser.add_argument("--templates", type=Path, default=DEFAULT_TEMPLATES, help="directory of file templates")
+    parser.add_argument("--drivers", type=Path, default=DEFAULT_DRIVERS,
+                        help="contents of the driver packages, whose names and branches come from NVIDIA's "
+                             "repository table (default drivers/roles.yml)")
     parser.add_argument("--key-name", default="nvidia-test", help="file name (no extension) of the exported public key")
     args = parser.parse_args(argv)
     for tool in ("dpkg-deb", "gpg", "gpgv", "gpgconf"):
@@ -565,7 +680,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     try:
         summary = build(args.out, args.distros or ["debian12"], args.arch_dir, args.specs, args.templates,
-                        args.key_name)
+                        args.key_name, args.drivers)
     except (SpecError, BuildError) as exc:
         print(f"build.py: {exc}", file=sys.stderr)
         return 1

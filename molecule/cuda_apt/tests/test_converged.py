@@ -37,7 +37,10 @@ PACKAGES = {
     "cuda-toolkit-13-1-config-common": "13.1.80-1",
     "cuda-toolkit-config-common": "13.1.80-1",
 }
-REPO_URI = "file:///srv/nvidia-repo/debian12/x86_64/"
+# NVIDIA's directory for the release the containers boot (make molecule PLATFORM=...).
+REPOSITORY = {"bookworm": "debian12", "trixie": "debian13", "noble": "ubuntu2404"}[
+    os.environ.get("GPUHOST_PLATFORM", "bookworm")]
+REPO_URI = f"file:///srv/nvidia-repo/{REPOSITORY}/x86_64/"
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +79,7 @@ def test_packages_came_from_the_local_repository(host) -> None:
     # Installed version, the pin's priority, and the repository it came from.
     assert "*** 12.8.1-1 600" in policy
     assert "*** 13.1.2-1 600" in policy
-    assert "file:/srv/nvidia-repo/debian12/x86_64" in policy
+    assert f"file:/srv/nvidia-repo/{REPOSITORY}/x86_64" in policy
 
 
 def test_apt_source_is_deb822_with_signed_by(host) -> None:
@@ -100,7 +103,7 @@ def test_repository_signature_is_checked(host) -> None:
     # apt keeps a repository's InRelease only once its signature checked out against Signed-By
     # (it escapes "_" in the file name).
     lists = host.check_output("ls /var/lib/apt/lists").split()
-    assert "_srv_nvidia-repo_debian12_x86%5f64_InRelease" in lists
+    assert f"_srv_nvidia-repo_{REPOSITORY}_x86%5f64_InRelease" in lists
     update = host.run(
         "apt-get update -o Dir::Etc::SourceList=/etc/apt/sources.list.d/nvidia-cuda.sources "
         "-o Dir::Etc::SourceParts=- -o APT::Get::List-Cleanup=0"

@@ -8,13 +8,16 @@ from pathlib import Path
 
 from elf_fatbin import fatbin_entries
 
+# The release's own Python serves the venv (make molecule PLATFORM=...).
+PYTHON = {"bookworm": "3.11", "trixie": "3.13", "noble": "3.12"}[os.environ.get("GPUHOST_PLATFORM", "bookworm")]
+CP = "cp" + PYTHON.replace(".", "")
 VENV = "/opt/serving/venv"
 USER = "serving"
-KEY_DIR = "gpuhost-cuda-ext-0.1.0-torchnone-cu13.1-cp311-sm120"
+KEY_DIR = f"gpuhost-cuda-ext-0.1.0-torchnone-cu13.1-{CP}-sm120"
 WORKDIR = f"/var/cache/cuda-extension/{KEY_DIR}"
-WHEEL = "gpuhost_cuda_ext-0.1.0-cp311-cp311-linux_x86_64.whl"
+WHEEL = f"gpuhost_cuda_ext-0.1.0-{CP}-{CP}-linux_x86_64.whl"
 MARKER = f"{VENV}/.cuda-extension.gpuhost-cuda-ext.json"
-KEY = {"package": "gpuhost-cuda-ext", "version": "0.1.0", "torch": "none", "cuda": "13.1", "python": "cp311",
+KEY = {"package": "gpuhost-cuda-ext", "version": "0.1.0", "torch": "none", "cuda": "13.1", "python": CP,
        "archs": ["12.0"]}
 # converge's wheelhouse, and the one side_effect's rebuild filled.
 WHEELHOUSE = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "wheelhouse" / KEY_DIR
@@ -26,7 +29,7 @@ def marker(host) -> dict:
 
 
 def installed_library(host) -> str:
-    return host.check_output(f"ls {VENV}/lib/python3.11/site-packages/gpuhost_cuda_ext/_kernel.*.so")
+    return host.check_output(f"ls {VENV}/lib/python{PYTHON}/site-packages/gpuhost_cuda_ext/_kernel.*.so")
 
 
 def check_installed_as_user(host) -> None:
@@ -49,6 +52,6 @@ def check_gpu_code(host) -> None:
 
 
 def check_ownership(host) -> None:
-    for path in (VENV, f"{VENV}/lib/python3.11/site-packages/gpuhost_cuda_ext", installed_library(host), MARKER,
-                 f"{VENV}/lib/python3.11/site-packages/gpuhost_cuda_ext-0.1.0.dist-info/RECORD"):
+    for path in (VENV, f"{VENV}/lib/python{PYTHON}/site-packages/gpuhost_cuda_ext", installed_library(host), MARKER,
+                 f"{VENV}/lib/python{PYTHON}/site-packages/gpuhost_cuda_ext-0.1.0.dist-info/RECORD"):
         assert host.file(path).user == USER, path

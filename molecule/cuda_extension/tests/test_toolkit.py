@@ -88,3 +88,56 @@ def test_real_nvcc_refuses_dropped_architectures(host, kernel: str) -> None:
     result = host.run(f"{HOME}/bin/nvcc -arch=sm_52 -c {kernel} -o /tmp/cuda-pip-test/x.o")
     assert result.rc != 0
     assert "Unsupported gpu architecture 'sm_52'" in result.stderr
+
+
+def stack_targets() -> list[str]:
+    """Every GPU architecture the stack profiles build for: their archs and the gencode targets their extensions
+    compile (sgl-kernel's), as nvcc names them (sm_120, sm_90a)."""
+    import yaml
+
+    targets: set[str] = set()
+    for path in (PROJECT / "roles/serving_stack/vars/stacks").glob("*.yml"):
+        profile = yaml.safe_load(path.read_text())["serving_stack"]
+        targets.update("sm_" + arch.replace(".", "") for arch in profile["archs"])
+        for extension in profile.get("extensions") or []:
+            targets.update(extension.get("gencode_targets") or [])
+    return sorted(targets)
+
+
+def test_real_nvcc_builds_every_architecture_the_stacks_target(host, kernel: str) -> None:
+    from elf_fatbin import fatbin_entries
+
+    targets = stack_targets()
+    assert {"sm_120", "sm_90", "sm_86", "sm_100a"} <= set(targets)
+    # One compile with a cubin per target, as an extension build does it.
+    gencode = " ".join(f"-gencode arch=compute_{t[3:]},code={t}" for t in targets)
+    host.check_output(f"{HOME}/bin/nvcc {gencode} -Xcompiler -fPIC -shared {kernel} -o /tmp/cuda-pip-test/all.so")
+    data = base64.b64decode(host.check_output("base64 -w0 /tmp/cuda-pip-test/all.so"))
+    built = {sm for kind, sm in fatbin_entries(data) if kind == "elf"}
+    assert built == {int(t[3:].rstrip("af")) for t in targets}
+
+
+CLASH_KERNEL = "__global__ void k(float *x) { x[0] = sinpif(x[0]) + (float)cospi((double)x[0]); }\n"
+
+
+def test_cuda_12_8_headers_clash_with_glibc_2_41(host) -> None:
+    """CUDA 12.8's real headers (NVIDIA's nvidia-cuda-nvcc-cu12 and nvidia-cuda-runtime-cu12 12.8 wheels, which
+    carry no nvcc) put before 13.1's, compiled by 13.1's real nvcc: on glibc 2.41 every host compile stops at
+    sinpi/cospi, which the roles therefore refuse; 13.1's own headers compile the same kernel."""
+    glibc = host.check_output("getconf GNU_LIBC_VERSION").split()[-1]
+    if tuple(int(p) for p in glibc.split(".")[:2]) < (2, 41):
+        pytest.skip(f"glibc {glibc}: the clash needs 2.41 or newer (make molecule PLATFORM=trixie)")
+    work = "/tmp/cuda-12-8-headers"
+    host.check_output(
+        f"install -d {work}/wheels {work}/include && {VENV}/bin/python -m pip download --quiet --no-deps "
+        f"--cert /etc/ssl/certs/ca-certificates.crt -d {work}/wheels nvidia-cuda-nvcc-cu12==12.8.93 "
+        "nvidia-cuda-runtime-cu12==12.8.90")
+    host.check_output(f"cd {work}/wheels && for w in *.whl; do {VENV}/bin/python -m zipfile -e $w x; done && "
+                      f"cp -r x/nvidia/cuda_runtime/include/. x/nvidia/cuda_nvcc/include/. {work}/include/")
+    encoded = base64.b64encode(CLASH_KERNEL.encode()).decode()
+    host.check_output(f"echo {encoded} | base64 -d > {work}/k.cu")
+    clash = host.run(f"{HOME}/bin/nvcc -arch=sm_120 -I {work}/include -c {work}/k.cu -o {work}/k128.o")
+    assert clash.rc != 0
+    said = clash.stdout + clash.stderr
+    assert 'exception specification is incompatible with that of previous function "sinpi"' in said
+    assert host.run(f"{HOME}/bin/nvcc -arch=sm_120 -c {work}/k.cu -o {work}/k131.o").rc == 0

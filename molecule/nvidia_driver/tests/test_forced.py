@@ -1,12 +1,26 @@
-"""The forced host: driver branch 580 from the local signed repository, configured, not loaded."""
+"""The forced host: the table's default branch (580; 590 on Debian 13, whose repository has no 580) from the local
+signed repository, configured, not loaded."""
+
+import os
 
 import pytest
 
 testinfra_hosts = ["podman://nvidia-driver-forced"]
 
-BRANCH_VERSION = "580.126.20-1"
-NEWER_BRANCH_VERSION = "590.48.01-1"
-REPO_URL = "file:///srv/nvidia-cuda-mirror/debian12/x86_64/"
+# make molecule PLATFORM=...: the release the containers boot.
+PLATFORM = os.environ.get("GPUHOST_PLATFORM", "bookworm")
+REPOSITORY = {"bookworm": "debian12", "trixie": "debian13", "noble": "ubuntu2404"}[PLATFORM]
+BRANCH = "590" if PLATFORM == "trixie" else "580"
+BRANCH_VERSION = {"580": "580.126.20-1", "590": "590.48.01-1"}[BRANCH]
+# The newer branch the pin must hold off; Debian 13's repository has none.
+NEWER_BRANCH_VERSION = None if BRANCH == "590" else "590.48.01-1"
+REPO_URL = f"file:///srv/nvidia-cuda-mirror/{REPOSITORY}/x86_64/"
+if PLATFORM == "noble":
+    INSTALLED = ["nvidia-dkms-580-open", "libnvidia-compute-580", "nvidia-utils-580", "nvidia-compute-utils-580"]
+    NOT_WANTED = ["nvidia-fabricmanager", "nvidia-dkms-580", "nvidia-dkms-open"]
+else:
+    INSTALLED = ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "nvidia-persistenced"]
+    NOT_WANTED = ["nvidia-fabricmanager", "nvidia-kernel-dkms"]
 
 
 def test_apt_source_is_signed_by_the_repository_key(host):
@@ -38,10 +52,12 @@ def test_branch_pin(host):
     assert pin.exists
     text = pin.content_string
     assert "Package: nvidia-* libnvidia-* libcuda*" in text
-    assert "Pin: version 580.*\n" in text
+    assert f"Pin: version {BRANCH}.*\n" in text
     assert "Pin-Priority: 1001\n" in text
 
 
+@pytest.mark.skipif(NEWER_BRANCH_VERSION is None or PLATFORM == "noble",
+                    reason="no newer branch under the same names in this repository")
 def test_pin_holds_the_branch_against_the_newer_one(host):
     policy = host.check_output("apt-cache policy nvidia-driver-cuda nvidia-smi")
     assert f"Installed: {BRANCH_VERSION}" in policy
@@ -56,16 +72,22 @@ def test_pin_holds_the_branch_against_the_newer_one(host):
     assert "Inst nvidia" not in pinned
 
 
-@pytest.mark.parametrize(
-    "name", ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-smi", "nvidia-persistenced"]
-)
+@pytest.mark.skipif(PLATFORM != "noble", reason="only Ubuntu's archive ships the driver under NVIDIA's names")
+def test_ubuntus_own_build_of_the_branch_is_held_off(host):
+    policy = host.check_output("apt-cache policy nvidia-dkms-580-open")
+    assert f"Installed: {BRANCH_VERSION}" in policy
+    # Ubuntu's archive offers 580 too (580.x-0ubuntu...), at a higher version: never a candidate.
+    assert "0ubuntu" not in policy.split("Version table:")[0]
+
+
+@pytest.mark.parametrize("name", INSTALLED)
 def test_driver_packages_of_the_branch(host, name):
     package = host.package(name)
     assert package.is_installed
     assert package.version == BRANCH_VERSION
 
 
-@pytest.mark.parametrize("name", ["nvidia-fabricmanager", "nvidia-kernel-dkms"])
+@pytest.mark.parametrize("name", NOT_WANTED)
 def test_packages_not_wanted(host, name):
     assert not host.package(name).is_installed
 
@@ -86,7 +108,8 @@ def test_module_options(host):
     options = host.file("/etc/modprobe.d/nvidia-driver-options.conf").content_string
     line = "NVreg_DynamicPowerManagement=0x00 NVreg_EnableStreamMemOPs=1"
     assert f"\noptions nvidia {line}\n" in options
-    assert f"\noptions nvidia-current {line}\n" in options
+    # Debian's packaging loads the module as nvidia-current too; Ubuntu's does not.
+    assert (f"\noptions nvidia-current {line}\n" in options) == (PLATFORM != "noble")
     # modprobe reads the file as configuration (it loads nothing here).
     config = host.check_output("modprobe --showconfig")
     assert f"options nvidia {line}" in config

@@ -207,12 +207,14 @@ def test_environment_file_carries_the_gate_environment(host, main_pid: int) -> N
     env = host.file(ENV)
     assert (env.user, env.group, env.mode) == ("root", "root", 0o600)
     lines = [line for line in env.content_string.splitlines() if not line.startswith("#")]
-    assert lines[0] == 'CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7"' and lines[2] == 'NCCL_P2P_DISABLE="1"'
+    # The gate's GPUs are NVML's indexes (PCI order): CUDA is told to count them the same way.
+    assert lines[:2] == ['CUDA_DEVICE_ORDER="PCI_BUS_ID"', 'CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7"']
+    assert lines[3] == 'NCCL_P2P_DISABLE="1"'
     # The gate's fingerprint of the P2P facts, with which the launcher drops a stale cached P2P verdict.
-    assert re.fullmatch(r'GPUHOST_P2P_FACTS="[0-9a-f]{16}"', lines[1]) and len(lines) == 3
+    assert re.fullmatch(r'GPUHOST_P2P_FACTS="[0-9a-f]{16}"', lines[2]) and len(lines) == 4
     # The server's own environment: systemd read the file into it.
     environ = host.file(f"/proc/{main_pid}/environ").content_string.split("\0")
-    assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in environ
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in environ and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in environ
     assert "NCCL_P2P_DISABLE=1" in environ
     assert "HOME=/var/cache/sglang-glm-5-nvfp4" in environ
     assert not [item for item in environ for form in KEY_FORMS if form in item]

@@ -348,6 +348,8 @@ def run(config: dict, out=sys.stdout) -> int:
             env.setdefault("GLOO_SOCKET_IFNAME", "lo")
             # Ranks share the CPU; one thread each keeps them from fighting over cores.
             env.setdefault("OMP_NUM_THREADS", "1")
+        # GPU indexes here are NVML's (PCI order); CUDA's default order is fastest first.
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         if cfg["devices"]:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in cfg["devices"])
         out_path = os.path.join(workdir, f"rank{rank}.out")

@@ -53,7 +53,8 @@ def run_process(argv: list[str], timeout_s: float, env: dict[str, str] | None = 
     """Run argv in its own process group; past timeout_s the whole group is killed, and what it
     printed until then is returned with ``timed_out``."""
     full_env = dict(os.environ if env is None else env)
-    full_env.update({"LC_ALL": "C", "LANG": "C"})
+    # Every benchmark names GPUs by NVML's index (PCI order): CUDA must count them the same way, not fastest first.
+    full_env.update({"LC_ALL": "C", "LANG": "C", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
     try:
         done = run_bounded(argv, timeout_s, env=full_env, cwd=cwd)
     except OSError as exc:

@@ -109,6 +109,8 @@ def run(config: dict, out=sys.stdout) -> int:
     deadline_wall = time.time() + timeout_s
     env = dict(os.environ)
     env.update({_ENV_EVENTS: events_path, _ENV_DEADLINE: repr(deadline_wall), _ENV_PARENT: str(os.getpid())})
+    # GPU indexes here are NVML's (PCI order); CUDA's default order is fastest first.
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     if config.get("devices"):
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in config["devices"])
     with open(err_path, "wb") as stderr:

@@ -394,3 +394,34 @@ def read_resources(root: str | os.PathLike[str] = "/",
         cpus = min(cpus, max(1, math.floor(limits.cpus)))
     return Resources(cpus=max(1, cpus), mem_total_gib=total / GIB, mem_available_gib=available / GIB,
                      limits=tuple(notes))
+
+
+# flash-attention 2.8.3's setup.py builds a gencode only for these FLASH_ATTN_CUDA_ARCHS values, each from a CUDA
+# release on (its if-ladder: "80", "90" from 11.8, "100" and "120" from 12.8); any other value matches no branch and
+# is dropped without a word, so a build for "89" alone compiles nothing. A TORCH_CUDA_ARCH_LIST arch maps to the
+# family whose SASS runs on it (8.6 and 8.9 run sm_80 code, 12.1 runs sm_120's); FA2 has no kernels below Ampere.
+FLASH_ATTN_FAMILIES = {"8": ("80", (11, 0)), "9": ("90", (11, 8)), "10": ("100", (12, 8)), "12": ("120", (12, 8))}
+
+
+def flash_attn_archs(archs: Sequence[str], cuda_release: str | None = None) -> dict[str, Any]:
+    """FLASH_ATTN_CUDA_ARCHS for TORCH_CUDA_ARCH_LIST archs the way flash-attention's setup.py reads it, and the
+    archs it would not build (with the reason): ``{"value": "80;120", "unbuilt": [...]}``."""
+    values: list[str] = []
+    unbuilt: list[str] = []
+    release = None
+    if cuda_release and re.match(r"^[0-9]+\.[0-9]+", str(cuda_release)):
+        release = tuple(int(p) for p in re.match(r"^([0-9]+)\.([0-9]+)", str(cuda_release)).groups())
+    for arch in archs:
+        match = re.match(r"^([0-9]+)\.[0-9]+[af]?(\+PTX)?$", str(arch))
+        family = FLASH_ATTN_FAMILIES.get(match.group(1)) if match else None
+        if family is None:
+            unbuilt.append(f"{arch} (flash-attention builds only 8.x, 9.x, 10.x and 12.x: 80, 90, 100, 120)")
+            continue
+        value, since = family
+        if release is not None and release < since:
+            unbuilt.append(f"{arch} (flash-attention builds {value} only with CUDA {since[0]}.{since[1]} or newer, "
+                           f"not {cuda_release})")
+            continue
+        if value not in values:
+            values.append(value)
+    return {"value": ";".join(values), "unbuilt": unbuilt}

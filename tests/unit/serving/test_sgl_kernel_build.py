@@ -11,6 +11,7 @@ from typing import Any
 import cuda_build_jobs
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.filter.cuda_extension import cuda_extension_flash_attn_archs
 from ansible_collections.gpuhost.gpu.plugins.module_utils.serving.build_jobs import Resources
 
 from tests.paths import ROOT
@@ -25,7 +26,8 @@ def cmakelists_targets(cuda_version: str, machine: str = "x86_64") -> list[str]:
     """What sgl-kernel's CMakeLists.txt puts in SGL_KERNEL_CUDA_FLAGS, in its order, whatever TORCH_CUDA_ARCH_LIST
     says (clear_cuda_arches), in the releases the stacks pin: sm_90 always; sm_80 and sm_89 with ENABLE_BELOW_SM90
     (on, off on aarch64); sm_100a and sm_120a from CUDA 12.8; sm_103a from 13.0 (with sm_110a and sm_121a on
-    aarch64; sm_101a on aarch64 before 13.0); sm_90a from CUDA 12.4. The expectation the stacks are held to."""
+    aarch64; sm_101a on aarch64 before 13.0); sm_90a from CUDA 12.4; and sm_86 of its FA3 target. The expectation the
+    stacks are held to."""
     major, minor = (int(part) for part in re.match(r"^(\d+)\.(\d+)", cuda_version).groups())
     cuda, arm = (major, minor), machine in ("aarch64", "arm64")
     targets = ["sm_90"] + ([] if arm else ["sm_80", "sm_89"])
@@ -33,7 +35,10 @@ def cmakelists_targets(cuda_version: str, machine: str = "x86_64") -> list[str]:
         targets += ["sm_100a", "sm_120a"]
         targets += (["sm_103a"] + (["sm_110a", "sm_121a"] if arm else [])) if cuda >= (13, 0) else \
             (["sm_101a"] if arm else [])
-    return targets + (["sm_90a"] if cuda >= (12, 4) else [])
+    targets += ["sm_90a"] if cuda >= (12, 4) else []
+    # Its FA3 target (flash_ops) compiles sm_86 too, beside the main library's targets: the plan counts every
+    # target the build compiles, not only the main library's.
+    return targets + ([] if arm else ["sm_86"])
 
 
 def stack_kernels() -> list[tuple[str, str, dict[str, Any]]]:
@@ -75,7 +80,7 @@ def test_the_memory_plan_counts_the_hard_coded_targets(monkeypatch, capsys):
     real = run_module(cuda_build_jobs.main, {"archs": ["12.0"], "mem_per_thread_gib": 4,
                                              "targets": kernel["gencode_targets"]}, capsys)
     assert archs_only["nvcc_threads"] == 1
-    assert real["inputs"]["targets"] == 6 and real["nvcc_threads"] == 4
+    assert real["inputs"]["targets"] == 7 and real["nvcc_threads"] == 4
     assert real["plan"]["gib_per_job"] == 16.0 and real["max_jobs"] < archs_only["max_jobs"]
 
 
@@ -124,7 +129,11 @@ def render(template: str, **overrides: Any) -> Any:
 
     variables = {**trusted(yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())), **trusted(role_vars()),
                  "cuda_extension_venv": "/venv", "cuda_extension_pip_env": {},
-                 "__cuda_extension_jobs": {"max_jobs": 3, "nvcc_threads": 2}, **trusted(overrides)}
+                 "__cuda_extension_jobs": {"max_jobs": 3, "nvcc_threads": 2},
+                 # A plain Templar has no collection filters: the mapping's result as the role's filter gives it
+                 # (tests/unit/serving/test_flash_attn_archs.py).
+                 "__cuda_extension_flash_attn": cuda_extension_flash_attn_archs(
+                     overrides.get("cuda_extension_archs", ["12.0"]), "12.8"), **trusted(overrides)}
     return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(template))
 
 
