@@ -122,7 +122,11 @@ def _fragment(text: str) -> dict[str, Any]:
 
 
 def _walk(node: ET.Element, numaid: int | None, switches: list[str], out: dict[str, Any]) -> None:
-    """The <pci> nodes under ``node``; a <pci> holding <pci> is a switch (or bridge) on the way down."""
+    """The <pci> nodes under ``node``; a <pci> holding <pci> is a switch (or bridge) on the way down. A <nic> right
+    under the <cpu> is one NCCL found no PCI path for (a virtio NIC in a guest: "is not a PCI device", NCCL attaches
+    it to a CPU): no bus id."""
+    if node.tag == "cpu":
+        _nics(node, None, out)
     for pci in node.findall("pci"):
         bus_id = _bus_id(pci.get("busid"))
         gpu = pci.find("gpu")
@@ -134,12 +138,15 @@ def _walk(node: ET.Element, numaid: int | None, switches: list[str], out: dict[s
                 "nvlinks": [{"target": link.get("target"), "count": _int(link.get("count"))}
                             for link in gpu.findall("nvlink")],
             })
-        for net in pci.findall("nic/net"):
-            speed = _int(net.get("speed"))
-            out["nics"].append({"name": net.get("name"), "dev": _int(net.get("dev")), "pci_bus_id": bus_id,
-                                "speed_mbps": speed, "gdr": _flag(net.get("gdr"))})
+        _nics(pci, bus_id, out)
         if pci.find("pci") is not None:
             _walk(pci, numaid, [*switches, bus_id or "?"], out)
+
+
+def _nics(node: ET.Element, bus_id: str | None, out: dict[str, Any]) -> None:
+    for net in node.findall("nic/net"):
+        out["nics"].append({"name": net.get("name"), "dev": _int(net.get("dev")), "pci_bus_id": bus_id,
+                            "speed_mbps": _int(net.get("speed")), "gdr": _flag(net.get("gdr"))})
 
 
 def _link(pci: ET.Element) -> dict[str, Any]:

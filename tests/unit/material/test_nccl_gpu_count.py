@@ -26,6 +26,9 @@ def audited(*inputs: tuple[str, bytes]) -> tuple[dict, dict]:
     ("nccl-debug_2.7.8_rank-only-prefix_constructed-from-excerpt.log",
      ["0000:18:00.0", "0000:1a:00.0", "0000:af:00.0", "0000:b1:00.0"]),
     ("nccl-topo-dump_2xRTXPRO6000-q35-flat-bus-vm_constructed.xml", ["0000:00:10.0", "0000:00:11.0"]),
+    # A real guest's dump (NVIDIA/nccl#1329): four A800 on the root bus.
+    ("nccl-topo-dump_4xA800-vm-gpus-on-bus-00_no-link-speed.xml",
+     ["0000:00:09.0", "0000:00:0a.0", "0000:00:0b.0", "0000:00:0c.0"]),
     # A real dump pasted from the middle of its tree (no <system>): its two GPUs all the same.
     ("nccl-topo-dump_2.1x_8xH100-nvlink-nic_starts-mid-tree_excerpt.xml", ["0000:b8:00.0", "0000:d9:00.0"]),
 ])
@@ -61,3 +64,11 @@ def test_an_nccl_list_never_overrides_nvidia_smis() -> None:
     _, facts = audited((name, (NCCL / name).read_bytes()), ("gpus.txt", listed.read_bytes()))
     assert facts["gpus"]["source"] == "nvidia-smi"
     assert facts["summary"]["gpu_models"] == ["NVIDIA RTX 5880 Ada Generation", "NVIDIA TITAN V"]
+
+
+def test_a_real_guests_flat_dump_votes_for_a_vm_once() -> None:
+    name = "nccl-topo-dump_4xA800-vm-gpus-on-bus-00_no-link-speed.xml"
+    _, facts = audited((name, (NCCL / name).read_bytes()))
+    virt = facts["virtualization"]
+    assert virt["type"] == "vm"
+    assert [e["weight"] for e in virt["evidence"] if e["signal"] == "NCCL topology dump"] == ["strong", "weak", "weak"]
