@@ -200,11 +200,12 @@ def _read_links(cells: list[str], tabbed: bool, labels: tuple[str, ...], keep: i
     return out
 
 
-def check_mirror(gpus: list[str], links: list[list[str]], repaired: list[bool]) -> None:
-    """A repaired GPU row must agree with the other rows: the GPU block is symmetric."""
+def check_mirror(gpus: list[str], links: list[list[str | None]], repaired: list[bool]) -> None:
+    """A repaired GPU row must agree with the other rows: the GPU block is symmetric. A row a cut paste lost
+    (None cells) has nothing to agree with."""
     for i, row in enumerate(links):
         for j, label in enumerate(row):
-            if (repaired[i] or repaired[j]) and label != links[j][i]:
+            if (repaired[i] or repaired[j]) and label != links[j][i] and None not in (label, links[j][i]):
                 raise smi_error(
                     f"nvidia-smi topo -m row {gpus[i]}",
                     f"the same label for {gpus[i]}-{gpus[j]} as for {gpus[j]}-{gpus[i]} once merged cells are split",

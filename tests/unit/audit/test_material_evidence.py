@@ -25,6 +25,7 @@ def audited(*names: str, rename: dict[str, str] | None = None) -> dict:
     ("list-gpus_535_A100-80GB-MIG-7x1g.10gb.txt", 1, ["NVIDIA A100-SXM4-80GB"]),
     ("topo-m_2018_8gpu-PIX-PXB-mlx5.txt", 8, []),
     ("topo-p2p-r_8gpu-vm-NS.txt", 8, []),
+    ("topo-m_8xH20-vm-NV18-8nics_spaces_cut-after-GPU5_excerpt.txt", 8, []),  # a real paste cut after GPU5's row
     ("q_580_2xRTX-PRO-6000-Blackwell_vm-passthrough.txt", 2, ["NVIDIA RTX PRO 6000 Blackwell Server Edition"]),
     ("q_418_2xV100-SXM2_throttle-retired.xml", 2, ["Tesla V100-SXM2-16GB"]),
 ])
@@ -157,3 +158,12 @@ def test_an_nccl_log_without_emulated_devices_makes_no_virtualization_claim(name
     text = (NCCL / name).read_bytes() + b"h:1:2 [0] NCCL INFO + PCI[24.0] - PCI/0-6000 (1000c0101000a000)\n"
     virt = audit(build_capture([(name, text)]))["virtualization"]
     assert virt["type"] is None and virt["evidence"] == []
+
+
+def test_a_topo_matrix_cut_after_some_rows_is_read_and_says_so() -> None:
+    facts = audited("topo-m_8xH20-vm-NV18-8nics_spaces_cut-after-GPU5_excerpt.txt")
+    topology = facts["topology"]
+    assert topology["gpus"] == [f"GPU{i}" for i in range(8)]
+    assert topology["matrix"][1][0] == "NV18" and topology["matrix"][6] == [None] * 8
+    assert topology["numa_affinity"] == [0, 0, 0, 0, 1, 1, None, None]
+    assert any(p["what"] == "nvidia-smi topo -m" and "rows GPU6, GPU7, NIC0" in p["error"] for p in facts["problems"])
