@@ -24,6 +24,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_topology
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import ParseError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_debug import parse_nccl_debug
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_topo_xml import parse_nccl_topo_xml
+
 WHAT_DEBUG = "NCCL INFO log"
 
 

@@ -6,10 +6,10 @@ import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_debug import (
     Connection,
     P2PRefusal,
+    TopologyPci,
     TransportSummary,
     nccl_bus_id,
     p2p_refusals,
-    TopologyPci,
     p2p_used,
     parse_nccl_debug,
     topology_pci_nodes,
