@@ -92,7 +92,8 @@ def test_lspci_without_ids_names_the_emulated_devices() -> None:
     assert any(e["signal"] == "lspci" and "Red Hat / QEMU" in e["value"] for e in virt["evidence"])
 
 
-@pytest.mark.parametrize("name", ["host.lspci-3.14.0.vvv-nn-D.root.txt", "host.lspci-3.7.0.vvv-nn-D.root.txt"])
+@pytest.mark.parametrize("name", ["host.lspci-3.14.0.vvv-nn-D.root.txt", "host.lspci-3.7.0.vvv-nn-D.root.txt",
+                                  "quadro-rtx4000-host.lspci-vvv-s_cut-in-devctl_excerpt.txt"])
 def test_a_hosts_lspci_makes_no_virtualization_claim(name) -> None:
     virt = audit(build_capture([(name, (LSPCI / name).read_bytes())]))["virtualization"]
     assert virt["type"] is None and virt["evidence"] == []
