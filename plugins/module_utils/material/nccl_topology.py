@@ -31,8 +31,9 @@ _NCCL_LOG_SOURCE = "NCCL_DEBUG=INFO topology"
 
 def topology_signals(source: Source) -> tuple[list[Evidence], list[Evidence]]:
     """The signs of an emulated topology in NCCL's outputs the material holds: the dump's (GPUs on the root bus
-    vote for a VM; no PCIe link speed and an unknown NUMA node are weak notes) and the INFO log's (a PCI node of a
-    virtual vendor or an emulated switch port votes for its hypervisor), each named with its source."""
+    vote for a VM; no PCIe link speed and an unknown NUMA node are weak notes) and, in the dump and the INFO log's
+    topology alike, a PCI device of a virtual vendor or an emulated bridge or switch port (a vote for its
+    hypervisor), each named with its source."""
     votes, notes = _dump_signals(source)
     votes += _log_signals(source)
     return votes, notes
@@ -42,18 +43,23 @@ def _log_signals(source: Source) -> list[Evidence]:
     text = source.material(NCCL_DEBUG_MATERIAL)
     if not text:
         return []
+    nodes = [(f"PCI/{node.node}", node.vendor, node.device) for node in topology_pci_nodes(text)]
+    return _emulated_devices(_NCCL_LOG_SOURCE, nodes)
+
+
+def _emulated_devices(signal: str, devices: list[tuple[str, str, str]]) -> list[Evidence]:
+    """One vote per kind of emulated device among (where, vendor, device): a virtual vendor's (QEMU, virtio,
+    VMware ...) for its hypervisor, an emulated host bridge or switch port for KVM."""
     known = {**{ids: f"{machine or platform} host bridge" for ids, (machine, platform) in
                 EMULATED_HOST_BRIDGES.items()}, **EMULATED_SWITCH_PORTS}
-    seen: dict[tuple[str, str], list[str]] = {}  # (hypervisor, what) -> the nodes
-    for node in topology_pci_nodes(text):
-        ids = (node.vendor, node.device)
-        if node.vendor in VIRTUAL_PCI_VENDORS:
-            name, label = VIRTUAL_PCI_VENDORS[node.vendor]
-            seen.setdefault((name, f"{node.vendor[2:]}:{node.device[2:]} {label}"), []).append(node.node)
-        elif ids in known:
-            seen.setdefault(("kvm", f"{node.vendor[2:]}:{node.device[2:]} {known[ids]}"), []).append(node.node)
-    return [Evidence(_NCCL_LOG_SOURCE, f"{what} at {', '.join('PCI/' + n for n in nodes)}", name)
-            for (name, what), nodes in seen.items()]
+    seen: dict[tuple[str, str], list[str]] = {}  # (hypervisor, what) -> where
+    for where, vendor, device in devices:
+        if vendor in VIRTUAL_PCI_VENDORS:
+            name, label = VIRTUAL_PCI_VENDORS[vendor]
+            seen.setdefault((name, f"{vendor[2:]}:{device[2:]} {label}"), []).append(where)
+        elif (vendor, device) in known:
+            seen.setdefault(("kvm", f"{vendor[2:]}:{device[2:]} {known[(vendor, device)]}"), []).append(where)
+    return [Evidence(signal, f"{what} at {', '.join(places)}", name) for (name, what), places in seen.items()]
 
 
 def _dump_signals(source: Source) -> tuple[list[Evidence], list[Evidence]]:
@@ -61,12 +67,14 @@ def _dump_signals(source: Source) -> tuple[list[Evidence], list[Evidence]]:
     if not text:
         return [], []
     try:
-        signs = emulated_signs(parse_nccl_topo_xml(text))
+        topology = parse_nccl_topo_xml(text)
     except NcclTopoParseError as exc:
         source.note_problem(_NCCL_TOPO_SOURCE, str(exc)[:300])
         return [], []
+    signs = emulated_signs(topology)
     where = ", ".join(signs["gpus"])
-    votes = []
+    votes = _emulated_devices(_NCCL_TOPO_SOURCE, [(pci["pci_bus_id"] or "an unknown bus id", pci["vendor"],
+                                                   pci["device"]) for pci in topology["pci_ids"]])
     if signs["gpus_on_root_bus"]:
         votes.append(Evidence(_NCCL_TOPO_SOURCE, f"every GPU on PCI bus 00, as on a flat bus a hypervisor emulates "
                                                  f"({where})", "vm"))

@@ -75,6 +75,8 @@ def test_a_real_guests_flat_bus_dump_shows_every_sign() -> None:
                                            (3, 3, 80, "0000:00:0c.0", None, None, None)]
     assert [(nic["name"], nic["pci_bus_id"], nic["speed_mbps"], nic["gdr"]) for nic in topology["nics"]] == [
         ("ens4", None, 10000, False)]
+    assert topology["pci_ids"] == [{"pci_bus_id": f"0000:00:0{slot}.0", "vendor": "0x10de", "device": "0x20f5"}
+                                   for slot in "9abc"]
     signs = emulated_signs(topology)
     assert (signs["gpus_on_root_bus"], signs["no_link_speed"], signs["numa_unknown"]) == (True, True, True)
 
@@ -147,3 +149,14 @@ def test_property_a_nic_without_a_pci_path_is_one_nic_with_no_bus_id(name: str, 
     [nic] = parse_nccl_topo_xml(dump)["nics"]
     assert (nic["name"], nic["pci_bus_id"]) == (name, None)
     assert nic["speed_mbps"] == (int(speed) if speed.isdigit() else None)
+
+
+
+def test_every_pci_node_gives_its_ids_switches_included() -> None:
+    topology = parse_nccl_topo_xml(read(BARE_METAL))
+    assert topology["pci_ids"][0] == {"pci_bus_id": "0000:16:00.0", "vendor": "0x1000", "device": "0xc030"}
+    assert {"pci_bus_id": "0000:18:00.0", "vendor": "0x10de", "device": "0x2335"} in topology["pci_ids"]
+    # Ids that are not four hex digits after 0x are not read.
+    odd = parse_nccl_topo_xml('<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0" vendor="1b36" '
+                              'device="0x000c"><gpu dev="0"/></pci></cpu></system>')
+    assert odd["pci_ids"] == [] and len(odd["gpus"]) == 1
