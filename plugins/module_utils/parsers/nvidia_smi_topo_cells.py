@@ -255,3 +255,27 @@ def cut_inside_row(text: object, codes: list[str], width: int, known: object) ->
     if not isinstance(text, str) or text.rstrip(" \t").endswith(("\n", "\r")):
         return False
     return len(codes) != width or not codes or codes[-1] not in known  # type: ignore[operator]
+
+
+P2P_STATUS_MEANING = {
+    "X": "self",
+    "OK": "status OK",
+    "CNS": "chipset not supported",
+    "GNS": "GPU not supported",
+    "TNS": "topology not supported",
+    "NS": "not supported",
+    "DR": "disabled by regkey",
+    "U": "unknown",
+}
+"""The codes of ``topo -p2p`` as its legend explains them."""
+
+P2P_NVML_STATUS = {
+    "OK": "NVML_P2P_STATUS_OK",
+    "CNS": "NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED",
+    "GNS": "NVML_P2P_STATUS_GPU_NOT_SUPPORTED",
+    "TNS": "NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED",
+    "NS": "NVML_P2P_STATUS_NOT_SUPPORTED",
+    "DR": "NVML_P2P_STATUS_DISABLED_BY_REGKEY",
+    "U": "NVML_P2P_STATUS_UNKNOWN",
+}
+"""The NVML status (nvmlDeviceGetP2PStatus) each code prints."""
