@@ -151,7 +151,6 @@ def test_property_a_nic_without_a_pci_path_is_one_nic_with_no_bus_id(name: str, 
     assert nic["speed_mbps"] == (int(speed) if speed.isdigit() else None)
 
 
-
 def test_every_pci_node_gives_its_ids_switches_included() -> None:
     topology = parse_nccl_topo_xml(read(BARE_METAL))
     assert topology["pci_ids"][0] == {"pci_bus_id": "0000:16:00.0", "vendor": "0x1000", "device": "0xc030"}
