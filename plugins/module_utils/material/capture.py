@@ -180,6 +180,7 @@ class _Built:
     sources: dict[str, list[str]] = field(default_factory=dict)  # capture entry -> inputs that gave it
     inputs: list[dict[str, Any]] = field(default_factory=list)
     unmapped: list[dict[str, Any]] = field(default_factory=list)
+    node_outputs: list[str] = field(default_factory=list)  # a guest's material's inputs of its node (node_outputs.py)
     # How to undo what the file being taken has filed so far, should it fail (_take_one).
     undo: list[Callable[[], None]] = field(default_factory=list)
 
@@ -488,7 +489,7 @@ def _take_bug_report(built: _Built, name: str, text: str, entry: dict[str, Any])
 
 
 def _warnings(built: _Built) -> list[str]:
-    warnings = [TWO_HOSTS] if any(entry.get("node_output") for entry in built.inputs) else []
+    warnings = [TWO_HOSTS] if built.node_outputs else []
     if guest_with_its_vm(built.inputs):
         warnings.append("the material holds a Proxmox VM config (a hypervisor's file) and nvidia-smi output: unless "
                         "the node's own pveversion says otherwise, the outputs are judged as the guest's and the "

@@ -28,7 +28,7 @@ def guest_with_its_vm(inputs: Iterable[dict[str, Any]]) -> bool:
 def set_node_outputs_apart(built: Any, entries: Iterable[tuple[str, str]]) -> None:
     """Of the capture being built (material/capture.py ``_Built``), the ``entries`` ((section, key): the kernel log,
     the command line) that show a Proxmox kernel, where the rest is a guest's with its VM's config: removed, each
-    input that gave one listed as not used with why and marked ``node_output``."""
+    input that gave one listed as not used with why and named in ``built.node_outputs``."""
     if not guest_with_its_vm(built.inputs):
         return
     for section, key in entries:
@@ -47,4 +47,4 @@ def set_node_outputs_apart(built: Any, entries: Iterable[tuple[str, str]]) -> No
         for entry in built.inputs:
             if label in entry["as"]:
                 entry["as"].remove(label)
-                entry["node_output"] = True
+                built.node_outputs.append(entry["name"])

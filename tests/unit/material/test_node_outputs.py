@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.capture import DMESG_KEY, build_capture
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.node_outputs import TWO_HOSTS
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.section import with_material
 
 from tests.paths import FIXTURES
+from tests.unit import schemas
 from tests.unit.material.test_capture import audit
 
 TICKET = sorted((FIXTURES / "tickets" / "incident-guest").iterdir())
@@ -33,11 +35,12 @@ def test_a_nodes_kernel_output_in_a_guests_material_is_set_apart(name, data) -> 
     [why] = [u["why"] for u in material["unmapped"] if u["name"] == name]
     assert "Proxmox node's own output (kernel 6.8.12-5-pve)" in why and "input of its own" in why
     assert material["warnings"][0] == TWO_HOSTS
-    entry = next(e for e in material["inputs"] if e["name"] == name)
-    assert entry["as"] == [] and entry["node_output"] is True
+    assert next(e for e in material["inputs"] if e["name"] == name)["as"] == []
     # The guest is judged as without the node's output: the same verdict and findings.
     alone = audit(build_capture([(path.name, path.read_bytes()) for path in TICKET]))
     judged = audit(capture)
+    # The report's shape is unchanged: the facts with their material section still validate.
+    assert not list(schemas.validator("facts").iter_errors(with_material(judged, capture)))
     assert judged["summary"]["verdict"] == alone["summary"]["verdict"]
     assert sorted(f["id"] for f in judged["findings"]) == sorted(f["id"] for f in alone["findings"])
 
