@@ -183,7 +183,8 @@ ansible_facts:
           sample: {read: [["X", "NS"], ["NS", "X"]]}
         topology:
           description: The topology matrix (X, NV#, PIX, PXB, PHB, NODE, SYS) with CPU and NUMA affinity per GPU.
-            Matrices are keyed by NVML index; a pair with a GPU NVML counted but could not open is null.
+            Matrices are keyed by NVML index; a pair with a GPU NVML counted but could not open is null, and so is
+            a row a pasted matrix was cut before (material).
           type: dict
         health:
           description: >-

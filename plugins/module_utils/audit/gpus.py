@@ -229,10 +229,13 @@ def _topology(source: Source) -> dict[str, Any]:
             source.note_problem(TOPO_MATRIX.key, topo_error or "no output")
         return {}
     try:
-        parsed = nvidia_smi_topo.parse_topo_matrix(out)
+        parsed = nvidia_smi_topo.parse_topo_matrix(out, cut_ok=source.partial)
     except NvidiaSmiParseError as exc:
         source.note_problem(TOPO_MATRIX.key, str(exc))
         return {}
+    if parsed.missing_rows:
+        source.note_problem(TOPO_MATRIX.key, f"the paste is cut: rows {', '.join(parsed.missing_rows)} are missing, "
+                                             "their links are not read; paste the whole output to judge them")
     topology: dict[str, Any] = {
         "source": "nvidia-smi",
         "gpus": list(parsed.gpus),

@@ -66,6 +66,12 @@ EMULATED_HOST_BRIDGES = {
     ("0x8086", "0x1237"): ("i440fx", None),
     ("0x8086", "0x0d57"): (None, "rust-vmm"),
 }
+# PCIe switch ports QEMU emulates under their real ids: TI's XIO3130 (x3130-upstream, xio3130-downstream), a
+# PCIe 1.1 x1 switch of 2007 that no GPU server carries, so above a GPU they are a hypervisor's.
+EMULATED_SWITCH_PORTS = {
+    ("0x104c", "0x8232"): "TI XIO3130 upstream port (QEMU x3130-upstream)",
+    ("0x104c", "0x8233"): "TI XIO3130 downstream port (QEMU xio3130-downstream)",
+}
 
 SYSTEMD_DETECT_VIRT_NAMES = {"microsoft": "hyperv", "oracle": "virtualbox", "qemu": "kvm"}
 

@@ -71,6 +71,11 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.kinds import 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import how_to_raise
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_gpus import NCCL_DEBUG_MATERIAL
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_topology import NCCL_TOPO_MATERIAL
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.node_outputs import (
+    TWO_HOSTS,
+    guest_with_its_vm,
+    set_node_outputs_apart,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.p2p_matrix import p2p_command
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.parse_budget import (
     DEFAULT_PARSE_SECONDS,
@@ -175,6 +180,7 @@ class _Built:
     sources: dict[str, list[str]] = field(default_factory=dict)  # capture entry -> inputs that gave it
     inputs: list[dict[str, Any]] = field(default_factory=list)
     unmapped: list[dict[str, Any]] = field(default_factory=list)
+    node_outputs: list[str] = field(default_factory=list)  # a guest's material's inputs of its node (node_outputs.py)
     # How to undo what the file being taken has filed so far, should it fail (_take_one).
     undo: list[Callable[[], None]] = field(default_factory=list)
 
@@ -211,6 +217,7 @@ def build_capture(inputs: Iterable[Piece | tuple[str, bytes]], note: str | None 
     built = _Built()
     for item in _inputs(inputs):
         _take_one(built, item, max_decompressed, parse_seconds)
+    set_node_outputs_apart(built, (("commands", DMESG_KEY), ("files", CMDLINE_FILE)))
     capture: dict[str, Any] = {
         "format": CAPTURE_FORMAT,
         "note": note or "Built from material (" + ", ".join(i["name"] for i in built.inputs) + ") by "
@@ -482,11 +489,10 @@ def _take_bug_report(built: _Built, name: str, text: str, entry: dict[str, Any])
 
 
 def _warnings(built: _Built) -> list[str]:
-    kinds = {entry["kind"] for entry in built.inputs if entry["as"]}
-    gpu_kinds = {kind for kind in kinds if kind and kind.startswith("nvidia-smi")} | (
-        {"nvidia-bug-report"} & kinds)
-    if "proxmox-vm-config" in kinds and gpu_kinds:
-        return ["the material holds a Proxmox VM config (a hypervisor's file) and nvidia-smi output: unless the "
-                "node's own pveversion says otherwise, the outputs are judged as the guest's and the config as that "
-                "of the VM it runs in; the node itself (its IOMMU, drivers, groups) is not judged"]
-    return []
+    warnings = [TWO_HOSTS] if built.node_outputs else []
+    if guest_with_its_vm(built.inputs):
+        warnings.append("the material holds a Proxmox VM config (a hypervisor's file) and nvidia-smi output: unless "
+                        "the node's own pveversion says otherwise, the outputs are judged as the guest's and the "
+                        "config as that of the VM it runs in; the node itself (its IOMMU, drivers, groups) is not "
+                        "judged")
+    return warnings

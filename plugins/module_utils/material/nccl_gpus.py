@@ -17,13 +17,14 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import Source
-from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_topology import NCCL_TOPO_MATERIAL
+from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_topology import (
+    NCCL_DEBUG_MATERIAL,
+    NCCL_TOPO_MATERIAL,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers._common import ParseError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_debug import parse_nccl_debug
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_topo_xml import parse_nccl_topo_xml
 
-# The name material files an NCCL_DEBUG=INFO log under (material/capture.py); Source.material reads it.
-NCCL_DEBUG_MATERIAL = "nccl-debug-log"
 WHAT_DEBUG = "NCCL INFO log"
 
 

@@ -315,3 +315,41 @@ def p2p_used(summary: TransportSummary) -> bool | None:
     if not peer:
         return None
     return any(c.transport.startswith("P2P") for c in peer)
+
+
+# A PCI node of the topology NCCL prints at INFO (``src/graph/topo.cc`` ncclTopoPrintRec): ``PCI/0-65000
+# (104c823200000000)`` (recent NCCL: domain, then the bus id) or ``PCI/6000 (1000c0101000a000)``; the
+# parenthesis packs vendor, device, subsystem vendor and subsystem device, four hex digits each. Older NCCL
+# prints no parenthesis (``PCI/6000``): nothing to read there.
+_TOPO_PCI_RE = re.compile(r"\bPCI/(?:([0-9A-Fa-f]{1,8})-)?([0-9A-Fa-f]{1,16}) \(([0-9A-Fa-f]{16})\)")
+
+
+@dataclass(frozen=True)
+class TopologyPci:
+    """A PCI switch or bridge on the path NCCL printed: its bus id (None where NCCL's id does not read as one),
+    vendor and device ids as ``0x104c`` / ``0x8232``."""
+
+    node: str  # as NCCL printed it: "0-65000"
+    bus_id: str | None
+    vendor: str
+    device: str
+
+
+def topology_pci_nodes(text: Any) -> list[TopologyPci]:
+    """The PCI nodes of the topology an ``NCCL_DEBUG=INFO`` log prints (``=== System : ... ===`` and the tree under
+    it), each once, in the order first printed. Never raises; anything else gives an empty list."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", errors="replace")
+    if not isinstance(text, str):
+        return []
+    found: dict[str, TopologyPci] = {}
+    for match in _TOPO_PCI_RE.finditer(normalize_paste(text.replace("\x00", ""))):
+        domain, bus, packed = match.groups()
+        node = f"{domain}-{bus}" if domain is not None else bus
+        if node in found:
+            continue
+        bus_id = nccl_bus_id(bus)
+        if bus_id and domain is not None:
+            bus_id = f"{int(domain, 16):04x}{bus_id[4:]}" if int(domain, 16) <= 0xffff else None
+        found[node] = TopologyPci(node, bus_id, f"0x{packed[:4].lower()}", f"0x{packed[4:8].lower()}")
+    return list(found.values())

@@ -30,7 +30,9 @@ A paste that starts mid-tree (no ``<system>``, closing tags first) gives its GPU
 
 Output of ``parse_nccl_topo_xml``: ``{"version": int | None, "complete": bool, "cpus": [{numaid, arch, vendor,
 familyid, modelid, numa_unknown}], "gpus": [{dev, rank, sm, gdr, pci_bus_id, numaid, link_speed, link_speed_gts,
-link_width, switches, nvlinks: [{target, count}]}], "nics": [{name, dev, pci_bus_id, speed_mbps, gdr}]}``.
+link_width, switches, nvlinks: [{target, count}]}], "nics": [{name, dev, pci_bus_id, speed_mbps, gdr}], "pci_ids":
+[{pci_bus_id, vendor, device}]}`` (``pci_ids``: every ``<pci>`` of the tree with its ``0x1b36``-style ids, switches
+and bridges included: QEMU's own and virtio devices show there).
 ``emulated_signs`` says which signs of an emulated topology the dump shows.
 """
 
@@ -52,6 +54,7 @@ _WHAT = "NCCL topology dump"
 _START_RE = re.compile(r"<\?xml|<system\b")
 _END_TAG = "</system>"
 _BUS_ID_RE = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+_PCI_ID_RE = re.compile(r"^0x([0-9a-fA-F]{4})$")
 _SPEED_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
 MARK_RE = re.compile(r"<system\s+version=\"\d+\"\s*>[\s\S]{0,400}?<(?:cpu|pci)\b|"
                      r"<pci\s+busid=\"[^\"]{1,16}\"[^>]{0,400}>\s*<gpu\s+dev=\"\d+\"")
@@ -94,7 +97,7 @@ def parse_nccl_topo_xml(text: Any) -> dict[str, Any]:
                                                 f"The XML could not be read ({error or 'another root'}); pass "
                                                 "the dump unchanged"))
     out: dict[str, Any] = {"version": _int(root.get("version")), "complete": error is None,
-                           "cpus": [], "gpus": [], "nics": []}
+                           "cpus": [], "gpus": [], "nics": [], "pci_ids": []}
     for cpu in root.findall("cpu"):
         numaid = _int(cpu.get("numaid"))
         out["cpus"].append({"numaid": numaid if numaid is not None and numaid >= 0 else None,
@@ -110,7 +113,7 @@ def _fragment(text: str) -> dict[str, Any]:
     ``<pci>`` and ``<gpu>`` tags alone. What hangs above them (NUMA node, switches) is not in the paste: None and
     [], and ``complete`` False. NVLinks are not read: a cut can fall among them, and a partial count would read as
     a fact."""
-    out: dict[str, Any] = {"version": None, "complete": False, "cpus": [], "gpus": [], "nics": []}
+    out: dict[str, Any] = {"version": None, "complete": False, "cpus": [], "gpus": [], "nics": [], "pci_ids": []}
     for match in _FRAGMENT_GPU_RE.finditer(text):
         pci = dict(_ATTRIBUTE_RE.findall(match.group("pci")))
         gpu = dict(_ATTRIBUTE_RE.findall(match.group("gpu")))
@@ -122,9 +125,16 @@ def _fragment(text: str) -> dict[str, Any]:
 
 
 def _walk(node: ET.Element, numaid: int | None, switches: list[str], out: dict[str, Any]) -> None:
-    """The <pci> nodes under ``node``; a <pci> holding <pci> is a switch (or bridge) on the way down."""
+    """The <pci> nodes under ``node``; a <pci> holding <pci> is a switch (or bridge) on the way down. A <nic> right
+    under the <cpu> is one NCCL found no PCI path for (a virtio NIC in a guest: "is not a PCI device", NCCL attaches
+    it to a CPU): no bus id."""
+    if node.tag == "cpu":
+        _nics(node, None, out)
     for pci in node.findall("pci"):
         bus_id = _bus_id(pci.get("busid"))
+        vendor, device = _pci_id(pci.get("vendor")), _pci_id(pci.get("device"))
+        if vendor and device:
+            out["pci_ids"].append({"pci_bus_id": bus_id, "vendor": vendor, "device": device})
         gpu = pci.find("gpu")
         if gpu is not None:
             out["gpus"].append({
@@ -134,12 +144,15 @@ def _walk(node: ET.Element, numaid: int | None, switches: list[str], out: dict[s
                 "nvlinks": [{"target": link.get("target"), "count": _int(link.get("count"))}
                             for link in gpu.findall("nvlink")],
             })
-        for net in pci.findall("nic/net"):
-            speed = _int(net.get("speed"))
-            out["nics"].append({"name": net.get("name"), "dev": _int(net.get("dev")), "pci_bus_id": bus_id,
-                                "speed_mbps": speed, "gdr": _flag(net.get("gdr"))})
+        _nics(pci, bus_id, out)
         if pci.find("pci") is not None:
             _walk(pci, numaid, [*switches, bus_id or "?"], out)
+
+
+def _nics(node: ET.Element, bus_id: str | None, out: dict[str, Any]) -> None:
+    for net in node.findall("nic/net"):
+        out["nics"].append({"name": net.get("name"), "dev": _int(net.get("dev")), "pci_bus_id": bus_id,
+                            "speed_mbps": _int(net.get("speed")), "gdr": _flag(net.get("gdr"))})
 
 
 def _link(pci: ET.Element) -> dict[str, Any]:
@@ -148,6 +161,12 @@ def _link(pci: ET.Element) -> dict[str, Any]:
     width = _int(pci.get("link_width"))
     return {"link_speed": speed, "link_speed_gts": float(match.group(1)) if match else None,
             "link_width": width if width else None}
+
+
+def _pci_id(value: str | None) -> str | None:
+    """``0x1b36`` as NCCL writes a vendor or device id; None for anything else."""
+    match = _PCI_ID_RE.match((value or "").strip())
+    return f"0x{match.group(1).lower()}" if match else None
 
 
 def _bus_id(value: str | None) -> str | None:

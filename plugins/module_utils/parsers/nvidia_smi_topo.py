@@ -44,6 +44,8 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_com
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_topo_cells import (
     BASE_LABELS,
     LABEL_LIKE_RE,
+    P2P_NVML_STATUS,  # noqa: F401 (the codes' NVML names, imported from here by callers)
+    P2P_STATUS_MEANING,
     check_mirror,
     cut_inside_row,
     repair_links,
@@ -150,7 +152,7 @@ class TopoMatrix:
     """
 
     gpus: list[str]
-    links: list[list[str]]
+    links: list[list[str | None]]  # None: a row a cut paste lost (cut_ok)
     nics: list[str] = field(default_factory=list)
     nic_links: list[list[str | None]] = field(default_factory=list)
     nic_to_nic: list[list[str | None]] = field(default_factory=list)
@@ -162,6 +164,7 @@ class TopoMatrix:
     legend: dict[str, str] = field(default_factory=dict)
     nic_legend: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    missing_rows: list[str] = field(default_factory=list)  # lost by a cut paste (cut_ok): their cells are None
 
     @property
     def matrix(self) -> list[list[str]]:
@@ -301,11 +304,12 @@ class _Row:
     repaired: bool = False  # its GPU columns were read from merged or short cells
 
 
-def parse_topo_matrix(text: str) -> TopoMatrix:
+def parse_topo_matrix(text: str, cut_ok: bool = False) -> TopoMatrix:
     """Parse ``nvidia-smi topo -m``. Unknown link labels are kept as printed; merged cells are split
     (see the module's docstring). A missing header, a missing row or a GPU x GPU block that cannot be
     read raises ``NvidiaSmiParseError``; NIC cells and attribute values that cannot be placed are left
-    unknown and said in ``notes``."""
+    unknown and said in ``notes``. With ``cut_ok`` (material), a paste ending after some rows or inside its last
+    gives the rows it holds; the others' cells are None, their names in ``missing_rows``."""
     lines = _lines(text, "nvidia-smi topo -m")
     header_at = _find_header(lines, "nvidia-smi topo -m", "nvidia-smi topo -m")
     lines, notes = rejoin_wrapped(lines, header_at)
@@ -318,14 +322,22 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
     rows: dict[str, _Row] = {}
     end = header_at + 1
     while end < len(lines) and not is_matrix_end(lines[end]):
-        label, row = _parse_topo_row(lines[end], devices, columns, len(gpus), labels, notes)
+        try:
+            label, row = _parse_topo_row(lines[end], devices, columns, len(gpus), labels, notes)
+        except NvidiaSmiParseError:
+            if not (cut_ok and rows and end == len(lines) - 1):
+                raise
+            lines = lines[:end]  # the paste stops inside its last row, which is not read
+            break
         if label in rows:
             raise smi_error("nvidia-smi topo -m", f"one row for {label}", lines[end],
                             "Capture the output again; a line seems to be duplicated.")
         rows[label] = row
         end += 1
     missing = [name for name in devices if name not in rows]
-    if missing:
+    if missing and cut_ok and rows and not any(line.strip() for line in lines[end:]):
+        rows.update({name: _Row([None] * len(devices), {}) for name in missing})
+    elif missing:
         raise smi_error("nvidia-smi topo -m", f"a row for each of {', '.join(devices)}",
                         "\n".join(lines[header_at:end]),
                         f"Rows for {', '.join(missing)} are missing: the output looks cut short; "
@@ -337,7 +349,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
                         "This is `nvidia-smi topo -p2p` output; parse it with parse_topo_p2p().")
     gpu_count = len(gpus)
     gpu_rows = [rows[name] for name in gpus]
-    links = [[str(cell) for cell in row.links[:gpu_count]] for row in gpu_rows]
+    links = [[None if cell is None else str(cell) for cell in row.links[:gpu_count]] for row in gpu_rows]
     check_mirror(gpus, links, [row.repaired for row in gpu_rows])
     return TopoMatrix(
         gpus=gpus,
@@ -353,6 +365,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
         legend=legend,
         nic_legend=nic_legend,
         notes=notes,
+        missing_rows=missing,
     )
 
 
@@ -393,29 +406,6 @@ def _parse_topo_row(line: str, devices: list[str], columns: list[str], gpu_count
 
 # --------------------------------------------------------------------------------------------------
 # nvidia-smi topo -p2p r|w|n|a|p
-
-P2P_STATUS_MEANING = {
-    "X": "self",
-    "OK": "status OK",
-    "CNS": "chipset not supported",
-    "GNS": "GPU not supported",
-    "TNS": "topology not supported",
-    "NS": "not supported",
-    "DR": "disabled by regkey",
-    "U": "unknown",
-}
-"""The codes of ``topo -p2p`` as its legend explains them."""
-
-P2P_NVML_STATUS = {
-    "OK": "NVML_P2P_STATUS_OK",
-    "CNS": "NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED",
-    "GNS": "NVML_P2P_STATUS_GPU_NOT_SUPPORTED",
-    "TNS": "NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED",
-    "NS": "NVML_P2P_STATUS_NOT_SUPPORTED",
-    "DR": "NVML_P2P_STATUS_DISABLED_BY_REGKEY",
-    "U": "NVML_P2P_STATUS_UNKNOWN",
-}
-"""The NVML status (nvmlDeviceGetP2PStatus) each code prints."""
 
 
 @dataclass(frozen=True)

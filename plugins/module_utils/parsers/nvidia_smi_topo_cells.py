@@ -200,11 +200,12 @@ def _read_links(cells: list[str], tabbed: bool, labels: tuple[str, ...], keep: i
     return out
 
 
-def check_mirror(gpus: list[str], links: list[list[str]], repaired: list[bool]) -> None:
-    """A repaired GPU row must agree with the other rows: the GPU block is symmetric."""
+def check_mirror(gpus: list[str], links: list[list[str | None]], repaired: list[bool]) -> None:
+    """A repaired GPU row must agree with the other rows: the GPU block is symmetric. A row a cut paste lost
+    (None cells) has nothing to agree with."""
     for i, row in enumerate(links):
         for j, label in enumerate(row):
-            if (repaired[i] or repaired[j]) and label != links[j][i]:
+            if (repaired[i] or repaired[j]) and label != links[j][i] and None not in (label, links[j][i]):
                 raise smi_error(
                     f"nvidia-smi topo -m row {gpus[i]}",
                     f"the same label for {gpus[i]}-{gpus[j]} as for {gpus[j]}-{gpus[i]} once merged cells are split",
@@ -254,3 +255,27 @@ def cut_inside_row(text: object, codes: list[str], width: int, known: object) ->
     if not isinstance(text, str) or text.rstrip(" \t").endswith(("\n", "\r")):
         return False
     return len(codes) != width or not codes or codes[-1] not in known  # type: ignore[operator]
+
+
+P2P_STATUS_MEANING = {
+    "X": "self",
+    "OK": "status OK",
+    "CNS": "chipset not supported",
+    "GNS": "GPU not supported",
+    "TNS": "topology not supported",
+    "NS": "not supported",
+    "DR": "disabled by regkey",
+    "U": "unknown",
+}
+"""The codes of ``topo -p2p`` as its legend explains them."""
+
+P2P_NVML_STATUS = {
+    "OK": "NVML_P2P_STATUS_OK",
+    "CNS": "NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED",
+    "GNS": "NVML_P2P_STATUS_GPU_NOT_SUPPORTED",
+    "TNS": "NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED",
+    "NS": "NVML_P2P_STATUS_NOT_SUPPORTED",
+    "DR": "NVML_P2P_STATUS_DISABLED_BY_REGKEY",
+    "U": "NVML_P2P_STATUS_UNKNOWN",
+}
+"""The NVML status (nvmlDeviceGetP2PStatus) each code prints."""

@@ -25,6 +25,7 @@ def audited(*names: str, rename: dict[str, str] | None = None) -> dict:
     ("list-gpus_535_A100-80GB-MIG-7x1g.10gb.txt", 1, ["NVIDIA A100-SXM4-80GB"]),
     ("topo-m_2018_8gpu-PIX-PXB-mlx5.txt", 8, []),
     ("topo-p2p-r_8gpu-vm-NS.txt", 8, []),
+    ("topo-m_8xH20-vm-NV18-8nics_spaces_cut-after-GPU5_excerpt.txt", 8, []),  # a real paste cut after GPU5's row
     ("q_580_2xRTX-PRO-6000-Blackwell_vm-passthrough.txt", 2, ["NVIDIA RTX PRO 6000 Blackwell Server Edition"]),
     ("q_418_2xV100-SXM2_throttle-retired.xml", 2, ["Tesla V100-SXM2-16GB"]),
 ])
@@ -91,7 +92,8 @@ def test_lspci_without_ids_names_the_emulated_devices() -> None:
     assert any(e["signal"] == "lspci" and "Red Hat / QEMU" in e["value"] for e in virt["evidence"])
 
 
-@pytest.mark.parametrize("name", ["host.lspci-3.14.0.vvv-nn-D.root.txt", "host.lspci-3.7.0.vvv-nn-D.root.txt"])
+@pytest.mark.parametrize("name", ["host.lspci-3.14.0.vvv-nn-D.root.txt", "host.lspci-3.7.0.vvv-nn-D.root.txt",
+                                  "quadro-rtx4000-host.lspci-vvv-s_cut-in-devctl_excerpt.txt"])
 def test_a_hosts_lspci_makes_no_virtualization_claim(name) -> None:
     virt = audit(build_capture([(name, (LSPCI / name).read_bytes())]))["virtualization"]
     assert virt["type"] is None and virt["evidence"] == []
@@ -128,3 +130,41 @@ def test_a_cut_matrix_is_refused_where_a_host_printed_it() -> None:
     # Rows lost inside the matrix, with its legend after, are no cut paste: refused either way.
     with pytest.raises(NvidiaSmiParseError):
         parse_topo_p2p("\n".join(P2P_NS.split("\n")[:6]) + "\n\nLegend:\n\n  X    = Self\n", cut_ok=True)
+
+
+NCCL = FIXTURES / "nccl"
+
+
+def test_the_topology_an_nccl_info_log_prints_in_a_guest_votes_for_kvm() -> None:
+    # A real guest's log (nccl-tests#256): QEMU's x3130-upstream ports above each GPU and NIC, the one sign of a
+    # hypervisor in it. It counts in the one virtualization vote, with its source, as an lspci of the guest would.
+    name = "nccl-debug_topology-print_H200-vm-xio3130-ports_excerpt.log"
+    virt = audit(build_capture([(name, (NCCL / name).read_bytes())]))["virtualization"]
+    assert virt["type"] == "vm" and virt["hypervisor"] == "kvm"
+    assert virt["evidence"] == [{
+        "signal": "NCCL_DEBUG=INFO topology", "says": "kvm", "weight": "strong",
+        "value": "104c:8232 TI XIO3130 upstream port (QEMU x3130-upstream) at PCI/0-65000, PCI/0-69000, PCI/0-6d000"}]
+
+
+@pytest.mark.parametrize("ids", ["1b36000c00000000", "1af4104100000000"])
+def test_a_qemu_or_virtio_device_in_nccls_topology_names_kvm(ids) -> None:
+    log = f"h:1:2 [0] NCCL INFO + PCI[24.0] - PCI/0-1000 ({ids})\n".encode()
+    virt = audit(build_capture([("nccl.log", b"h:1:2 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n" + log)]))
+    assert virt["virtualization"]["type"] == "vm" and virt["virtualization"]["hypervisor"] == "kvm"
+
+
+@pytest.mark.parametrize("name", ["nccl-debug_2.1x_p2p-ipc-read_net-socket_16rank.log",
+                                  "nccl-debug_2.2x_p2p-cumem_net-ib-gdrdma_2x2xH20.log"])
+def test_an_nccl_log_without_emulated_devices_makes_no_virtualization_claim(name) -> None:
+    text = (NCCL / name).read_bytes() + b"h:1:2 [0] NCCL INFO + PCI[24.0] - PCI/0-6000 (1000c0101000a000)\n"
+    virt = audit(build_capture([(name, text)]))["virtualization"]
+    assert virt["type"] is None and virt["evidence"] == []
+
+
+def test_a_topo_matrix_cut_after_some_rows_is_read_and_says_so() -> None:
+    facts = audited("topo-m_8xH20-vm-NV18-8nics_spaces_cut-after-GPU5_excerpt.txt")
+    topology = facts["topology"]
+    assert topology["gpus"] == [f"GPU{i}" for i in range(8)]
+    assert topology["matrix"][1][0] == "NV18" and topology["matrix"][6] == [None] * 8
+    assert topology["numa_affinity"] == [0, 0, 0, 0, 1, 1, None, None]
+    assert any(p["what"] == "nvidia-smi topo -m" and "rows GPU6, GPU7, NIC0" in p["error"] for p in facts["problems"])

@@ -372,3 +372,17 @@ def test_a_device_line_padded_with_blanks_is_read_in_linear_time() -> None:
 
     text = "0000:01:00.0 3D controller: NVIDIA Corporation Device 2330" + " " * 65536 + "x (rev a1)\n"
     assert within(1.0, lambda: parse_lspci_vvv(text))
+
+
+def test_a_real_nvidia_lspci_cut_in_its_express_capability() -> None:
+    # cloud-hypervisor/cloud-hypervisor#4353: `lspci -vvv -s 0000:65:00` of a host's Quadro RTX 4000 (no -nn), cut
+    # inside DevCtl. Without -nn no ids are read (never guessed from the name); the link lines lie beyond the cut.
+    [(bdf, gpu)] = parse_lspci_vvv(load_lspci("quadro-rtx4000-host.lspci-vvv-s_cut-in-devctl_excerpt.txt")).items()
+    assert bdf == "0000:65:00.0"
+    assert (gpu.description, gpu.class_name, gpu.revision) == (
+        "NVIDIA Corporation TU104GL [Quadro RTX 4000]", "VGA compatible controller", 0xa1)
+    assert (gpu.vendor_id, gpu.device_id, gpu.numa_node, gpu.driver) == (None, None, 0, None)
+    assert [(cap.offset, cap.cap_id) for cap in gpu.capabilities] == [(0x60, 1), (0x68, 5), (0x78, 0x10)]
+    assert (gpu.pcie.version, gpu.pcie.port_type) == (2, "legacy_endpoint")
+    assert (gpu.pcie.link_speed_gts, gpu.pcie.link_width, gpu.pcie.max_link_speed_gts) == (None, None, None)
+    assert gpu.warnings == []

@@ -6,11 +6,13 @@ import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nccl_debug import (
     Connection,
     P2PRefusal,
+    TopologyPci,
     TransportSummary,
     nccl_bus_id,
     p2p_refusals,
     p2p_used,
     parse_nccl_debug,
+    topology_pci_nodes,
     transport_family,
 )
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +22,9 @@ from tests import paths
 
 FIXTURES = paths.FIXTURES / "nccl"
 INFO_RUN = "all_reduce_perf_2.13-2.14_nccl2.20.5_debug-info-interleaved_2xA100.txt"
+
+
+VM_TOPOLOGY = "nccl-debug_topology-print_H200-vm-xio3130-ports_excerpt.log"
 
 
 def fixture(name: str) -> str:
@@ -66,6 +71,7 @@ EXPECTED = {
         Connection(0, "channel", 1, 0, "SHM", "SHM/direct/direct")),
     "nccl-debug_2.1x_p2p-disabled-by-nvml_azure-vm_excerpt.log": (
         None, None, {}, {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1"}, None, None),
+    VM_TOPOLOGY: (None, None, {}, {}, None, None),
     INFO_RUN: (
         "2.20.5", 2, {"P2P/direct": 48}, {"NCCL_WORK_FIFO_DEPTH": "4194304"}, True,
         Connection(0, "channel", 1, 0, "P2P/direct", "P2P/direct pointer/read")),
@@ -342,3 +348,48 @@ def test_property_truncated_logs_keep_a_prefix_of_the_connections(name: str, dat
     # A cut can shorten the last line's "via" text, never invent or reorder connections.
     assert len(head) <= len(whole)
     assert head[:-1] == whole[:len(head) - 1] if head else True
+
+
+# --------------------------------------------------------------------------------------------------
+# The topology NCCL prints: its PCI nodes by id
+
+def test_the_topology_print_of_a_guest_gives_its_pci_nodes() -> None:
+    # Three PCI nodes, each printed once, with QEMU's x3130-upstream ids; the GPU, NIC and NVSwitch lines are no PCI
+    # nodes, and CPU/0-0 (1/2/-1) is no device id.
+    assert topology_pci_nodes(fixture(VM_TOPOLOGY)) == [
+        TopologyPci("0-65000", "0000:65:00.0", "0x104c", "0x8232"),
+        TopologyPci("0-69000", "0000:69:00.0", "0x104c", "0x8232"),
+        TopologyPci("0-6d000", "0000:6d:00.0", "0x104c", "0x8232"),
+    ]
+
+
+@pytest.mark.parametrize(("line", "nodes"), [
+    # NCCL before the domain was printed: the bus id alone (https://github.com/NVIDIA/nccl-tests/issues/100 shows
+    # the form without a parenthesis; with one, a Broadcom switch port).
+    ("h:1:2 [0] NCCL INFO + PCI[24.0] - PCI/6000 (1000c0101000a000)",
+     [TopologyPci("6000", "0000:06:00.0", "0x1000", "0xc010")]),
+    ("h:1:2 [0] NCCL INFO + PCI[24.0] - PCI/1000", []),  # no ids printed: nothing to tell
+    # A domain NCCL's bus id cannot carry into a PCI address: the ids are kept, the bus id is null.
+    ("[0] NCCL INFO + PCI[0.2] - PCI/1ffff-10000 (1b36000c00000000)",
+     [TopologyPci("1ffff-10000", None, "0x1b36", "0x000c")]),
+    ("[1,0]<stdout>:h:1:2 [0] NCCL INFO + PCI[24.0] - PCI/0-3000 (1AF41041 1AF41100)", []),  # not 16 digits
+])
+def test_topology_pci_node_forms(line: str, nodes: list[TopologyPci]) -> None:
+    assert topology_pci_nodes(line + "\r\n") == nodes
+
+
+@PROPERTY_SETTINGS
+@given(value=st.one_of(st.none(), st.integers(), st.binary(), st.text(),
+                       st.lists(st.sampled_from(["PCI/", "0-", "65000", " (", "104c823200000000", ")", "\n", "x"]),
+                                max_size=40).map("".join)))
+def test_property_topology_pci_nodes_never_raise(value: object) -> None:
+    nodes = topology_pci_nodes(value)
+    assert all(len(node.vendor) == 6 and len(node.device) == 6 for node in nodes)
+    assert len({node.node for node in nodes}) == len(nodes)
+
+
+def test_topology_pci_nodes_grow_linearly() -> None:
+    from tests.cpu_limit import within
+
+    line = "h:1:2 [5] NCCL INFO + PCI[0.2] - PCI/0-65000 (104c823200000000)\n"
+    assert len(within(2.0, lambda: topology_pci_nodes(line * 40000 + "PCI/" * 40000))) == 1

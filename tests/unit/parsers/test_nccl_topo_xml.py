@@ -22,6 +22,7 @@ NCCL = FIXTURES / "nccl"
 BARE_METAL = "nccl-topo-dump_2.2x_8xH200-baremetal-switch-nic_excerpt.xml"
 GUEST = "nccl-topo-dump_2.2x_H200-vm-numaid-minus1_excerpt.xml"
 FLAT = "nccl-topo-dump_2xRTXPRO6000-q35-flat-bus-vm_constructed.xml"
+FLAT_REAL = "nccl-topo-dump_4xA800-vm-gpus-on-bus-00_no-link-speed.xml"
 
 
 def read(name: str) -> str:
@@ -59,6 +60,23 @@ def test_a_flat_emulated_bus_shows_every_sign() -> None:
     assert topology["complete"] is True
     assert [(g["pci_bus_id"], g["link_speed"], g["link_width"]) for g in topology["gpus"]] == [
         ("0000:00:10.0", None, None), ("0000:00:11.0", None, None)]
+    signs = emulated_signs(topology)
+    assert (signs["gpus_on_root_bus"], signs["no_link_speed"], signs["numa_unknown"]) == (True, True, True)
+
+
+def test_a_real_guests_flat_bus_dump_shows_every_sign() -> None:
+    # NVIDIA/nccl#1329: four A800 of an eight-GPU host in a VM, each on bus 00 with no link, one virtio-less NIC.
+    topology = parse_nccl_topo_xml(read(FLAT_REAL))
+    assert topology["complete"] is True
+    assert [(g["dev"], g["rank"], g["sm"], g["pci_bus_id"], g["link_speed"], g["link_width"], g["numaid"])
+            for g in topology["gpus"]] == [(0, 0, 80, "0000:00:09.0", None, None, None),
+                                           (1, 1, 80, "0000:00:0a.0", None, None, None),
+                                           (2, 2, 80, "0000:00:0b.0", None, None, None),
+                                           (3, 3, 80, "0000:00:0c.0", None, None, None)]
+    assert [(nic["name"], nic["pci_bus_id"], nic["speed_mbps"], nic["gdr"]) for nic in topology["nics"]] == [
+        ("ens4", None, 10000, False)]
+    assert topology["pci_ids"] == [{"pci_bus_id": f"0000:00:0{slot}.0", "vendor": "0x10de", "device": "0x20f5"}
+                                   for slot in "9abc"]
     signs = emulated_signs(topology)
     assert (signs["gpus_on_root_bus"], signs["no_link_speed"], signs["numa_unknown"]) == (True, True, True)
 
@@ -121,3 +139,23 @@ def test_a_paste_that_starts_mid_tree_gives_its_gpus_and_nothing_above_them() ->
     assert all(g["nvlinks"] == [] and g["switches"] == [] for g in topology["gpus"])
     signs = emulated_signs(topology)
     assert signs["gpus_on_root_bus"] is False and signs["numa_unknown"] is None
+
+
+@given(name=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=12),
+       speed=st.one_of(st.integers(min_value=0, max_value=10**7).map(str), st.just(""), st.just("x")))
+def test_property_a_nic_without_a_pci_path_is_one_nic_with_no_bus_id(name: str, speed: str) -> None:
+    dump = (f'<system version="1"><cpu numaid="-1" arch="x86_64"><nic><net name="{name}" dev="0" speed="{speed}"/>'
+            f'</nic></cpu></system>')
+    [nic] = parse_nccl_topo_xml(dump)["nics"]
+    assert (nic["name"], nic["pci_bus_id"]) == (name, None)
+    assert nic["speed_mbps"] == (int(speed) if speed.isdigit() else None)
+
+
+def test_every_pci_node_gives_its_ids_switches_included() -> None:
+    topology = parse_nccl_topo_xml(read(BARE_METAL))
+    assert topology["pci_ids"][0] == {"pci_bus_id": "0000:16:00.0", "vendor": "0x1000", "device": "0xc030"}
+    assert {"pci_bus_id": "0000:18:00.0", "vendor": "0x10de", "device": "0x2335"} in topology["pci_ids"]
+    # Ids that are not four hex digits after 0x are not read.
+    odd = parse_nccl_topo_xml('<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0" vendor="1b36" '
+                              'device="0x000c"><gpu dev="0"/></pci></cpu></system>')
+    assert odd["pci_ids"] == [] and len(odd["gpus"]) == 1

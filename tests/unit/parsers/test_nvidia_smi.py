@@ -167,8 +167,15 @@ TOPO_EXPECTED = {
 }
 
 
+# Pastes cut after some rows (real excerpts): read with cut_ok, as material is; the whole-output tests leave them out.
+TOPO_CUT = {
+    "topo-m_8xH20-vm-NV18-8nics_spaces_cut-after-GPU5_excerpt.txt": ["GPU6", "GPU7", *[f"NIC{k}" for k in range(8)]],
+}
+WHOLE_TOPO = [name for name in fixtures_named("topo-m_") if name not in TOPO_CUT]
+
+
 def test_every_topo_fixture_has_expectations() -> None:
-    assert sorted(TOPO_EXPECTED) == fixtures_named("topo-m_")
+    assert sorted([*TOPO_EXPECTED, *TOPO_CUT]) == fixtures_named("topo-m_")
 
 
 @pytest.mark.parametrize("name", sorted(TOPO_EXPECTED))
@@ -422,6 +429,32 @@ def test_topo_truncated_fixture_names_the_missing_rows() -> None:
 
     with pytest.raises(NvidiaSmiParseError, match=r"Rows for GPU6, GPU7, NIC0.*cut short"):
         parse_topo_matrix(cut)
+    # Material reads the rows it holds and says which are missing.
+    read = parse_topo_matrix(cut, cut_ok=True)
+    assert read.missing_rows == ["GPU6", "GPU7", *[f"NIC{k}" for k in range(9)]]
+    assert read.links[:6] == parse_topo_matrix(text).links[:6] and read.links[6] == [None] * 8
+
+
+def test_a_real_guests_topo_cut_after_six_rows_gives_its_cells() -> None:
+    # NVIDIA/nccl-tests#321: an H20 guest given its host's topology; the paste stops inside GPU6's row (left out).
+    name = "topo-m_8xH20-vm-NV18-8nics_spaces_cut-after-GPU5_excerpt.txt"
+    with pytest.raises(NvidiaSmiParseError, match="cut short"):
+        parse_topo_matrix(fixture(name))
+    topo = parse_topo_matrix(fixture(name), cut_ok=True)
+    assert topo.gpus == [f"GPU{i}" for i in range(8)] and topo.nics == [f"NIC{k}" for k in range(8)]
+    assert topo.missing_rows == TOPO_CUT[name]
+    assert topo.links[0] == ["X", *["NV18"] * 7] and topo.links[5][5] == "X" and topo.links[7] == [None] * 8
+    assert topo.nic_links[0] == ["SYS"] * 4 + ["NODE"] * 3 + ["PIX"] and topo.nic_links[5][2] == "PIX"
+    assert topo.cpu_affinity == ["0-63"] * 4 + ["64-127"] * 2 + [None] * 2
+    assert topo.numa_affinity == [0] * 4 + [1] * 2 + [None] * 2
+    assert topo.gpu_numa_id == [None] * 8
+    # The paste as posted, stopping inside GPU6's row: its GPU block is whole and read; the NIC cells after the cut
+    # are unknown, never completed ("PI" is not taken for PIX), and the notes say so.
+    partial_row = "GPU6    NV18    NV18    NV18    NV18    NV18    NV18     X      NV18    NODE    PI\n"
+    with_row = parse_topo_matrix(fixture(name) + partial_row, cut_ok=True)
+    assert with_row.links[6] == [*["NV18"] * 6, "X", "NV18"] and with_row.nic_links[6] == ["NODE", *[None] * 7]
+    assert with_row.missing_rows == TOPO_CUT[name][1:] and with_row.links[:6] == topo.links[:6]
+    assert any("'PI' not a known label" in note for note in with_row.notes)
 
 
 def test_topo_refuses_p2p_output() -> None:
@@ -448,6 +481,8 @@ P2P_EXPECTED = {
     "topo-p2p-r_2gpu-NS.txt": (2, "NS"),
     "topo-p2p-r_8gpu-vm-NS.txt": (8, "NS"),
     "topo-p2p-r_595_2xRTX3090-CNS.txt": (2, "CNS"),
+    # A real guest's matrix with every GPU in one P2P clique (cloud-hypervisor docs/vfio.md): no legend after it.
+    "topo-p2p-r_8gpu-cloud-hypervisor-guest-clique-OK_no-legend.txt": (8, "OK"),
 }
 
 
@@ -466,10 +501,10 @@ def test_p2p_fixture(name: str) -> None:
     assert len(p2p.pairs()) == count * (count - 1)
     assert p2p.all_ok() is (code == "OK")
     assert len(p2p.not_ok()) == (0 if code == "OK" else count * (count - 1))
-    assert p2p.legend == {
+    assert p2p.legend == ({} if "no-legend" in name else {
         "X": "Self", "OK": "Status Ok", "CNS": "Chipset not supported", "GNS": "GPU not supported",
         "TNS": "Topology not supported", "NS": "Not supported", "DR": "Disabled by regkey", "U": "Unknown",
-    }
+    })
     assert p2p.unknown_codes() == set()
 
 
@@ -859,7 +894,7 @@ def test_property_truncated_fixtures(name: str, parser: str, data: st.DataObject
 
 def _parser_for(name: str):
     if name.startswith("topo-m"):
-        return parse_topo_matrix
+        return lambda text: parse_topo_matrix(text, cut_ok=name in TOPO_CUT)
     if name.startswith("topo-p2p"):
         return parse_topo_p2p
     if name.startswith("list-gpus"):
@@ -908,7 +943,7 @@ TOPO_LINK_CELLS = st.from_regex(r"[A-Z][A-Z0-9#]{0,5}", fullmatch=True).filter(l
 
 
 @PROPERTY_SETTINGS
-@given(name=st.sampled_from(fixtures_named("topo-m_")), label=TOPO_LINK_CELLS, data=st.data())
+@given(name=st.sampled_from(WHOLE_TOPO), label=TOPO_LINK_CELLS, data=st.data())
 def test_property_unknown_link_labels_are_kept(name: str, label: str, data: st.DataObject) -> None:
     original = parse_topo_matrix(fixture(name))
     count = len(original.gpus)
@@ -970,7 +1005,7 @@ def test_property_failure_never_raises(rc: int | None, stdout: str, stderr: str)
 
 
 # Fixtures printed with every tab in place (the merged one is the property's own subject).
-TABBED_TOPO = [name for name in fixtures_named("topo-m_") if "\t" in fixture(name) and name != MERGED]
+TABBED_TOPO = [name for name in WHOLE_TOPO if "\t" in fixture(name) and name != MERGED]
 
 
 @PROPERTY_SETTINGS
@@ -1017,3 +1052,17 @@ def test_a_header_field_of_many_brackets_loses_its_unit_in_linear_time() -> None
     from tests.cpu_limit import within
 
     assert within(1.0, lambda: without_unit("name " + "[" * 65536 + "]")) == "name"
+
+
+@PROPERTY_SETTINGS
+@given(name=st.sampled_from(WHOLE_TOPO), data=st.data())
+def test_property_a_topo_cut_after_any_gpu_row_keeps_the_rows_before(name: str, data: st.DataObject) -> None:
+    text = strip_ansi(fixture(name))
+    whole = parse_topo_matrix(text)
+    lines = text.split("\n")
+    rows = [_row_of(lines, gpu) for gpu in whole.gpus]
+    keep = data.draw(st.integers(min_value=1, max_value=len(rows)))
+    cut = parse_topo_matrix("\n".join(lines[:rows[keep - 1] + 1]) + "\n", cut_ok=True)
+    assert cut.links[:keep] == whole.links[:keep]
+    assert all(row == [None] * len(whole.gpus) for row in cut.links[keep:])
+    assert cut.missing_rows[:len(whole.gpus) - keep] == whole.gpus[keep:]

@@ -109,6 +109,13 @@ EXPECTED: dict[str, tuple[tuple[Any, ...], list[tuple[dict[str, Any], dict[str, 
                     product_name="GeForce 410M"),
         health(persistence_mode=False),
     )]),
+    # A real R410 `nvidia-smi -a` of a laptop GPU (netdata/netdata#4892), cut after the Inforom section: what it
+    # printed is read; PCIe, ECC, memory and virtualization mode are beyond the cut, so None.
+    "q_410_GeForce-GTX-960M_nvidia-smi-a_cut-after-inforom_excerpt.txt": (("410.72", "10.0", 1, None), [(
+        gpu_summary(bus_id="0000:01:00.0", uuid="GPU-00000000-0000-0000-0000-000000000001", minor_number=0,
+                    product_name="GeForce GTX 960M"),
+        health(persistence_mode=False),
+    )]),
     "q_418_2xV100-SXM2_throttle-retired.txt": (("418.87.01", "10.1", 2, None), [
         (gpu_summary(bus_id="0000:18:00.0", uuid="GPU-6a3b1f0e-2c7d-4e19-8b5a-0f2d9c41e7a3", minor_number=0,
                      ecc=("bit", (0, 0), (0, 0)), retired=(0, 0, False), **V100),

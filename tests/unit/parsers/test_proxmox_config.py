@@ -23,6 +23,8 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.paths import FIXTURES
+
 # ---------------------------------------------------------------------------
 # Single options
 
@@ -115,3 +117,19 @@ def test_any_args_or_hostpci_value_parses(text: str) -> None:
     parse_hostpci(0, text)
     proxmox.parse_cpu(text)
     proxmox.parse_pci_mapping(text, None)
+
+
+def test_a_real_config_as_posted_reads_whole() -> None:
+    # isc30/ryzen-gpu-passthrough-proxmox#142 (PVE 9, QEMU 10.0): args first and a blank line after it, as posted;
+    # two functions of one device passed through, a versioned q35, no bios line (SeaBIOS), kvm hidden in args.
+    config = parse_vm_config((FIXTURES / "proxmox" / "q35-10.0_2dev-amd-igpu-audio_args-hide-kvm_pve9.conf")
+                             .read_bytes())
+    options = config.effective()
+    assert config.warnings == []
+    assert machine_type(options.get("machine")) == "q35" and "bios" not in options
+    assert (options["cpu"], options["memory"], options["ostype"]) == ("host", "16384", "win10")
+    entries = [parse_hostpci(int(key[7:]), value) for key, value in options.items() if key.startswith("hostpci")]
+    assert [(e.id, e.host_ids, e.pcie, e.romfile) for e in entries] == [
+        ("hostpci0", ["0000:01:00.0"], True, "vbios_7xxx.bin"), ("hostpci1", ["0000:01:00.1"], True, None)]
+    assert proxmox.args_hide_kvm(parse_args(options["args"]))
+    assert proxmox.passes_pci_through(config)
