@@ -44,7 +44,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_com
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_topo_cells import (
     BASE_LABELS,
     LABEL_LIKE_RE,
-    P2P_NVML_STATUS,  # noqa: F401 (the codes' NVML names, imported from here by callers)
     P2P_STATUS_MEANING,
     check_mirror,
     cut_inside_row,

@@ -114,7 +114,7 @@ def find(distribution: str, version: str, architecture: str = "x86_64") -> Repo:
     for repo in REPOSITORIES:
         # Debian names a point release (12.5); its repository serves the major. Ubuntu's 24.10 is not 24.04.
         same = str(version) == repo.version or (
-            repo.distribution == "Debian" and str(version).split(".")[0] == repo.major)
+            repo.distribution == "Debian" and str(version).split(".", maxsplit=1)[0] == repo.major)
         if repo.distribution == distribution and same:
             if arch_dir not in repo.arches:
                 raise RepoError(

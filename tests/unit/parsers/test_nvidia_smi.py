@@ -25,13 +25,13 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_que
     split_query_gpu_csv,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_topo import (
-    P2P_NVML_STATUS,
     P2P_STATUS_MEANING,
     nvlink_count,
     nvml_topology_level,
     parse_topo_matrix,
     parse_topo_p2p,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_topo_cells import P2P_NVML_STATUS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
