@@ -35,10 +35,10 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config
     VmConfig,
     parse_hostpci,
     parse_pci_mapping,
-    parse_pveversion,
     parse_vm_config,
     passes_pci_through,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pveversion import parse_pveversion
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_given import assume_guest_gpus
 
 HOSTNAME_FILE = "/proc/sys/kernel/hostname"

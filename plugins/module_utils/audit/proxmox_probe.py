@@ -7,6 +7,7 @@ host compiles every file it imports on every run.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import PVEVERSION
@@ -14,6 +15,9 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import So
 
 # parsers/proxmox_config.py's QEMU_SERVER_DIR; a test keeps the two equal.
 QEMU_SERVER_DIR = "/etc/pve/qemu-server"
+# pveversion's line, or in material -v's lines (proxmox-ve's, pve-manager's). parsers/pveversion.py reads them; it is
+# not imported here, as every audited host loads this file.
+_PVEVERSION_SAYS = re.compile(r"^[^\S\n]*(?:pve-manager[/:]|proxmox-ve: )", re.MULTILINE)
 
 
 def has_vm_configs(source: Source) -> bool:
@@ -28,7 +32,7 @@ def node_evidence(source: Source, kernel: dict[str, Any] | None = None) -> str |
     if not has_vm_configs(source):
         return None
     version = source.run(PVEVERSION.argv)
-    if version.ok and "pve-manager/" in (version.stdout or ""):
+    if version.ok and _PVEVERSION_SAYS.search(version.stdout or ""):
         return "pveversion"
     release = str((kernel or {}).get("release") or "")
     if release.endswith("-pve"):

@@ -27,12 +27,12 @@ material/section.py; these lists are documented here and nowhere else):
   devices from sysfs (/sys/bus/pci/devices)"). ``source.ReplaySource`` replays such a capture as
   partial: what it lacks was not seen (never "not installed"), and the audit's facts say so
   (``not_seen``; the ``audit_not_judged`` finding names the findings that could not be judged).
-* ``kept``: capture entries no gatherer reads today (``/proc/driver/nvidia/version``), kept for the reader
-  of the capture.
+* ``kept``: capture entries no gatherer reads today (``/proc/driver/nvidia/version``), kept for its reader.
 * ``unmapped``: inputs or bug-report sections not written, and why (a benchmark log, a ``topo -p2p``
   matrix pasted with a command of no capability nvidia-smi takes, a conflict with another input).
 * ``warnings``: what makes the capture doubtful as one host (GPU outputs and a hypervisor's VM config in
   one piece of material).
+* ``node_outputs``: the inputs of a guest's material that are its Proxmox node's, set apart (node_outputs.py).
 
 A capture describes one host: give a guest's and its hypervisor's material as two inputs.
 """
@@ -50,6 +50,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import 
     JOURNAL,
     LIST_GPUS,
     LSPCI,
+    PVEVERSION,
     TOPO_MATRIX,
     TOPO_P2P,
 )
@@ -72,7 +73,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.material.limits import
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_gpus import NCCL_DEBUG_MATERIAL
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.nccl_topology import NCCL_TOPO_MATERIAL
 from ansible_collections.gpuhost.gpu.plugins.module_utils.material.node_outputs import (
-    TWO_HOSTS,
     guest_with_its_vm,
     set_node_outputs_apart,
 )
@@ -106,6 +106,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_hea
     HEALTH_QUERY_FIELDS_OLD,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_query import QUERY_GPU_FIELDS, without_unit
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.scope import two_hosts
 
 # Pasted outputs are filed under the keys of the commands the gatherers run (audit/commands.py).
 P2P_KEYS = {letter: command.key for letter, command in TOPO_P2P.items()}
@@ -217,7 +218,7 @@ def build_capture(inputs: Iterable[Piece | tuple[str, bytes]], note: str | None 
     built = _Built()
     for item in _inputs(inputs):
         _take_one(built, item, max_decompressed, parse_seconds)
-    set_node_outputs_apart(built, (("commands", DMESG_KEY), ("files", CMDLINE_FILE)))
+    set_node_outputs_apart(built, (("commands", DMESG_KEY), ("files", CMDLINE_FILE), ("commands", PVEVERSION.key)))
     capture: dict[str, Any] = {
         "format": CAPTURE_FORMAT,
         "note": note or "Built from material (" + ", ".join(i["name"] for i in built.inputs) + ") by "
@@ -232,6 +233,7 @@ def build_capture(inputs: Iterable[Piece | tuple[str, bytes]], note: str | None 
         **coverage(capture, built.sources),
         "unmapped": built.unmapped,
         "warnings": _warnings(built),
+        "node_outputs": built.node_outputs,
     }
     return capture
 
@@ -450,6 +452,7 @@ _HANDLERS: dict[str, Callable[[_Built, str, str | None, str, dict[str, Any]], No
     "nvidia-smi-list": _command(LIST_KEY),
     "lspci-vvv": _take_lspci,
     "proxmox-vm-config": _take_vm_config,
+    "pveversion": _command(PVEVERSION.key),  # -v's too: the same version, build and kernel (parsers/pveversion.py)
     "dmesg": _command(DMESG_KEY),
     "journal-kernel": _command(JOURNAL.key),
     "proc-cmdline": _take_cmdline,
@@ -489,10 +492,9 @@ def _take_bug_report(built: _Built, name: str, text: str, entry: dict[str, Any])
 
 
 def _warnings(built: _Built) -> list[str]:
-    warnings = [TWO_HOSTS] if built.node_outputs else []
+    warnings = [two_hosts(built.node_outputs)] if built.node_outputs else []
     if guest_with_its_vm(built.inputs):
-        warnings.append("the material holds a Proxmox VM config (a hypervisor's file) and nvidia-smi output: unless "
-                        "the node's own pveversion says otherwise, the outputs are judged as the guest's and the "
-                        "config as that of the VM it runs in; the node itself (its IOMMU, drivers, groups) is not "
-                        "judged")
+        warnings.append("the material holds a Proxmox VM config and nvidia-smi output: the outputs are judged as the "
+                        "guest's and the config as that of the VM it runs in; the node (its IOMMU, drivers, groups) "
+                        "is not judged")
     return warnings

@@ -37,7 +37,9 @@ kinds, the more specific one wins, in this order (the first that matches):
 7. ``nvidia-smi-query-gpu`` (a header of field names, rows of as many values, or the "is not a valid
    field to query" message), ``nvidia-smi-list`` (``GPU 0: ... (UUID: GPU-...)``), ``lspci-vvv``
    (device lines with their indented ``Control:``, ``Capabilities:``... lines; a bare hex dump is
-   none), ``proxmox-vm-config`` (three or more Proxmox VM keys, one of them specific to Proxmox),
+   none), ``proxmox-vm-config`` (three or more Proxmox VM keys, one of them specific to Proxmox), ``pveversion``
+   (its ``pve-manager/<version>/<build> (running kernel: ...)`` line, or ``-v``'s ``proxmox-ve:`` or
+   ``pve-manager:`` line with the running kernel or version: parsers/pveversion.py),
    ``fabric-manager-log`` (the fabric manager's process names in journal lines, or a message only it prints:
    parsers/fabric_manager_log.py), ``dmesg`` (two or more ``[  12.345678]`` or ``dmesg -T`` stamps),
    ``journal-kernel`` (two or more ``Mar 21 21:42:01 [host] kernel:`` or ISO-stamped lines: ``journalctl -k``, a
@@ -66,6 +68,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_bug_rep
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_common import strip_ansi
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_failure import INVALID_FIELD_RE
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.nvidia_smi_topo import P2P_STATUS_MEANING
+from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pveversion import looks_like_pveversion
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.sglang_decode_log import DECODE_LINE_RE
 from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.simple_p2p import MARK_RE as _SIMPLE_P2P_RE
 
@@ -90,6 +93,7 @@ KINDS = {
     "nvidia-smi-list": "nvidia-smi -L",
     "lspci-vvv": "lspci -v, -vv or -vvv",
     "proxmox-vm-config": "qm config <vmid>, or /etc/pve/qemu-server/<vmid>.conf",
+    "pveversion": "pveversion or pveversion -v (a Proxmox VE node's own versions)",
     "fabric-manager-log": "the fabric manager's log or journal (journalctl -u nvidia-fabricmanager, "
                           "systemctl status nvidia-fabricmanager, /var/log/fabricmanager.log)",
     "dmesg": "dmesg",
@@ -173,8 +177,8 @@ _CMDLINE_TOKEN_RE = re.compile(r"^[^\s=]{1,200}(?:=\S*)?$")
 _CMDLINE_MARK_RE = re.compile(r"^(?:BOOT_IMAGE|root|initrd|init|console|intel_iommu|amd_iommu|iommu|rd\.[\w.]+|"
                               r"systemd\.[\w.]+|nvidia[\w.-]*|modprobe\.blacklist|pci|hugepages\w*)=|"
                               r"^(?:ro|rw|quiet|splash)$")
-_PROMPT_COMMAND_RE = re.compile(r"^(?:.{0,80}?[$#%]\s+)?(?:sudo\s+)?(?P<command>(?:nvidia-smi|qm|lspci|dmesg|cat)"
-                                r"(?:\s+\S.*)?)\s*$")
+_PROMPT_COMMAND_RE = re.compile(r"^(?:.{0,80}?[$#%]\s+)?(?:sudo\s+)?"
+                                r"(?P<command>(?:nvidia-smi|qm|lspci|dmesg|cat|pveversion)(?:\s+\S.*)?)\s*$")
 _PROMPT_LINES = 3
 _P2P_CODES = frozenset(P2P_STATUS_MEANING)
 
@@ -329,6 +333,8 @@ def _line_kind(lines: list[str]) -> str | None:
             if match}
     if len(keys & _VM_KEYS) >= 3 and keys & _VM_SPECIFIC:
         return "proxmox-vm-config"
+    if looks_like_pveversion("\n".join(lines)):
+        return "pveversion"
     filled = [line for line in lines if line.strip()]
     stamped = sum(1 for line in filled if _DMESG_RE.match(line))
     if stamped >= 2 or (stamped and stamped == len(filled)):
@@ -352,7 +358,7 @@ def _is_cmdline(filled: list[str]) -> bool:
 def pasted_command(data: Any) -> str | None:
     """The command a paste says it is the output of, from a shell line among its first lines
     (``$ nvidia-smi topo -p2p r``, ``root@pve:~# qm config 120``): the command with single spaces, or None.
-    Only nvidia-smi, qm, lspci, dmesg and cat are looked for."""
+    Only nvidia-smi, qm, lspci, dmesg, cat and pveversion are looked for."""
     text = _as_text(data)
     if text is None:
         return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 # The facts' copy of the capture's from_material section (its lists: material/capture.py).
-MATERIAL_KEYS = ("inputs", "seen", "unread", "not_seen", "kept", "unmapped", "warnings")
+MATERIAL_KEYS = ("inputs", "seen", "unread", "not_seen", "kept", "unmapped", "warnings", "node_outputs")
 
 
 class MaterialNotes(Protocol):

@@ -25,7 +25,8 @@ _BENCH = r"(?:\S*/)?(?:[a-z_]+_perf|nvbandwidth|p2pBandwidthLatencyTest|simpleP2
 _PROMPT = r"(?:[^\s$#>]{0,80}[$#]|PS [^\s>]{0,80}>)"
 _ENV = r"(?:[A-Z_][A-Z0-9_]{0,63}=\S{0,200}\s+){0,8}"
 _SHELL_RE = re.compile(r"^\s{0,4}(?:>\s?)?(?:" + _PROMPT + r"\s*)(?:sudo\s+)?" + _ENV
-                       + r"(?P<command>(?:nvidia-smi|qm|lspci|dmesg|journalctl|cat|" + _BENCH + r")(?:\s+\S.*?)?)\s*$")
+                       + r"(?P<command>(?:nvidia-smi|qm|lspci|dmesg|journalctl|cat|pveversion|" + _BENCH
+                       + r")(?:\s+\S.*?)?)\s*$")
 # A prompt that names its user and host (root@pve01:~#, user@llm-vm:~$) or PowerShell's starts a piece whatever
 # it runs: what follows is that command's output, never more of the output above.
 _HOST_PROMPT_RE = re.compile(r"^\s{0,4}(?:>\s?)?(?:[\w.-]{1,64}@[\w.-]{1,64}:[^\s$#]{0,80}[$#]|PS [^\s>]{0,80}>)"

@@ -24,9 +24,8 @@ Output:
   hostnodes, memory_mib, policy, warnings); ``parse_smbios_uuid``;
   ``parse_property_string`` (``a=1,b=2`` -> dict and warnings);
   ``parse_bool``, ``parse_int`` (None when not one).
-* Other files: ``parse_pveversion`` (version, build, kernel) and
-  ``parse_pci_mapping`` (``/etc/pve/mapping/pci.cfg``: mapping id -> this node's
-  map entries).
+* Other files: ``parse_pci_mapping`` (``/etc/pve/mapping/pci.cfg``: mapping
+  id -> this node's map entries); pveversion's output: parsers/pveversion.py.
 """
 
 from __future__ import annotations
@@ -74,9 +73,6 @@ PCI_ID = re.compile(r"^(?:(?P<domain>[0-9a-f]{4,}):)?(?P<bus>[0-9a-f]{2}):(?P<sl
                     r"(?:\.(?P<function>[0-7]))?$", re.IGNORECASE)
 TRUE_WORDS = frozenset({"1", "on", "yes", "true"})
 FALSE_WORDS = frozenset({"0", "off", "no", "false"})
-
-PVEVERSION = re.compile(r"pve-manager/(?P<version>[0-9][^/\s]*)(?:/(?P<build>\S+))?"
-                        r"(?:\s+\(running kernel:\s*(?P<kernel>[^)\s]+)\))?")
 
 
 class ProxmoxParseError(ParseError):
@@ -457,14 +453,6 @@ def parse_smbios_uuid(value: str | None) -> str | None:
     options, _warnings = parse_property_string(value)
     uuid = options.get("uuid")
     return uuid.lower() if uuid else None
-
-
-def parse_pveversion(text: str) -> dict[str, str | None]:
-    """`pve-manager/8.3.2/3e76eec21c4a14a7 (running kernel: 6.8.12-5-pve)`."""
-    match = PVEVERSION.search(text)
-    if not match:
-        return {"version": None, "build": None, "kernel": None}
-    return {"version": match.group("version"), "build": match.group("build"), "kernel": match.group("kernel")}
 
 
 def parse_pci_mapping(text: str, node: str | None) -> dict[str, list[dict[str, str]]]:

@@ -10,6 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.markdown import inline, table
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.scope import two_hosts
+from ansible_collections.gpuhost.gpu.plugins.module_utils.values import as_list
+
+TWO_HOSTS_SAID = "two hosts in the material: see the line under the verdict scope, at the top of this report"
 
 
 def material_section(material: Any) -> list[str]:
@@ -29,7 +33,10 @@ def material_section(material: Any) -> list[str]:
     unmapped = [u for u in material.get("unmapped") or [] if isinstance(u, dict)]
     if unmapped:
         out += ["Not used:", "", *table(["What", "Why"], [[u.get("name"), u.get("why")] for u in unmapped])]
-    warnings = [str(w) for w in material.get("warnings") or []]
+    # Said once, under the verdict scope (report/scope.py two_hosts): here only where to read it.
+    node_outputs = [str(name) for name in as_list(material.get("node_outputs"))]
+    said = two_hosts(node_outputs) if node_outputs else None
+    warnings = [TWO_HOSTS_SAID if str(w) == said else str(w) for w in material.get("warnings") or []]
     if warnings:
         # Warnings quote the material (file names, lines): each stays one line of text.
         out += ["Warnings:", ""] + [f"- {inline(w)}" for w in warnings] + [""]

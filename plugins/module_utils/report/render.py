@@ -166,6 +166,7 @@ def host_markdown(host: str, facts: dict[str, Any]) -> str:
     scope = verdict_scope(facts)
     if scope:
         out += [f"Verdict scope: {scope.line}", ""]
+        out += [inline(scope.two_hosts), ""] if scope.two_hosts else []
     out += [f"**Action: {summary.get('action') or 'not stated'}**: the most disruptive its findings ask "
             "(none < drain < reset_gpu < reboot < reinstall_driver < fix_hypervisor)", ""]
     out += table(["", ""], [

@@ -6,6 +6,10 @@ config, not for anything it serves itself; and a host whose only critical findin
 between GPUs (the P2P and NUMA rules judge every pair of the tensor-parallel group, by default all GPUs)
 is unfit for tensor parallelism while the deployment gate passes a model that fits one GPU, because at
 TP1 it sets those findings aside (gate/triage.py). The scope line says which reading applies.
+
+Material may hold two hosts: a guest's outputs with its VM's config, and its Proxmox node's own outputs, which
+material/node_outputs.py sets apart (the material's ``node_outputs``). The verdict is then the guest's alone, and
+``two_hosts`` says so in one sentence: the material's warning, and the line under the scope line.
 """
 
 from __future__ import annotations
@@ -21,6 +25,15 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.values import as_dict,
 class Scope:
     line: str  # a sentence or two, for the host's report
     short: str  # a few words, for the fleet table
+    two_hosts: str | None = None  # the material held the guest's node too, set apart: two_hosts()
+
+
+def two_hosts(node_outputs: list[str]) -> str:
+    """What a guest's verdict judges when its material also held its Proxmox node's own outputs (their input names),
+    and what to do for the node."""
+    return (f"Two hosts in the material: the guest is judged here, with the config of the VM it runs in; its Proxmox "
+            f"node's own outputs ({', '.join(node_outputs)}) are set apart, not used. To judge the node, put them in a "
+            "directory of their own and analyse it as an input of its own (make analyze INPUT=pve-node/).")
 
 
 def _gpus(count: int) -> str:
@@ -38,6 +51,14 @@ def _tp_group(findings: list[dict[str, Any]]) -> list[str] | None:
 
 def verdict_scope(facts: dict[str, Any]) -> Scope | None:
     """The scope of the host's verdict; None for facts too old or too thin to tell (no summary)."""
+    scope = _scope(facts)
+    node_outputs = [str(name) for name in as_list(as_dict(facts.get("material")).get("node_outputs"))]
+    if scope is None or not node_outputs:
+        return scope
+    return Scope(scope.line, f"{scope.short}; the guest only, its node set apart", two_hosts(node_outputs))
+
+
+def _scope(facts: dict[str, Any]) -> Scope | None:
     summary = as_dict(facts.get("summary"))
     if not summary:
         return None

@@ -111,9 +111,13 @@ PACKAGINGS: dict[str, Callable[[Path], list[str]]] = {
 }
 
 
-def judged(tmp_path: Path, capsys, packaging: str) -> tuple[dict, str]:
+def judged(tmp_path: Path, capsys, packaging: str, added: dict[str, bytes] | None = None) -> tuple[dict, str]:
+    """The report and Markdown of the ticket so packaged; ``added``: files put beside the ticket's in its first
+    input (a directory)."""
     tmp_path.mkdir(exist_ok=True)
     inputs = PACKAGINGS[packaging](tmp_path)
+    for name, data in (added or {}).items():
+        (tmp_path / inputs[0] / name).write_bytes(data)
     result = run_module(gpu_analyze.main, {"inputs": inputs, "base_dir": str(tmp_path), "model": "glm-5"}, capsys)
     reports = tmp_path / "reports"
     host = result["inputs"][0]["host"]
@@ -218,3 +222,41 @@ def test_not_judged_asks_only_for_what_the_ticket_lacks(tmp_path: Path, capsys) 
     # The ticket holds topo -m and topo -p2p r: asking for them again would tell the user nothing was read.
     assert "topo -p2p r" not in asked and "topo -m" not in asked
     assert "`dmesg` run as root" in asked
+
+
+def as_one_file_with_the_nodes_pveversion(root: Path) -> list[str]:
+    """The ticket's text with the node's pveversion pasted after its prompt, before the signature."""
+    pveversion = (FIXTURES / "pveversion" / "pveversion_pve8.3.5_kernel-6.8.12-8-pve_prompt.txt").read_text()
+    (root / "ticket.txt").write_text(ticket_text().replace("Thanks,", f"And on the node:\n\n{pveversion}\nThanks,"))
+    return ["ticket.txt"]
+
+
+@pytest.mark.parametrize(("packaging", "node_input"), [("directory", "pveversion.txt"),
+                                                       ("one file", "ticket.txt, line 179")])
+def test_the_nodes_pveversion_beside_the_ticket_is_set_apart_and_said_on_the_first_screen(
+        tmp_path: Path, capsys, monkeypatch, packaging: str, node_input: str) -> None:
+    """The user adds the node's pveversion to the guest's ticket: the material holds two hosts. The guest is judged
+    as from the ticket alone, the node's output is listed as not used, and the first screen says so."""
+    pveversion = (FIXTURES / "pveversion" / "pveversion_pve8.3.5_kernel-6.8.12-8-pve_prompt.txt").read_bytes()
+    alone, _ = judged(tmp_path / "alone", capsys, packaging)
+    if packaging == "one file":
+        monkeypatch.setitem(PACKAGINGS, packaging, as_one_file_with_the_nodes_pveversion)
+    added = {"pveversion.txt": pveversion} if packaging == "directory" else None
+    report, markdown = judged(tmp_path / "with-node", capsys, packaging, added)
+    assert essentials(report) == essentials(alone)
+    material = report["material"]
+    assert material["node_outputs"] == [node_input]
+    assert next(i for i in material["inputs"] if i["name"] == node_input)["as"] == []
+    [why] = [u["why"] for u in material["unmapped"] if u["name"] == node_input]
+    assert why.startswith("a Proxmox node's own output (pveversion, kernel 6.8.12-8-pve)")
+    assert report["proxmox"]["node_evidence"] is None and "As a Proxmox node" not in markdown
+    first_screen = markdown.splitlines()[:15]
+    [split] = [line for line in first_screen if line.startswith("Two hosts in the material")]
+    assert "the guest is judged here" in split and f"({node_input}) are set apart" in split
+    assert "make analyze INPUT=" in split
+    # Said once: the material section points to it rather than saying it again in other words.
+    assert markdown.count("Two hosts in the material") == 1
+    assert "see the line under the verdict scope" in markdown
+    # The analysis index's row says what its verdict judges: the guest alone.
+    index = (tmp_path / "with-node" / "reports" / "analysis.md").read_text()
+    assert "TP over all 8 GPUs; the guest only, its node set apart" in index

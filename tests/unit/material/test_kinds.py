@@ -56,6 +56,7 @@ FIXTURE_KINDS = [
     ("pci/sysfs/*", None),
     ("proxmox/*.conf", "proxmox-vm-config"),
     ("proxmox/mapping-pci.cfg", None),
+    ("pveversion/pveversion*", "pveversion"),
     ("sglang/decode-log_*", "sglang-decode-log"),
     ("sglang/*", None),
     # The fabric manager's refusal of a driver: read by the live audit from its journal, not yet a material kind.

@@ -1,4 +1,4 @@
-"""The qemu-server config parser: single options, the args line, pveversion, and inputs that are not configs.
+"""The qemu-server config parser: single options, the args line, and inputs that are not configs.
 
 The whole-config fixtures (tests/fixtures/proxmox/, sources in its SOURCES.md) are parsed and joined
 to host facts in tests/unit/audit/test_proxmox.py.
@@ -17,7 +17,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.proxmox_config
     normalize_pci_id,
     parse_args,
     parse_hostpci,
-    parse_pveversion,
     parse_vm_config,
 )
 from hypothesis import given, settings
@@ -86,13 +85,6 @@ def test_parse_args_refuses_what_qemu_refuses() -> None:
     assert any("cannot parse" in w for w in bad.warnings) and any("has no value" in w for w in bad.warnings)
     unbalanced = parse_args("-set 'device.hostpci0.x-nv-gpudirect-clique=0")
     assert unbalanced.tokens == [] and "QEMU gets none of it" in unbalanced.warnings[0]
-
-
-def test_parse_pveversion() -> None:
-    assert parse_pveversion("pve-manager/8.3.2/3e76eec21c4a14a7 (running kernel: 6.8.12-5-pve)\n") == \
-        {"version": "8.3.2", "build": "3e76eec21c4a14a7", "kernel": "6.8.12-5-pve"}
-    assert parse_pveversion("bash: pveversion: command not found") == {"version": None, "build": None,
-                                                                       "kernel": None}
 
 
 def test_non_text_is_a_parse_error() -> None:

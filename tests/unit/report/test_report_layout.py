@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report import render as report
 from ansible_collections.gpuhost.gpu.plugins.module_utils.report.markdown import anchor, fenced
-from ansible_collections.gpuhost.gpu.plugins.module_utils.report.scope import verdict_scope
+from ansible_collections.gpuhost.gpu.plugins.module_utils.report.scope import two_hosts, verdict_scope
 from ansible_collections.gpuhost.gpu.plugins.module_utils.rules.proxmox_plans import enrich_guest_findings
 
 from tests.unit.captures import H100, HYPERVISOR, INCIDENT, MICROVM, MISMATCH, RTX4090, audited
@@ -153,6 +153,21 @@ def test_a_thin_old_report_gets_a_scope_from_what_it_has_or_none() -> None:
     scope = verdict_scope(thin)
     assert scope is not None and scope.short == "TP over 8 GPUs"
     assert verdict_scope({}) is None and verdict_scope({"summary": "odd", "findings": "odd"}) is None
+
+
+def test_material_of_two_hosts_says_so_under_the_scope_line_and_in_the_fleet_row() -> None:
+    facts = {**audited(INCIDENT), "material": {"node_outputs": ["pveversion.txt", "node-dmesg.txt"],
+                                               "warnings": [two_hosts(["pveversion.txt", "node-dmesg.txt"])]}}
+    lines = report.host_markdown("guest", facts).splitlines()
+    at = lines.index(scope_line("\n".join(lines)))
+    assert lines[at + 2].startswith("Two hosts in the material: the guest is judged here")
+    assert "(pveversion.txt, node-dmesg.txt) are set apart" in lines[at + 2]
+    # The fleet table (and the analysis index) say what the verdict judges the same way.
+    assert verdict_scope(facts).short.endswith("; the guest only, its node set apart")
+    assert "its node set apart" in report.fleet_markdown({"guest": facts})
+    # Odd material (edited by hand) changes nothing.
+    odd = {**audited(INCIDENT), "material": {"node_outputs": "pveversion.txt"}}
+    assert verdict_scope(odd).two_hosts is None
 
 
 # ---------------------------------------------------------------------------

@@ -46,7 +46,8 @@ from tests.unit import schemas
 #    change.
 # 8: proxmox.node_evidence (a Proxmox node only from its own tools: pveversion or its kernel, never a qemu-server
 #    directory alone); VM configs given in material without their node, with gpus_assumed or gpus_not_known per VM
-#    and null host facts (vfio_modules among them); the communication ceiling's observed rate (an SGLang decode log
+#    and null host facts (vfio_modules among them); material.node_outputs (a Proxmox node's own outputs set apart from
+#    its guest's material); the communication ceiling's observed rate (an SGLang decode log
 #    in material) and the share of each token all-reduce explains; each NCCL threshold's timing rule and
 #    calibration (bench/nccl_thresholds.py ENGINES).
 SHAPES = {
@@ -56,7 +57,7 @@ SHAPES = {
     5: "a83b48a095fc0e46",
     6: "45df02c55ea5e239",
     7: "719f05ca7ebe1d4e",
-    8: "90e6421fce85d9a7",
+    8: "b740f9684d0ac70b",
 }
 PROSE = {"description", "title", "$comment", "examples"}
 
