@@ -76,7 +76,7 @@ FUZZ_CASES ?= 5000
 FUZZ_SEED ?= 27
 
 unit: venv ## Unit tests (pytest tests/unit) and the fuzz harness's fixed slice (tests/fuzz); no tests collected is a failure
-	@rc=0; FUZZ_CASES=$(FUZZ_SLICE) FUZZ_SEED=27 pytest tests/unit tests/fuzz -q || rc=$$?; \
+	@rc=0; FUZZ_CASES=$(FUZZ_SLICE) FUZZ_SEED=27 pytest tests/unit tests/fuzz -q --durations=10 || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "unit: no tests were collected under tests/unit" >&2; fi; \
 	exit $$rc
 
@@ -92,7 +92,7 @@ fuzz: venv ## The fuzz harness, longer: FUZZ_CASES per entry point (default 5000
 	pytest tests/fuzz -q
 
 fleet: venv ## site.yml's audit, bench and gate phases in check mode over tests/fleet (a fleet of captures)
-	pytest tests/fleet -q
+	pytest tests/fleet -q --durations=10
 
 docs: venv ## Write docs/reference/ from the modules, role argument specs, playbooks and findings catalog
 	$(PYTHON) scripts/docs_reference.py --write
