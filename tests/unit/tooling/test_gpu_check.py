@@ -70,6 +70,19 @@ def gpu_check(tmp_path: Path, bare_python: str, *args: str, smi_capture: Path | 
                           check=False)
 
 
+def pinned_nvml_version() -> str:
+    """requirements-audit.txt's nvidia-ml-py pin."""
+    return next(line.split("==")[1] for line in (ROOT / "requirements-audit.txt").read_text().splitlines()
+                if line.startswith("nvidia-ml-py=="))
+
+
+def pinned_wheel_path(tmp_path: Path) -> Path:
+    """Where the wheel of that pin goes in a fresh wheels directory."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    return wheels / f"nvidia_ml_py-{pinned_nvml_version()}-py3-none-any.whl"
+
+
 def test_on_a_bare_machine_without_a_gpu_it_says_what_runs_and_what_is_skipped(tmp_path: Path,
                                                                                 bare_python: str) -> None:
     before = tree()
@@ -102,17 +115,14 @@ def test_on_a_bare_machine_without_a_gpu_it_says_what_runs_and_what_is_skipped(t
 def test_the_carried_wheel_is_what_reads_nvml(tmp_path: Path, bare_python: str) -> None:
     import pynvml
 
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    version = next(line.split("==")[1] for line in (ROOT / "requirements-audit.txt").read_text().splitlines()
-                   if line.startswith("nvidia-ml-py=="))
-    wheel = wheels / f"nvidia_ml_py-{version}-py3-none-any.whl"
+    wheel = pinned_wheel_path(tmp_path)
+    wheels = wheel.parent
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.write(pynvml.__file__, "pynvml.py")
     proc = gpu_check(tmp_path, bare_python, str(tmp_path / "out"), wheels=wheels)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     results = json.loads((tmp_path / "out" / "gpu-check.json").read_text())
-    assert results["tools"]["nvml"] == {"binding": f"nvidia-ml-py {version}", "origin": str(wheel)}
+    assert results["tools"]["nvml"] == {"binding": f"nvidia-ml-py {pinned_nvml_version()}", "origin": str(wheel)}
     # The binding came from the wheel: NVML itself is what is missing here, not the binding.
     nvml_error = results["steps"]["audit"]["nvml_error"]
     assert "not installed" not in nvml_error and "LibraryNotFound" in nvml_error, nvml_error
@@ -189,11 +199,8 @@ def test_the_kernels_are_built_with_the_machines_nvcc_and_a_kernel_that_cannot_r
 
 
 def test_carry_prints_the_paths_their_sizes_and_the_call(tmp_path: Path, bare_python: str) -> None:
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    version = next(line.split("==")[1] for line in (ROOT / "requirements-audit.txt").read_text().splitlines()
-                   if line.startswith("nvidia-ml-py=="))
-    wheel = wheels / f"nvidia_ml_py-{version}-py3-none-any.whl"
+    wheel = pinned_wheel_path(tmp_path)
+    wheels = wheel.parent
     wheel.write_bytes(b"0" * 50_000)
     proc = gpu_check(tmp_path, bare_python, "--carry", wheels=wheels)
     assert proc.returncode == 0, proc.stdout + proc.stderr
