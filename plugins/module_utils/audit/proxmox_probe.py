@@ -7,7 +7,6 @@ host compiles every file it imports on every run.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.commands import PVEVERSION
@@ -15,9 +14,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.audit.source import So
 
 # parsers/proxmox_config.py's QEMU_SERVER_DIR; a test keeps the two equal.
 QEMU_SERVER_DIR = "/etc/pve/qemu-server"
-# pveversion's line, or in material -v's lines (proxmox-ve's, pve-manager's). parsers/pveversion.py reads them; it is
-# not imported here, as every audited host loads this file.
-_PVEVERSION_SAYS = re.compile(r"^[^\S\n]*(?:pve-manager[/:]|proxmox-ve: )", re.MULTILINE)
 
 
 def has_vm_configs(source: Source) -> bool:
@@ -31,8 +27,11 @@ def node_evidence(source: Source, kernel: dict[str, Any] | None = None) -> str |
     not: a config copied to another machine, or pasted into material beside a guest's outputs, is no node."""
     if not has_vm_configs(source):
         return None
+    # Imported only here, past the directory check: nearly every audited host has no qemu-server directory.
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.parsers.pveversion import looks_like_pveversion
+
     version = source.run(PVEVERSION.argv)
-    if version.ok and _PVEVERSION_SAYS.search(version.stdout or ""):
+    if version.ok and looks_like_pveversion(version.stdout or ""):
         return "pveversion"
     release = str((kernel or {}).get("release") or "")
     if release.endswith("-pve"):
