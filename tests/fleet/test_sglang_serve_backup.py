@@ -66,3 +66,18 @@ def test_files_in_service_are_copied_and_stale_copies_dropped(tmp_path: Path) ->
     assert run.returncode == 0, f"{run.stdout[-3000:]}\n{run.stderr[-2000:]}"
     assert sorted(p.name for p in backups.iterdir()) == ["notes.txt", "sglang-x.service"]
     assert (backups / "sglang-x.service").read_text() == "[Unit]\nDescription=new\n"
+
+
+def test_a_copy_left_as_a_link_is_replaced_not_written_through(tmp_path: Path) -> None:
+    """The copy of a unit that was masked (a link to /dev/null, kept as a link) and a unit in service now that is a
+    file again: the new copy replaces the link. cp wrote through it instead, into /dev/null, and the rollback of
+    the next failed deployment put the masked unit back in place of the one in service."""
+    live, backups = tmp_path / "live", tmp_path / "backups"
+    live.mkdir()
+    backups.mkdir()
+    (live / "sglang-x.service").write_text("[Unit]\nDescription=unmasked\n")
+    (backups / "sglang-x.service").symlink_to(os.devnull)
+    run = backup(tmp_path, [str(live / "sglang-x.service")])
+    assert run.returncode == 0, f"{run.stdout[-3000:]}\n{run.stderr[-2000:]}"
+    copy = backups / "sglang-x.service"
+    assert not copy.is_symlink() and copy.read_text() == "[Unit]\nDescription=unmasked\n"
