@@ -2,8 +2,9 @@
 
 `ansible-playbook -i tests/fleet/hosts.yml site.yml --tags audit,bench,gate`, once with --check and once for real
 (reports written), each into a report directory of its own. Each run takes most of a minute on two cores; the
-tests that judge the verdicts (test_site_fleet), the run's own health (test_walkthrough_live) and the agreement of
-the views it writes (test_views_agree) read the same two runs instead of making their own.
+tests that judge the verdicts (test_site_fleet), the run's own health (test_walkthrough_live), the agreement of
+the views it writes (test_views_agree), gate.yml run alone after it (test_gate_alone_agrees, on a copy of the
+reports) and a right inventory path (test_inventory_path) read the same two runs instead of making their own.
 
 A `torch` that only records its import stands first on the interpreters' path in both runs: any live workload (a
 probe or an NCCL benchmark run on the controller for a replayed host) would import it, and test_walkthrough_live

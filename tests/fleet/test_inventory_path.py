@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from typing import Any
 
 import pytest
 
@@ -32,6 +33,8 @@ def test_a_wrong_inventory_path_fails_and_names_the_path(given: list[str]) -> No
     assert "PLAY RECAP" not in run.stdout
 
 
-def test_a_right_inventory_path_still_runs() -> None:
-    run = gate(str(INVENTORY))
-    assert run.returncode == 0, f"{run.stdout[-3000:]}\n{run.stderr[-2000:]}"
+def test_a_right_inventory_path_still_runs(site_check: dict[str, Any]) -> None:
+    # The walkthrough's check run (tests/fleet/conftest.py): the same inventory under the same ansible.cfg, and
+    # site.yml imports gate.yml (after the audit and the benchmark). A gate.yml run of its own over the whole fleet
+    # would show nothing more, at the cost of another run over every host.
+    assert site_check["rc"] == 0, site_check["output"]["stats"]

@@ -71,20 +71,30 @@ def test_a_string_deploy_model_is_named_deploy_model(gated):
     assert "Blocked by: deploy_model: expected a mapping" in said and "deployment_gate_model" not in said
 
 
-def test_tensor_parallel_gpus_the_host_lacks_are_a_critical_finding(tmp_path):
-    hosts = {"tp-typo": {**LOCAL, "gpu_audit_capture": H100, "gpu_audit_tensor_parallel_gpus": [0, 1, 2, 9]}}
-    audited = play(tmp_path, "playbooks/audit.yml", hosts)
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One audit.yml run for both audit misspellings: each host's typo is its own, and a run per host would only
+    repeat the play around it."""
+    hosts = {
+        "tp-typo": {**LOCAL, "gpu_audit_capture": H100, "gpu_audit_tensor_parallel_gpus": [0, 1, 2, 9]},
+        # As the user wrote it: no gpu_audit_capture, so the audit reads this machine (read-only, in check mode).
+        "customer-node-7": {**LOCAL, "gpu_audit_captur": H100},
+    }
+    return play(tmp_path_factory.mktemp("audit"), "playbooks/audit.yml", hosts)
+
+
+def test_tensor_parallel_gpus_the_host_lacks_are_a_critical_finding(audited):
     facts = task_results(audited, "Audit the GPU host")["tp-typo"]["ansible_facts"]["gpu_host"]
     [finding] = [f for f in facts["findings"] if f["id"] == "tensor_parallel_gpus_not_on_host"]
     assert finding["severity"] == "critical"
     assert "names GPU 9, which this host does not have (it has GPUs 0-7)" in finding["summary"]
-    lines = task_results(audited, "Print every host's verdict")["tp-typo"]["msg"]
-    assert "critical: tensor_parallel_gpus_not_on_host" in lines[0]
+    # One message for the play (run_once), a line per host: tp-typo's is the one that names it.
+    [printed] = task_results(audited, "Print every host's verdict").values()
+    [line] = [line for line in printed["msg"] if line.startswith("tp-typo: ")]
+    assert "critical: tensor_parallel_gpus_not_on_host" in line
 
 
-def test_gpu_audit_captur_warns_before_the_audit_runs(tmp_path):
-    # As the user wrote it: no gpu_audit_capture, so the audit reads this machine (read-only, in check mode).
-    audited = play(tmp_path, "playbooks/audit.yml", {"customer-node-7": {**LOCAL, "gpu_audit_captur": H100}})
+def test_gpu_audit_captur_warns_before_the_audit_runs(audited):
     tasks = [task["task"]["name"].split(" : ")[-1] for task in audited["output"]["plays"][0]["tasks"]]
     assert tasks.index("Check the play's gpu_audit variable names") < tasks.index("Audit the GPU host")
     [check] = task_results(audited, "Check the play's gpu_audit variable names").values()
