@@ -132,13 +132,6 @@ def test_exposure_of_the_unit_file_offline(host) -> None:
 
 
 @pytest.fixture(scope="module")
-def codename(host) -> str:
-    release = dict(line.split("=", 1) for line in host.file("/etc/os-release").content_string.splitlines()
-                   if "=" in line)
-    return release["VERSION_CODENAME"].strip('"')
-
-
-@pytest.fixture(scope="module")
 def namespaces_prohibited(host) -> bool:
     """Whether systemd said, when it started the server in service, that it may not make the unit's
     namespaces: the unit's own line among the messages of its current invocation, not any unit's."""
@@ -158,7 +151,7 @@ def serving_report() -> dict:
 
 
 @pytest.mark.parametrize("which", ["main_pid", "server_pid"])
-def test_sandbox_applies_to_the_running_server(host, request: pytest.FixtureRequest, which: str, codename: str,
+def test_sandbox_applies_to_the_running_server(host, request: pytest.FixtureRequest, which: str,
                                                namespaces_prohibited: bool, serving_report: dict) -> None:
     pid = request.getfixturevalue(which)
     status = dict(line.split(":", 1) for line in host.file(f"/proc/{pid}/status").content_string.splitlines())
@@ -168,7 +161,7 @@ def test_sandbox_applies_to_the_running_server(host, request: pytest.FixtureRequ
     mnt = host.check_output(f"readlink /proc/{pid}/ns/mnt")
     # systemd 252 (Debian 12) makes the namespaces in this container; the other branch must not hide a
     # regression there.
-    if codename == "bookworm":
+    if host.system_info.codename == "bookworm":
         assert not namespaces_prohibited, f"systemd logged that {SERVICE}'s namespace setup is prohibited"
     if namespaces_prohibited:
         # systemd 255 or 257 in a container whose PID 1 lacks CAP_SYS_ADMIN (Ubuntu 24.04, Debian 13) runs the server in
