@@ -8,17 +8,15 @@ tests. The cache is keyed by the interpreter's bytecode magic number, the member
 source, so it only ever returns what compiling that source would; the returned code carries this archive's path, as
 freshly compiled code would. Nothing else of the import changes.
 
-Loaded at every interpreter start where it is installed: in the molecule test image (scripts/test-image.sh, a .pth
-file in dist-packages) and in the fleet tests' ansible-playbook runs (tests/fleet/conftest.py puts this directory,
-with its sitecustomize.py, on PYTHONPATH). The cache is a directory per user under $TMPDIR (default /var/tmp),
-which only that user may write; a cache that cannot be read or written is compiled around, never an error.
+Loaded by this directory's sitecustomize.py at every interpreter start that has the directory on PYTHONPATH: the
+molecule containers (each scenario's platforms mount it at /opt/gpuhost-zipcache and set PYTHONPATH) and the fleet
+tests' ansible-playbook runs (tests/fleet/conftest.py). The cache is a directory per user under $TMPDIR (default
+/var/tmp), which only that user may write; a cache that cannot be read or written is compiled around, never an
+error. What compiling needs is imported only when a member of a zip is compiled, not at every start.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import marshal
 import os
 import types
 import zipimport
@@ -46,6 +44,10 @@ def install() -> None:
         return
 
     def cached(pathname: str, source: bytes) -> types.CodeType:
+        import hashlib
+        import importlib.util
+        import marshal
+
         directory = _cache_dir()
         if directory is None:
             return compile_source(pathname, source)
