@@ -43,12 +43,16 @@ def install() -> None:
     if compile_source is None or getattr(compile_source, "gpuhost_zipcache", False):
         return
 
+    directories: list[str | None] = []  # the cache directory, looked up at the first compile of this process
+
     def cached(pathname: str, source: bytes) -> types.CodeType:
         import hashlib
         import importlib.util
         import marshal
 
-        directory = _cache_dir()
+        if not directories:
+            directories.append(_cache_dir())
+        directory = directories[0]
         if directory is None:
             return compile_source(pathname, source)
         member = pathname.rpartition(".zip")[2]  # the same in every payload; the archive's path is not
