@@ -125,12 +125,12 @@ molecule: venv ## Every molecule scenario, MOLECULE_JOBS at a time (SCENARIO=nam
 	@$(PYTHON) scripts/molecule_all.py --jobs $(MOLECULE_JOBS) $(if $(filter-out bookworm,$(PLATFORM)),--log-dir .cache/molecule-logs/$(PLATFORM)) $(SCENARIO)
 
 # scripts/test-all.sh runs the steps and says what each took: setup steps stop at the first failure; every test
-# step runs; beside the fleet, lint, the alert rules, the EE test and sanity, one after another, run the unit
+# step runs; beside lint, the alert rules, the fleet, the EE test and sanity, one after another, run the unit
 # tests (one process) and then molecule (its scenarios three at a time), so that both cores stay busy. The last
 # line says which steps passed, the time in all and the slowest step. Under `make -n test` it prints each step's
 # commands and runs none of them (the `+` runs the script under -n; DRY_RUN tells it so).
 DRY_RUN = $(findstring n,$(firstword -$(MAKEFLAGS)))
-test: ## venv, torch-venv, system-deps, image; then fleet, lint, alerts, docs-test, ee-test, collection-test, sanity, with unit and then molecule beside them (what CI runs)
+test: ## venv, torch-venv, system-deps, image; then lint, alerts, fleet, docs-test, ee-test, collection-test, sanity, with unit and then molecule beside them (what CI runs)
 	+@MAKE='$(MAKE)' scripts/test-all.sh $(if $(DRY_RUN),--dry-run)
 
 audit: venv-audit ## Audit the hosts in INVENTORY (default: this machine); reports under reports/

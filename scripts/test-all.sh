@@ -2,10 +2,8 @@
 # What `make test` runs (and CI, through .ci/run), in this order:
 #   setup     venv, torch-venv, system-deps, image: stops at the first that fails, since nothing can be tested then;
 #   then two lines of work side by side, so that both cores stay busy from the first test to the last:
-#   tests     fleet, lint, alerts, docs-test, ee-test, collection-test, sanity, one after another, each run
-#             whatever the one before did; the fleet first, while only the unit tests run beside it: its run over
-#             every host keeps both cores busy where lint and the unit tests leave one half idle, and it is done
-#             before molecule starts its containers;
+#   tests     lint, alerts, fleet, docs-test, ee-test, collection-test, sanity, one after another, each run
+#             whatever the one before did;
 #   beside    unit (one process), then molecule (every scenario, MOLECULE_JOBS at a time: scripts/molecule_all.py), one
 #             after the other, each one's output kept in .cache/test-logs/<step>.log and printed whole once the
 #             tests line is done and the step has ended.
@@ -22,7 +20,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 1
 MAKE="${MAKE:-make}"
 SETUP=(venv torch-venv system-deps image)
-STEPS=(fleet lint alerts docs-test ee-test collection-test sanity)
+STEPS=(lint alerts fleet docs-test ee-test collection-test sanity)
 BESIDE=(unit molecule)
 
 if [[ "${1:-}" == --dry-run ]]; then
